@@ -1,0 +1,140 @@
+//! Command-line parsing (clap) and rendering: human text or one JSON object.
+
+pub mod render;
+pub mod run;
+
+use clap::{Parser, Subcommand};
+
+/// Keep every agent run, checkpoint and piece of validation evidence inside git.
+#[derive(Debug, Parser)]
+#[command(name = "git tabellio", bin_name = "git tabellio", version, about, long_about = None)]
+pub struct Cli {
+    /// One JSON object on stdout, success or error.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Print nothing but errors.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start a run: freeze a base commit, create the run branch and its worktree.
+    Start(StartArgs),
+    /// Record progress on the run branch's head commit.
+    Checkpoint(CheckpointArgs),
+    /// Run the validation checks and record the evidence.
+    Finish(FinishArgs),
+    /// Move the target branch to exactly the validated commit (fast-forward, compare-and-swap).
+    Promote(PromoteArgs),
+    /// Show a run's state and what to do next.
+    Status(RunArg),
+    /// List runs.
+    List(ListArgs),
+    /// Show a run's ledger: one line per state transition.
+    Log(RequiredRunArg),
+    /// Abandon a run.
+    Abandon(AbandonArgs),
+    /// Remove the worktree and branch of a promoted or abandoned run.
+    Cleanup(CleanupArgs),
+    /// Show the evidence records on a commit (and its tree).
+    Evidence(EvidenceArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArg {
+    /// The run id (default: the run whose worktree you are in).
+    pub run: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RequiredRunArg {
+    pub run: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StartArgs {
+    /// The run id (generated when omitted).
+    pub run: Option<String>,
+    /// The task, verbatim.
+    #[arg(
+        long,
+        conflicts_with = "task_file",
+        required_unless_present = "task_file"
+    )]
+    pub task: Option<String>,
+    /// Read the task from a file (`-` for standard input).
+    #[arg(long, value_name = "FILE")]
+    pub task_file: Option<std::path::PathBuf>,
+    /// The branch to start from and promote into (default: the current branch).
+    #[arg(long)]
+    pub base: Option<String>,
+    /// The run branch (default: tabellio/<run>).
+    #[arg(long)]
+    pub branch: Option<String>,
+    /// Who runs it: <human|agent|ci|system>:<id>.
+    #[arg(long)]
+    pub actor: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckpointArgs {
+    pub run: Option<String>,
+    /// A summary (default: the commit's subject).
+    #[arg(short, long)]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct FinishArgs {
+    pub run: Option<String>,
+    /// A policy check to run (repeatable), or the name of the ad-hoc check after `--`.
+    #[arg(long = "check", value_name = "NAME")]
+    pub checks: Vec<String>,
+    /// Timeout in seconds of the ad-hoc check.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
+    /// An ad-hoc check command, run directly (never through a shell).
+    #[arg(last = true, value_name = "ARGV")]
+    pub argv: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PromoteArgs {
+    pub run: Option<String>,
+    /// Check everything and say what would happen, without writing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// Only runs in this state.
+    #[arg(long)]
+    pub state: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AbandonArgs {
+    pub run: String,
+    /// Why.
+    #[arg(short, long)]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CleanupArgs {
+    pub run: String,
+    /// Discard uncommitted changes and unmerged commits of an abandoned run.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct EvidenceArgs {
+    /// A commit (default: HEAD).
+    #[arg(default_value = "HEAD")]
+    pub rev: String,
+}

@@ -1,0 +1,95 @@
+//! Output: one JSON object with `--json`, lines for people otherwise. A closed stdout (a pager
+//! quit early, `| head`) is not an error.
+
+use std::io::Write;
+
+use serde_json::{json, Map, Value};
+
+use tabellio::Error;
+
+/// What a command produced: the JSON object (without `ok`), the text for a person, and the
+/// exit code (0, or 1 for a recorded negative verdict).
+pub struct Output {
+    pub json: Map<String, Value>,
+    pub human: String,
+    pub exit: i32,
+}
+
+impl Output {
+    pub fn new(json: Value, human: impl Into<String>) -> Self {
+        let json = match json {
+            Value::Object(m) => m,
+            other => {
+                let mut m = Map::new();
+                m.insert("result".into(), other);
+                m
+            }
+        };
+        Output {
+            json,
+            human: human.into(),
+            exit: 0,
+        }
+    }
+    pub fn exit(mut self, code: i32) -> Self {
+        self.exit = code;
+        self
+    }
+}
+
+fn print_stdout(text: &str) {
+    let mut out = std::io::stdout().lock();
+    // A broken pipe means the reader has seen enough: not our failure.
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
+pub fn success(out: Output, json_mode: bool, quiet: bool) -> i32 {
+    if json_mode {
+        let mut m = Map::new();
+        m.insert("ok".into(), Value::Bool(true));
+        m.extend(out.json);
+        print_stdout(&format!("{}\n", Value::Object(m)));
+    } else if !quiet && !out.human.is_empty() {
+        let mut text = out.human;
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        print_stdout(&text);
+    }
+    out.exit
+}
+
+pub fn failure(err: &Error, json_mode: bool) -> i32 {
+    if json_mode {
+        let v = json!({"ok": false, "error": {"code": err.kind.as_str(), "exit_code": err.exit_code(), "message": err.message, "hint": err.hint}});
+        print_stdout(&format!("{v}\n"));
+    } else {
+        let mut text = format!("error: {}\n", err.message);
+        if let Some(h) = &err.hint {
+            text.push_str(&format!("hint: {h}\n"));
+        }
+        let _ = std::io::stderr().write_all(text.as_bytes());
+    }
+    err.exit_code()
+}
+
+/// `{"run": …, "workspace": …}` plus `extra`.
+pub fn run_json(
+    run: &impl serde::Serialize,
+    workspace: Option<&std::path::Path>,
+    extra: Value,
+) -> Value {
+    let mut m = Map::new();
+    m.insert(
+        "run".into(),
+        serde_json::to_value(run).unwrap_or(Value::Null),
+    );
+    m.insert(
+        "workspace".into(),
+        workspace.map_or(Value::Null, |p| Value::String(p.display().to_string())),
+    );
+    if let Value::Object(e) = extra {
+        m.extend(e);
+    }
+    Value::Object(m)
+}

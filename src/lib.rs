@@ -1,0 +1,16 @@
+//! git-tabellio: runs, checkpoints and validation evidence kept inside git, and promotion of
+//! exactly-validated commits.
+//!
+//! The library does the work and returns typed outcomes; it never prints. `main.rs` parses the
+//! command line, calls in here and renders the result. Arrows go one way:
+//! cli → lifecycle → store/model.
+
+pub mod error;
+pub mod model;
+pub mod store;
+
+pub use error::{Error, ErrorKind, Result};
+pub mod lifecycle;
+pub mod plans;
+pub mod promote;
+pub mod validate;

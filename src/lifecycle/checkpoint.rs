@@ -1,0 +1,151 @@
+//! `checkpoint`: record progress on a commit of the run branch, as a note and in the ledger,
+//! in one transaction.
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::model::run::CheckpointEntry;
+use crate::model::{time, CheckpointRecord, RunRecord, RunState};
+use crate::store::ledger::{self, Ledger};
+use crate::store::notes::CHECKPOINTS;
+use crate::store::tx::Cas;
+use crate::store::worktree;
+
+use super::{publish, resolve_run, run_workspace, Env};
+
+#[derive(Debug, Serialize)]
+pub struct CheckpointOutcome {
+    pub run: RunRecord,
+    pub workspace: Option<std::path::PathBuf>,
+    pub commit: String,
+    /// False when this commit was already checkpointed (nothing was written).
+    pub recorded: bool,
+}
+
+/// The live workspace of a run, checked: it exists, has the run branch checked out, and is
+/// clean including untracked files. Returns its path and head.
+pub fn clean_workspace(env: &Env, ledger: &Ledger) -> Result<(std::path::PathBuf, gix::ObjectId)> {
+    let run = &ledger.record;
+    let path = run_workspace(&env.store, ledger)?.ok_or_else(|| {
+        Error::refused(format!("the worktree of run {} is missing", run.run_id))
+            .hint("it may have been removed by hand; abandon the run or recreate the worktree with `git worktree add`")
+    })?;
+    let ws = worktree::inspect(&path)?;
+    if ws.branch.as_deref() != Some(run.branch.as_str()) {
+        return Err(Error::refused(format!(
+            "the run worktree has {} checked out instead of the run branch {}",
+            ws.branch.as_deref().unwrap_or("a detached HEAD"),
+            run.branch
+        ))
+        .hint(format!(
+            "switch back with `git -C {} switch {}`",
+            path.display(),
+            run.branch.trim_start_matches("refs/heads/")
+        )));
+    }
+    if !ws.changed.is_empty() || !ws.untracked.is_empty() {
+        let mut paths: Vec<String> = ws
+            .changed
+            .iter()
+            .map(|p| format!("modified: {p}"))
+            .collect();
+        paths.extend(ws.untracked.iter().map(|p| format!("untracked: {p}")));
+        return Err(Error::refused(format!(
+            "the run worktree has uncommitted changes ({})",
+            paths.into_iter().take(10).collect::<Vec<_>>().join(", ")
+        ))
+        .hint("commit them (or remove them) in the run worktree first"));
+    }
+    let head = ws
+        .head
+        .ok_or_else(|| Error::refused("the run worktree has no HEAD commit"))?;
+    Ok((path, head))
+}
+
+pub fn checkpoint(
+    env: &Env,
+    run: Option<&str>,
+    summary: Option<&str>,
+) -> Result<CheckpointOutcome> {
+    let store = &env.store;
+    let ledger = resolve_run(env, run)?;
+    let rec = &ledger.record;
+    if rec.state.is_terminal() || rec.state == RunState::Looping {
+        return Err(Error::refused(format!(
+            "run {} is {}; checkpoint needs an active run",
+            rec.run_id, rec.state
+        ))
+        .hint(if rec.state == RunState::Looping {
+            "the loop records its own checkpoints; `git tabellio loop --resume` continues it"
+        } else {
+            "a finished run takes no more checkpoints"
+        }));
+    }
+    let (path, head) = clean_workspace(env, &ledger)?;
+    let base = store.parse_oid(&rec.base.commit)?;
+    if head == base {
+        return Err(
+            Error::refused("the run branch has no commits beyond its base yet")
+                .hint("commit your work in the run worktree, then checkpoint"),
+        );
+    }
+    if !store.is_ancestor(base, head)? {
+        return Err(Error::refused(format!(
+            "the run head {head} does not descend from the run's base {base}"
+        ))
+        .hint("the run branch was rewritten; rebase it onto the base commit or start a new run"));
+    }
+    let head_hex = head.to_string();
+    if rec.checkpoints.iter().any(|c| c.commit == head_hex) {
+        return Ok(CheckpointOutcome {
+            run: rec.clone(),
+            workspace: Some(path),
+            commit: head_hex,
+            recorded: false,
+        });
+    }
+    let tree = store.tree_of(head)?;
+    let summary = super::non_empty(summary).unwrap_or_else(|| {
+        store
+            .repo
+            .find_commit(head)
+            .ok()
+            .and_then(|c| c.message_raw().ok().map(|m| m.to_string()))
+            .and_then(|m| m.lines().next().map(str::to_string))
+            .unwrap_or_default()
+    });
+    let at = time::now();
+    let note = CheckpointRecord::new(
+        &rec.run_id,
+        &head_hex,
+        &tree.to_string(),
+        &summary,
+        at.clone(),
+    );
+    let mut next = ledger::transition(rec, rec.state);
+    next.checkpoints.push(CheckpointEntry {
+        commit: head_hex.clone(),
+        tree: tree.to_string(),
+        summary,
+        at,
+    });
+    let ledger_commit = store.write_ledger_commit(Some(&ledger), &next, "checkpoint")?;
+    let message = format!("tabellio: checkpoint {}", rec.run_id);
+    publish(
+        store,
+        Some(Cas::update(
+            ledger::ref_name(&rec.run_id),
+            Some(ledger.tip),
+            ledger_commit,
+            &message,
+        )),
+        &[(CHECKPOINTS, vec![(head, vec![note.to_line()])])],
+        &message,
+    )?;
+    Ok(CheckpointOutcome {
+        run: next,
+        workspace: Some(path),
+        commit: head_hex,
+        recorded: true,
+    })
+}

@@ -1,0 +1,242 @@
+//! `abandon`, `cleanup`, `list`, `log` and `evidence`.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::model::{EvidenceRecord, RunRecord, RunState};
+use crate::store::ledger;
+use crate::store::tx::{self, Cas};
+use crate::store::worktree;
+
+use super::evidence::records_for;
+use super::{resolve_run, run_workspace, Env};
+
+#[derive(Debug, Serialize)]
+pub struct RunOutcome {
+    pub run: RunRecord,
+    pub workspace: Option<PathBuf>,
+}
+
+pub fn abandon(env: &Env, run: Option<&str>, why: Option<&str>) -> Result<RunOutcome> {
+    let store = &env.store;
+    let ledger = resolve_run(env, run)?;
+    let rec = &ledger.record;
+    if rec.state.is_terminal() {
+        return Err(
+            Error::refused(format!("run {} is already {}", rec.run_id, rec.state)).hint(format!(
+                "`git tabellio cleanup {}` removes its worktree and branch",
+                rec.run_id
+            )),
+        );
+    }
+    let mut next = ledger::transition(rec, RunState::Abandoned);
+    next.reason = super::non_empty(why).or_else(|| Some("abandoned".into()));
+    let commit = store.write_ledger_commit(Some(&ledger), &next, "abandon")?;
+    tx::apply(
+        store,
+        &[Cas::update(
+            ledger::ref_name(&rec.run_id),
+            Some(ledger.tip),
+            commit,
+            format!("tabellio: abandon {}", rec.run_id),
+        )],
+    )
+    .map_err(|e| e.into_error())?;
+    Ok(RunOutcome {
+        workspace: run_workspace(store, &ledger)?,
+        run: next,
+    })
+}
+
+#[derive(Debug, Serialize)]
+pub struct CleanupOutcome {
+    pub run: RunRecord,
+    pub removed_worktree: Option<PathBuf>,
+    pub deleted_branch: Option<String>,
+}
+
+/// Remove the worktree and run branch of a promoted or abandoned run. The ledger stays: the run's
+/// history is kept.
+pub fn cleanup(env: &Env, run: &str, force: bool) -> Result<CleanupOutcome> {
+    let store = &env.store;
+    let ledger = resolve_run(env, Some(run))?;
+    let rec = &ledger.record;
+    if !rec.state.is_terminal() {
+        return Err(Error::refused(format!(
+            "run {} is {}; cleanup only removes promoted or abandoned runs",
+            rec.run_id, rec.state
+        ))
+        .hint(format!(
+            "abandon it first: `git tabellio abandon {}`",
+            rec.run_id
+        )));
+    }
+    let workspace = run_workspace(store, &ledger)?;
+    if let Some(path) = &workspace {
+        if env.cwd.starts_with(path) {
+            return Err(
+                Error::refused("cannot remove the worktree the command runs in")
+                    .hint("run cleanup from the main worktree"),
+            );
+        }
+        let ws = worktree::inspect(path)?;
+        if !force && !ws.is_clean() {
+            return Err(Error::refused(format!(
+                "the run worktree {} has uncommitted changes",
+                path.display()
+            ))
+            .hint("commit or remove them, or pass --force to discard them"));
+        }
+    }
+    let branch_tip = store.ref_target(&rec.branch)?;
+    if let Some(tip) = branch_tip {
+        // Branch tips of abandoned runs are work that `git gc` would lose once the branch goes.
+        if rec.state == RunState::Abandoned && !force {
+            let base_tip = store.ref_target(&rec.base.reference)?;
+            let merged = match base_tip {
+                Some(b) => store.is_ancestor(tip, b)?,
+                None => false,
+            };
+            if !merged {
+                return Err(Error::refused(format!("the branch {} of abandoned run {} has commits that are on no other branch", rec.branch, rec.run_id))
+                    .hint("keep them on another branch first, or pass --force to delete them with the branch"));
+            }
+        }
+    }
+    if let Some(path) = &workspace {
+        store.remove_worktree(path, force)?;
+    }
+    if let Some(tip) = branch_tip {
+        tx::apply(
+            store,
+            &[Cas::delete(
+                &rec.branch,
+                tip,
+                format!("tabellio: cleanup {}", rec.run_id),
+            )],
+        )
+        .map_err(|e| e.into_error())?;
+    }
+    Ok(CleanupOutcome {
+        run: rec.clone(),
+        removed_worktree: workspace,
+        deleted_branch: branch_tip.map(|_| rec.branch.clone()),
+    })
+}
+
+#[derive(Debug, Serialize)]
+pub struct ListEntry {
+    pub run_id: String,
+    pub state: RunState,
+    pub branch: String,
+    pub base: String,
+    pub summary: String,
+    pub updated_at: String,
+}
+
+pub fn list(env: &Env, state: Option<&str>) -> Result<Vec<ListEntry>> {
+    let filter = match state {
+        None => None,
+        Some(s) => Some(RunState::parse(s).ok_or_else(|| {
+            Error::usage(format!("unknown state {s:?}")).hint(format!(
+                "states: {}",
+                RunState::ALL
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?),
+    };
+    let mut out = Vec::new();
+    for (id, tip) in env.store.list_ledgers()? {
+        let rec = env.store.read_run_json(tip)?;
+        if filter.is_some_and(|f| f != rec.state) {
+            continue;
+        }
+        out.push(ListEntry {
+            run_id: id,
+            state: rec.state,
+            branch: rec.branch,
+            base: rec.base.reference,
+            summary: rec.task.summary,
+            updated_at: rec.updated_at,
+        });
+    }
+    Ok(out)
+}
+
+#[derive(Debug, Serialize)]
+pub struct LogEntry {
+    pub commit: String,
+    pub message: String,
+    pub state: RunState,
+    pub previous_state: Option<RunState>,
+    pub at: String,
+}
+
+pub fn log(env: &Env, run: &str) -> Result<(RunRecord, Vec<LogEntry>)> {
+    super::valid_run_id(run)?;
+    let history = env.store.ledger_history(run)?;
+    let run = history
+        .last()
+        .map(|t| t.record.clone())
+        .ok_or_else(|| Error::not_found(format!("no run {run:?}")))?;
+    Ok((
+        run,
+        history
+            .into_iter()
+            .map(|t| LogEntry {
+                commit: t.commit.to_string(),
+                message: t.message,
+                state: t.record.state,
+                previous_state: t.record.previous_state,
+                at: t.record.updated_at,
+            })
+            .collect(),
+    ))
+}
+
+#[derive(Debug, Serialize)]
+pub struct EvidenceEntry {
+    /// Whether the record's digest matches its content.
+    pub valid: bool,
+    /// The line as stored, when it could not be read as a record.
+    pub raw: Option<String>,
+    pub record: Option<EvidenceRecord>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct EvidenceOutcome {
+    pub commit: String,
+    pub tree: String,
+    pub records: Vec<EvidenceEntry>,
+}
+
+/// The evidence records on a commit and on its tree.
+pub fn evidence(env: &Env, rev: &str) -> Result<EvidenceOutcome> {
+    let commit = env.store.resolve_commit(rev)?;
+    let tree = env.store.tree_of(commit)?;
+    let records = records_for(&env.store, commit, tree)?
+        .into_iter()
+        .map(|(line, rec)| match rec {
+            Some(r) => EvidenceEntry {
+                valid: r.digest_is_valid(),
+                raw: None,
+                record: Some(r),
+            },
+            None => EvidenceEntry {
+                valid: false,
+                raw: Some(line),
+                record: None,
+            },
+        })
+        .collect();
+    Ok(EvidenceOutcome {
+        commit: commit.to_string(),
+        tree: tree.to_string(),
+        records,
+    })
+}

@@ -1,0 +1,159 @@
+//! The run lifecycle: start, checkpoint, finish, status, abandon, cleanup, list, log, evidence.
+//!
+//! Every command checks all of its preconditions before its first write, then writes through one
+//! compare-and-swap transaction (see [`crate::store::tx`]). A refused command leaves refs,
+//! worktrees and files exactly as they were.
+
+pub mod checkpoint;
+pub mod evidence;
+pub mod finish;
+pub mod manage;
+pub mod start;
+pub mod status;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::model::ids::check_run_id;
+use crate::store::ledger::Ledger;
+use crate::store::notes::PreparedNotes;
+use crate::store::tx::{self, Cas, TxError};
+use crate::store::Store;
+
+/// Where and how a command runs.
+pub struct Env {
+    pub store: Store,
+    /// The directory the command was started in (after `git -C`).
+    pub cwd: PathBuf,
+}
+
+impl Env {
+    pub fn discover(cwd: &Path) -> Result<Env> {
+        Ok(Env {
+            store: Store::discover(cwd)?,
+            cwd: cwd.to_path_buf(),
+        })
+    }
+}
+
+/// Check a run id given on the command line (exit 2 when malformed).
+pub fn valid_run_id(id: &str) -> Result<()> {
+    check_run_id(id).map_err(|why| {
+        Error::usage(format!("invalid run id {id:?}: {why}"))
+            .hint("run ids match [A-Za-z0-9][A-Za-z0-9._-]{0,63}, e.g. fix-login-1")
+    })
+}
+
+/// The run named on the command line, or the one whose worktree we are in.
+pub fn resolve_run(env: &Env, run: Option<&str>) -> Result<Ledger> {
+    if let Some(id) = run {
+        valid_run_id(id)?;
+        return env.store.find_ledger(id);
+    }
+    let branch = env
+        .store
+        .repo
+        .head_name()
+        .ok()
+        .flatten()
+        .map(|n| n.as_bstr().to_string());
+    let no_run = || {
+        Error::usage("no run given, and the current directory is not inside a run's worktree")
+            .hint("name the run (`git tabellio list` shows them) or cd into its worktree")
+    };
+    let Some(branch) = branch else {
+        return Err(no_run());
+    };
+    if let Some(id) = branch.strip_prefix("refs/heads/tabellio/") {
+        if check_run_id(id).is_ok() {
+            if let Some(ledger) = env.store.try_find_ledger(id)? {
+                if ledger.record.branch == branch {
+                    return Ok(ledger);
+                }
+            }
+        }
+    }
+    for (id, _) in env.store.list_ledgers()? {
+        if let Some(ledger) = env.store.try_find_ledger(&id)? {
+            if ledger.record.branch == branch {
+                return Ok(ledger);
+            }
+        }
+    }
+    Err(no_run())
+}
+
+/// The worktree where the run's branch is checked out, if any.
+pub fn run_workspace(store: &Store, ledger: &Ledger) -> Result<Option<PathBuf>> {
+    let found = store.worktrees_of_branch(&ledger.record.branch)?;
+    if let Some(p) = found.into_iter().next() {
+        return Ok(Some(p));
+    }
+    // The branch may be switched away; the worktree still exists at its usual place.
+    let usual = store.worktree_root()?.join(&ledger.record.run_id);
+    Ok(usual.exists().then_some(usual))
+}
+
+/// How many times a lost race on a shared notes ref is re-read and re-applied.
+const NOTES_RETRIES: u32 = 12;
+
+/// Publish a ledger transition together with notes additions in one transaction.
+///
+/// The ledger is compare-and-swap on `ledger.tip`: if it moved, that is a conflict (exit 4).
+/// A notes ref that moved is re-read and the additions re-applied, with backoff, up to
+/// [`NOTES_RETRIES`] times: records are never dropped.
+/// Lines to add to the notes of one notes ref: (annotated object, lines).
+pub type NotesAdditions = (&'static str, Vec<(gix::ObjectId, Vec<String>)>);
+
+pub fn publish(
+    store: &Store,
+    ledger_cas: Option<Cas>,
+    notes: &[NotesAdditions],
+    notes_message: &str,
+) -> Result<()> {
+    let mut attempt = 0;
+    loop {
+        let mut edits: Vec<Cas> = ledger_cas.iter().cloned().collect();
+        for (notes_ref, additions) in notes {
+            let prepared: PreparedNotes =
+                store.prepare_notes(notes_ref, additions, notes_message)?;
+            if prepared.changed {
+                edits.push(Cas::update(
+                    prepared.notes_ref,
+                    prepared.previous,
+                    prepared.commit,
+                    notes_message,
+                ));
+            }
+        }
+        if edits.is_empty() {
+            return Ok(());
+        }
+        match tx::apply(store, &edits) {
+            Ok(()) => return Ok(()),
+            Err(TxError::Moved { name, .. } | TxError::Locked { name, .. })
+                if name.starts_with("refs/notes/") && attempt < NOTES_RETRIES =>
+            {
+                attempt += 1;
+                backoff(attempt);
+            }
+            Err(e) => return Err(e.into_error()),
+        }
+    }
+}
+
+fn backoff(attempt: u32) {
+    // Jittered exponential backoff: racing writers spread out instead of colliding again.
+    let base = 5u64 << attempt.min(7);
+    let jitter =
+        (std::process::id() as u64 ^ u64::from(attempt).wrapping_mul(2_654_435_761)) % base.max(1);
+    std::thread::sleep(Duration::from_millis(base + jitter));
+}
+
+/// `Some(x)` when `x` is a non-empty string.
+pub(crate) fn non_empty(s: Option<&str>) -> Option<String> {
+    s.map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}

@@ -1,0 +1,258 @@
+//! `start`: freeze a base commit, create the ledger, the run branch and a linked worktree.
+//!
+//! Ledger and branch are created in one transaction (both must not exist). The worktree is added
+//! after; if that fails, both refs are removed again by compare-and-swap and nothing is left.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::model::canonical::sha256_hex;
+use crate::model::ids::generate_run_id;
+use crate::model::run::{Actor, Base, Task, SCHEMA};
+use crate::model::{time, RunRecord, RunState};
+use crate::store::ledger;
+use crate::store::tx::{self, Cas};
+
+use super::{valid_run_id, Env};
+
+pub struct StartOptions {
+    pub run_id: Option<String>,
+    pub task: String,
+    pub base: Option<String>,
+    pub branch: Option<String>,
+    pub actor: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct StartOutcome {
+    pub run: RunRecord,
+    pub workspace: PathBuf,
+}
+
+fn parse_actor(spec: Option<&str>) -> Result<Actor> {
+    let Some(spec) = spec else {
+        let id = std::env::var("USER")
+            .ok()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| "unknown".into());
+        return Ok(Actor {
+            kind: "human".into(),
+            id,
+        });
+    };
+    let (kind, id) = spec.split_once(':').ok_or_else(|| {
+        Error::usage(format!("--actor {spec:?} is not <type>:<id>"))
+            .hint("for example --actor agent:claude or --actor human:ada")
+    })?;
+    if !matches!(kind, "human" | "agent" | "ci" | "system") {
+        return Err(Error::usage(format!(
+            "--actor type {kind:?} is not one of human, agent, ci, system"
+        )));
+    }
+    if id.is_empty() || id.chars().any(char::is_control) {
+        return Err(Error::usage(
+            "--actor needs a non-empty id without control characters",
+        ));
+    }
+    Ok(Actor {
+        kind: kind.into(),
+        id: id.into(),
+    })
+}
+
+/// The first line of the task, shortened, as its summary.
+fn summarize(task: &str) -> String {
+    let first = task
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let mut s: String = first.chars().take(72).collect();
+    if first.chars().count() > 72 {
+        s.push('…');
+    }
+    s
+}
+
+pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
+    let store = &env.store;
+    // Every precondition first: nothing is written until all of them hold.
+    let run_id = match &opts.run_id {
+        Some(id) => {
+            valid_run_id(id)?;
+            id.clone()
+        }
+        None => generate_run_id(),
+    };
+    if opts.task.trim().is_empty() {
+        return Err(Error::usage("the task is empty")
+            .hint("describe the task with --task <text> or --task-file <file>"));
+    }
+    let actor = parse_actor(opts.actor.as_deref())?;
+    let ledger_ref = ledger::ref_name(&run_id);
+    if store.ref_target(&ledger_ref)?.is_some() {
+        return Err(Error::usage(format!("run {run_id:?} already exists"))
+            .hint("choose another run id, or omit it to have one generated"));
+    }
+    let branch = match &opts.branch {
+        Some(b) => {
+            let full = if b.starts_with("refs/") {
+                b.clone()
+            } else {
+                format!("refs/heads/{b}")
+            };
+            if !full.starts_with("refs/heads/") {
+                return Err(
+                    Error::usage(format!("--branch {b:?} is not a local branch"))
+                        .hint("give a name like my-run, which becomes refs/heads/my-run"),
+                );
+            }
+            full
+        }
+        None => format!("refs/heads/tabellio/{run_id}"),
+    };
+    if gix::refs::FullName::try_from(branch.as_str()).is_err()
+        || gix::validate::reference::name(branch.as_bytes().into()).is_err()
+    {
+        return Err(Error::usage(format!(
+            "{branch:?} is not a valid branch name"
+        )));
+    }
+    if store.ref_target(&branch)?.is_some() {
+        return Err(Error::usage(format!("branch {branch} already exists"))
+            .hint("a run needs a branch of its own; choose another --branch or run id"));
+    }
+    let base_ref = match &opts.base {
+        Some(b) => {
+            let full = if b.starts_with("refs/") {
+                b.clone()
+            } else {
+                format!("refs/heads/{b}")
+            };
+            if !full.starts_with("refs/heads/") {
+                return Err(Error::usage(format!("--base {b:?} is not a local branch"))
+                    .hint("the base must be a branch under refs/heads/, the target of promote"));
+            }
+            full
+        }
+        None => {
+            let head = store.repo.head_name().ok().flatten().ok_or_else(|| {
+                Error::usage("HEAD is detached, so there is no base branch to start from")
+                    .hint("name one with --base <branch>")
+            })?;
+            let head = head.as_bstr().to_string();
+            if head.starts_with("refs/heads/tabellio/") {
+                return Err(Error::usage(format!(
+                    "HEAD is the run branch {head}; a run cannot be the base of another by default"
+                ))
+                .hint("name the base with --base <branch>"));
+            }
+            head
+        }
+    };
+    let base_commit = store.ref_target(&base_ref)?.ok_or_else(|| {
+        Error::not_found(format!("base branch {base_ref} does not exist"))
+            .hint("create it first, or name an existing branch with --base")
+    })?;
+    let worktree = store.worktree_root()?.join(&run_id);
+    if worktree.exists()
+        && std::fs::read_dir(&worktree)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        return Err(Error::refused(format!(
+            "the worktree directory {} exists and is not empty",
+            worktree.display()
+        ))
+        .hint("remove it, or choose another run id"));
+    }
+
+    let now = time::now();
+    let record = RunRecord {
+        schema: SCHEMA.into(),
+        run_id: run_id.clone(),
+        state: RunState::Active,
+        previous_state: None,
+        task: Task {
+            summary: summarize(&opts.task),
+            text: opts.task.clone(),
+            sha256: sha256_hex(opts.task.as_bytes()),
+        },
+        actor,
+        repository: store.repository_id(),
+        base: Base {
+            reference: base_ref.clone(),
+            commit: base_commit.to_string(),
+        },
+        branch: branch.clone(),
+        checkpoints: Vec::new(),
+        attempts: Vec::new(),
+        validated: None,
+        promotion: None,
+        loop_state: None,
+        reason: None,
+        created_at: now.clone(),
+        updated_at: now,
+    };
+    let ledger_commit = store.write_ledger_commit(None, &record, "start")?;
+    let message = format!("tabellio: start {run_id}");
+    tx::apply(
+        store,
+        &[
+            Cas::update(&ledger_ref, None, ledger_commit, &message),
+            Cas::update(&branch, None, base_commit, &message),
+        ],
+    )
+    .map_err(|e| e.into_error())?;
+    if let Err(e) = add_worktree_and_exclude(env, &worktree, &branch) {
+        // Roll back: both refs are ours and nobody else knows them yet; CAS keeps it honest.
+        let _ = tx::apply(
+            store,
+            &[
+                Cas::delete(&ledger_ref, ledger_commit, "tabellio: start rolled back"),
+                Cas::delete(&branch, base_commit, "tabellio: start rolled back"),
+            ],
+        );
+        let _ = std::fs::remove_dir(&worktree);
+        return Err(e);
+    }
+    Ok(StartOutcome {
+        run: record,
+        workspace: worktree,
+    })
+}
+
+fn add_worktree_and_exclude(env: &Env, worktree: &std::path::Path, branch: &str) -> Result<()> {
+    let store = &env.store;
+    if let Some(main) = store.main_workdir()? {
+        if worktree.starts_with(&main) {
+            store.ensure_excluded()?;
+        }
+    }
+    if let Some(parent) = worktree.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| Error::internal(format!("could not create {}: {e}", parent.display())))?;
+    }
+    store.add_worktree(worktree, branch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actors() {
+        assert_eq!(parse_actor(Some("agent:claude")).unwrap().kind, "agent");
+        assert!(parse_actor(Some("robot:x")).is_err());
+        assert!(parse_actor(Some("agent")).is_err());
+        assert!(parse_actor(Some("agent:")).is_err());
+    }
+
+    #[test]
+    fn summaries() {
+        assert_eq!(summarize("\n  Fix the login\nmore"), "Fix the login");
+        assert_eq!(summarize(&"x".repeat(100)).chars().count(), 73);
+    }
+}

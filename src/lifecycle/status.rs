@@ -1,0 +1,285 @@
+//! `status`: what state a run is in, what the live repository says about it, and what to do
+//! next. It is the one place a person, an agent or CI learns the next action.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::model::{RunRecord, RunState};
+use crate::store::ledger::Ledger;
+use crate::store::{worktree, Store};
+
+use super::evidence::{evaluate, Requirement, Verdict};
+use super::finish::policy_at;
+use super::{resolve_run, run_workspace, Env};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NextAction {
+    pub action: String,
+    /// True when something must be fixed before the action can succeed.
+    pub blocking: bool,
+    pub reason: String,
+    pub command: Option<String>,
+}
+
+/// What the live repository says, beside what the ledger says.
+#[derive(Debug, Clone, Serialize)]
+pub struct LiveState {
+    pub worktree_exists: bool,
+    pub head: Option<String>,
+    /// The branch checked out in the run worktree, when it is not the run branch.
+    pub branch_switched: Option<String>,
+    pub dirty: Vec<String>,
+    pub untracked: Vec<String>,
+    /// The run branch moved after the validated commit.
+    pub head_changed_since_validation: bool,
+    /// The target's current tip, when it moved since the run started.
+    pub target_moved: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct StatusOutcome {
+    pub run: RunRecord,
+    pub workspace: Option<PathBuf>,
+    pub state: RunState,
+    pub previous_state: Option<RunState>,
+    pub allowed_actions: Vec<String>,
+    pub next_action: NextAction,
+    pub satisfied_evidence: Vec<String>,
+    pub missing_evidence: Vec<String>,
+    pub live: LiveState,
+}
+
+/// The checks a run's head must have evidence for: the policy's required checks at `commit`,
+/// else the checks the run was last finished with (ad-hoc), else none known.
+pub fn requirements_for(
+    store: &Store,
+    run: &RunRecord,
+    commit: gix::ObjectId,
+) -> Result<Vec<Requirement>> {
+    if let Some(policy) = policy_at(store, commit)? {
+        if !policy.required.is_empty() {
+            return Ok(policy
+                .required
+                .iter()
+                .map(|n| Requirement {
+                    name: n.clone(),
+                    digest: policy.checks.get(n).map(|d| d.digest()),
+                })
+                .collect());
+        }
+    }
+    Ok(run
+        .last_attempt()
+        .map(|a| {
+            a.checks
+                .iter()
+                .map(|c| Requirement {
+                    name: c.name.clone(),
+                    digest: Some(c.digest.clone()),
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+pub fn allowed_actions(state: RunState) -> Vec<String> {
+    let v: &[&str] = match state {
+        RunState::Active | RunState::ValidationFailed | RunState::Blocked => {
+            &["checkpoint", "finish", "loop", "abandon"]
+        }
+        RunState::Completed => &["promote", "checkpoint", "finish", "abandon"],
+        RunState::Looping => &["loop --resume", "abandon"],
+        RunState::Promoted | RunState::Abandoned => &["cleanup"],
+    };
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+pub fn status(env: &Env, run: Option<&str>) -> Result<StatusOutcome> {
+    let ledger = resolve_run(env, run)?;
+    status_of(&env.store, &ledger)
+}
+
+pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
+    let run = &ledger.record;
+    let id = &run.run_id;
+    let workspace = run_workspace(store, ledger)?;
+    let ws = match &workspace {
+        Some(p) if p.exists() => Some(worktree::inspect(p)?),
+        _ => None,
+    };
+    let branch_tip = store.ref_target(&run.branch)?;
+    let head = ws.as_ref().and_then(|w| w.head).or(branch_tip);
+    let target_tip = store.ref_target(&run.base.reference)?;
+    let target_moved = match (target_tip, run.state) {
+        (_, RunState::Promoted) => None,
+        (Some(t), _) if t != run.base.commit => Some(t.to_string()),
+        _ => None,
+    };
+    let head_changed = match (&run.validated, head) {
+        (Some(v), Some(h)) => v.commit != h,
+        _ => false,
+    };
+    let live = LiveState {
+        worktree_exists: ws.is_some(),
+        head: head.map(|h| h.to_string()),
+        branch_switched: ws.as_ref().and_then(|w| {
+            (w.branch.as_deref() != Some(run.branch.as_str()))
+                .then(|| w.branch.clone().unwrap_or_else(|| "(detached HEAD)".into()))
+        }),
+        dirty: ws.as_ref().map(|w| w.changed.clone()).unwrap_or_default(),
+        untracked: ws.as_ref().map(|w| w.untracked.clone()).unwrap_or_default(),
+        head_changed_since_validation: head_changed,
+        target_moved,
+    };
+
+    let (mut satisfied, mut missing) = (Vec::new(), Vec::new());
+    if let Some(h) = head.filter(|h| *h != run.base.commit) {
+        let reqs = requirements_for(store, run, h)?;
+        for v in evaluate(store, h, &reqs)? {
+            if v.verdict == Verdict::Satisfied {
+                satisfied.push(v.name);
+            } else {
+                missing.push(v.name);
+            }
+        }
+    }
+    if run
+        .reason
+        .as_deref()
+        .is_some_and(|r| r.starts_with("plan-hygiene"))
+    {
+        missing.push("plan-hygiene".into());
+    }
+
+    let wt = workspace
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let next = |action: &str, blocking: bool, reason: String, command: Option<String>| NextAction {
+        action: action.into(),
+        blocking,
+        reason,
+        command,
+    };
+    let next_action = if run.state.is_terminal() {
+        if ws.is_some() || branch_tip.is_some() {
+            next(
+                "cleanup",
+                false,
+                format!("the run is {}; its worktree and branch can go", run.state),
+                Some(format!("git tabellio cleanup {id}")),
+            )
+        } else {
+            next(
+                "none",
+                false,
+                format!("the run is {} and cleaned up", run.state),
+                None,
+            )
+        }
+    } else if ws.is_none() {
+        next(
+            "abandon",
+            true,
+            "the run worktree is missing".into(),
+            Some(format!("git tabellio abandon {id}")),
+        )
+    } else if let Some(other) = &live.branch_switched {
+        next(
+            "switch-branch",
+            true,
+            format!(
+                "the run worktree has {other} checked out instead of {}",
+                run.branch
+            ),
+            Some(format!(
+                "git -C {wt} switch {}",
+                run.branch.trim_start_matches("refs/heads/")
+            )),
+        )
+    } else if !live.dirty.is_empty() || !live.untracked.is_empty() {
+        next(
+            "commit",
+            true,
+            "the run worktree has uncommitted changes".into(),
+            Some(format!("git -C {wt} add -A && git -C {wt} commit")),
+        )
+    } else {
+        match run.state {
+            RunState::Looping => next(
+                "loop",
+                false,
+                "a loop was interrupted; resume it".into(),
+                Some(format!("git tabellio loop {id} --resume")),
+            ),
+            RunState::Completed if head_changed => next(
+                "finish",
+                true,
+                "the run branch changed after validation; validate the new head".into(),
+                Some(format!("git tabellio finish {id}")),
+            ),
+            RunState::Completed if live.target_moved.is_some() => next(
+                "rebase",
+                true,
+                format!(
+                    "the target {} moved to {} since the run started",
+                    run.base.reference,
+                    live.target_moved.clone().unwrap_or_default()
+                ),
+                None,
+            ),
+            RunState::Completed if !missing.is_empty() => next(
+                "finish",
+                true,
+                format!("evidence is missing or invalid for: {}", missing.join(", ")),
+                Some(format!("git tabellio finish {id}")),
+            ),
+            RunState::Completed => next(
+                "promote",
+                false,
+                format!("validated; promote moves {} to it", run.base.reference),
+                Some(format!("git tabellio promote {id}")),
+            ),
+            _ if head.map(|h| h.to_string()) == Some(run.base.commit.clone()) => next(
+                "commit",
+                false,
+                "no commits on the run branch yet; do the work in the run worktree".into(),
+                None,
+            ),
+            RunState::ValidationFailed => next(
+                "finish",
+                false,
+                "the last validation failed; fix, commit, then finish again".into(),
+                Some(format!("git tabellio finish {id}")),
+            ),
+            RunState::Blocked => next(
+                "finish",
+                true,
+                format!(
+                    "the run is blocked: {}",
+                    run.reason.clone().unwrap_or_else(|| "see the log".into())
+                ),
+                Some(format!("git tabellio finish {id}")),
+            ),
+            _ => next(
+                "finish",
+                false,
+                "validate the run head".into(),
+                Some(format!("git tabellio finish {id}")),
+            ),
+        }
+    };
+    Ok(StatusOutcome {
+        run: run.clone(),
+        workspace,
+        state: run.state,
+        previous_state: run.previous_state,
+        allowed_actions: allowed_actions(run.state),
+        next_action,
+        satisfied_evidence: satisfied,
+        missing_evidence: missing,
+        live,
+    })
+}

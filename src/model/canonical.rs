@@ -1,0 +1,166 @@
+//! Canonical JSON (RFC 8785 for our value space) and the SHA-256 digests built on it.
+//!
+//! Digests are what makes evidence trustworthy: a record's `digest` covers every other field,
+//! and a check's digest covers its definition, so both must be byte-for-byte reproducible by
+//! anyone. Our records hold only strings, integers, booleans, null, arrays and objects; a float
+//! is refused rather than formatted in a way another implementation might not reproduce.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// A value that cannot be written canonically.
+#[derive(Debug, thiserror::Error)]
+#[error("a number that is not an integer cannot be made canonical: {0}")]
+pub struct NotCanonical(pub String);
+
+/// Serialize `value` canonically: object keys sorted by UTF-16 code units, no whitespace,
+/// integers only, strings escaped as RFC 8785 prescribes.
+pub fn to_canonical_string(value: &Value) -> Result<String, NotCanonical> {
+    let mut out = String::new();
+    write_value(value, &mut out)?;
+    Ok(out)
+}
+
+fn write_value(value: &Value, out: &mut String) -> Result<(), NotCanonical> {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                out.push_str(&i.to_string());
+            } else if let Some(u) = n.as_u64() {
+                out.push_str(&u.to_string());
+            } else {
+                return Err(NotCanonical(n.to_string()));
+            }
+        }
+        Value::String(s) => write_string(s, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(item, out)?;
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(key, out);
+                out.push(':');
+                write_value(&map[key], out)?;
+            }
+            out.push('}');
+        }
+    }
+    Ok(())
+}
+
+fn write_string(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Lower-case hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut s = String::with_capacity(64);
+    for b in digest {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+/// SHA-256 of the canonical form of `value`.
+pub fn digest_of(value: &Value) -> Result<String, NotCanonical> {
+    Ok(sha256_hex(to_canonical_string(value)?.as_bytes()))
+}
+
+/// SHA-256 of the canonical form of `value` with its top-level `digest` field left out:
+/// the rule every self-digesting record follows.
+pub fn digest_without_field(value: &Value) -> Result<String, NotCanonical> {
+    match value {
+        Value::Object(map) if map.contains_key("digest") => {
+            let mut map = map.clone();
+            map.remove("digest");
+            digest_of(&Value::Object(map))
+        }
+        other => digest_of(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn golden_canonical_forms() {
+        let v = json!({"b": [1, "x", null, true], "a": {"z": -3, "é": "\u{1}\n"}, "A": ""});
+        assert_eq!(
+            to_canonical_string(&v).unwrap(),
+            r#"{"A":"","a":{"z":-3,"é":"\u0001\n"},"b":[1,"x",null,true]}"#
+        );
+    }
+
+    #[test]
+    fn keys_sort_by_utf16_not_utf8() {
+        // U+10000 is D800 DC00 in UTF-16 and sorts before U+FFFF there, but after it in UTF-8.
+        let v = json!({"\u{ffff}": 1, "\u{10000}": 2});
+        assert_eq!(
+            to_canonical_string(&v).unwrap(),
+            "{\"\u{10000}\":2,\"\u{ffff}\":1}"
+        );
+    }
+
+    #[test]
+    fn golden_digests() {
+        assert_eq!(
+            digest_of(&json!({})).unwrap(),
+            "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+        );
+        assert_eq!(
+            digest_of(&json!({"argv": ["cargo", "test"], "timeout_s": 600})).unwrap(),
+            sha256_hex(br#"{"argv":["cargo","test"],"timeout_s":600}"#)
+        );
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn digest_field_is_excluded() {
+        let with = json!({"a": 1, "digest": "whatever"});
+        let without = json!({"a": 1});
+        assert_eq!(
+            digest_without_field(&with).unwrap(),
+            digest_of(&without).unwrap()
+        );
+    }
+
+    #[test]
+    fn floats_are_refused() {
+        assert!(to_canonical_string(&json!({"x": 1.5})).is_err());
+    }
+}

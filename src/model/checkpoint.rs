@@ -1,0 +1,43 @@
+//! Checkpoint records (`tabellio.checkpoint/v1`), noted on the checkpointed commit.
+
+use serde::{Deserialize, Serialize};
+
+use super::canonical;
+
+pub const SCHEMA: &str = "tabellio.checkpoint/v1";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointRecord {
+    pub schema: String,
+    pub run_id: String,
+    pub commit: String,
+    pub tree: String,
+    pub summary: String,
+    pub at: String,
+    pub digest: String,
+}
+
+impl CheckpointRecord {
+    /// A record with its digest computed.
+    pub fn new(run_id: &str, commit: &str, tree: &str, summary: &str, at: String) -> Self {
+        let mut rec = CheckpointRecord {
+            schema: SCHEMA.into(),
+            run_id: run_id.into(),
+            commit: commit.into(),
+            tree: tree.into(),
+            summary: summary.into(),
+            at,
+            digest: String::new(),
+        };
+        rec.digest = canonical::digest_without_field(&super::to_value(&rec))
+            .expect("checkpoint records hold no floats");
+        rec
+    }
+
+    /// The one line stored in the notes blob.
+    pub fn to_line(&self) -> String {
+        canonical::to_canonical_string(&super::to_value(self))
+            .expect("checkpoint records hold no floats")
+    }
+}

@@ -1,0 +1,157 @@
+//! `run.json` (`tabellio.run/v1`): the state of one run, one copy per ledger commit.
+
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA: &str = "tabellio.run/v1";
+
+/// The states of DESIGN.md section 3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    Active,
+    Completed,
+    ValidationFailed,
+    Promoted,
+    Abandoned,
+    Looping,
+    Blocked,
+}
+
+impl RunState {
+    pub const ALL: [RunState; 7] = [
+        RunState::Active,
+        RunState::Completed,
+        RunState::ValidationFailed,
+        RunState::Promoted,
+        RunState::Abandoned,
+        RunState::Looping,
+        RunState::Blocked,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Active => "active",
+            RunState::Completed => "completed",
+            RunState::ValidationFailed => "validation_failed",
+            RunState::Promoted => "promoted",
+            RunState::Abandoned => "abandoned",
+            RunState::Looping => "looping",
+            RunState::Blocked => "blocked",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunState> {
+        RunState::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// `promoted` and `abandoned` end a run; nothing moves it again.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, RunState::Promoted | RunState::Abandoned)
+    }
+}
+
+impl std::fmt::Display for RunState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    pub summary: String,
+    pub text: String,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Base {
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub commit: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointEntry {
+    pub commit: String,
+    pub tree: String,
+    pub summary: String,
+    pub at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptCheck {
+    pub name: String,
+    pub digest: String,
+    pub status: String,
+    pub exit_code: Option<i32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub n: u32,
+    pub commit: String,
+    pub tree: String,
+    pub checks: Vec<AttemptCheck>,
+    /// `passed` or `failed`.
+    pub status: String,
+    /// SHA-256 of the canonical JSON array of this attempt's evidence record digests, sorted.
+    pub evidence_digest: String,
+    pub at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Validated {
+    pub commit: String,
+    pub tree: String,
+    pub evidence_digest: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Promotion {
+    pub target: String,
+    pub old: String,
+    pub new: String,
+    /// `ref`, `worktree` or `remote`.
+    pub mode: String,
+    pub remote: Option<String>,
+    pub at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub schema: String,
+    pub run_id: String,
+    pub state: RunState,
+    pub previous_state: Option<RunState>,
+    pub task: Task,
+    pub actor: Actor,
+    pub repository: String,
+    pub base: Base,
+    pub branch: String,
+    pub checkpoints: Vec<CheckpointEntry>,
+    pub attempts: Vec<Attempt>,
+    pub validated: Option<Validated>,
+    pub promotion: Option<Promotion>,
+    #[serde(rename = "loop")]
+    pub loop_state: Option<serde_json::Value>,
+    /// Why the run was abandoned or blocked, in a person's words (an addition to DESIGN.md 2.1,
+    /// documented in docs/storage.md).
+    #[serde(default)]
+    pub reason: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl RunRecord {
+    /// The checks of the most recent attempt, with the names the run was finished with.
+    pub fn last_attempt(&self) -> Option<&Attempt> {
+        self.attempts.last()
+    }
+}

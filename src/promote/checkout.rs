@@ -1,0 +1,171 @@
+//! Moving a checked-out worktree from one tree to another: the files that differ are checked
+//! out (through gix's checkout, so attributes, filters, modes and symlinks are honoured), files
+//! that are gone are removed, and the index is rewritten for the new tree with stat data that
+//! matches the files, so `git status` is clean afterwards.
+//!
+//! Failure model: the index is written last. If checking out fails, the caller moves the
+//! worktree back (new → old), which restores every file we touched.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+use gix::bstr::{BString, ByteSlice};
+
+use crate::error::{Context, Error, Result};
+use crate::store::Store;
+
+/// Paths that differ between two trees: (changed or added in `new`, removed in `new`).
+fn differing_paths(
+    repo: &gix::Repository,
+    old_tree: gix::ObjectId,
+    new_tree: gix::ObjectId,
+) -> Result<(BTreeSet<BString>, BTreeSet<BString>)> {
+    let old = repo
+        .index_from_tree(&old_tree)
+        .context(|| format!("could not read tree {old_tree}"))?;
+    let new = repo
+        .index_from_tree(&new_tree)
+        .context(|| format!("could not read tree {new_tree}"))?;
+    let mut changed = BTreeSet::new();
+    for e in new.entries() {
+        let path = e.path(&new);
+        match old.entry_by_path(path) {
+            Some(o) if o.id == e.id && o.mode == e.mode => {}
+            _ => {
+                changed.insert(path.to_owned());
+            }
+        }
+    }
+    let removed = old
+        .entries()
+        .iter()
+        .map(|e| e.path(&old))
+        .filter(|p| new.entry_by_path(p).is_none())
+        .map(ToOwned::to_owned)
+        .collect();
+    Ok((changed, removed))
+}
+
+/// Untracked files of the worktree that moving `old` → `new` would overwrite.
+pub fn untracked_in_the_way(
+    store: &Store,
+    _worktree: &Path,
+    old: gix::ObjectId,
+    new: gix::ObjectId,
+    untracked: &[String],
+) -> Result<Vec<String>> {
+    if untracked.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (old_tree, new_tree) = (store.tree_of(old)?, store.tree_of(new)?);
+    let (changed, _) = differing_paths(&store.repo, old_tree, new_tree)?;
+    let mut out: Vec<String> = untracked
+        .iter()
+        .filter(|u| {
+            let u = u.trim_end_matches('/');
+            changed.iter().any(|c| {
+                let c = c.to_str_lossy();
+                // The file itself, a file where a directory must go, or a directory holding it.
+                c == u || c.starts_with(&format!("{u}/")) || u.starts_with(&format!("{c}/"))
+            })
+        })
+        .cloned()
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Move the worktree at `path` (index and files) from `old_tree` to `new_tree`.
+pub fn move_worktree(path: &Path, old_tree: gix::ObjectId, new_tree: gix::ObjectId) -> Result<()> {
+    let repo =
+        gix::open(path).context(|| format!("could not open the worktree {}", path.display()))?;
+    let workdir = repo
+        .workdir()
+        .ok_or_else(|| Error::internal(format!("{} has no worktree", path.display())))?
+        .to_path_buf();
+    let (changed, removed) = differing_paths(&repo, old_tree, new_tree)?;
+    let current = repo
+        .index_or_empty()
+        .context(|| format!("could not read the index of {}", path.display()))?;
+    let mut index = repo
+        .index_from_tree(&new_tree)
+        .context(|| format!("could not read tree {new_tree}"))?;
+
+    // Check out only what differs.
+    let mut subset: gix::index::State = (*index).clone();
+    subset.remove_entries(|_, p, _| !changed.contains(p));
+    let mut options = repo
+        .checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping)
+        .context(|| "could not set up checkout".into())?;
+    options.overwrite_existing = true;
+    options.destination_is_initially_empty = false;
+    let objects = repo
+        .objects
+        .clone()
+        .into_arc()
+        .context(|| "could not open the object database".into())?;
+    let outcome = gix::worktree::state::checkout(
+        &mut subset,
+        &workdir,
+        objects,
+        &gix::progress::Discard,
+        &gix::progress::Discard,
+        &AtomicBool::new(false),
+        options,
+    )
+    .context(|| format!("could not check out {new_tree} in {}", path.display()))?;
+    if let Some(e) = outcome.errors.first() {
+        return Err(Error::internal(format!(
+            "could not write {} in {}: {}",
+            e.path,
+            path.display(),
+            e.error
+        )));
+    }
+    for p in &removed {
+        let file = workdir.join(p.to_str_lossy().as_ref());
+        match std::fs::remove_file(&file) {
+            Ok(()) => prune_empty_parents(&workdir, &file),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(Error::internal(format!(
+                    "could not remove {}: {e}",
+                    file.display()
+                )))
+            }
+        }
+    }
+
+    // Stat data: fresh for what we wrote, kept from the old index for what we did not touch.
+    let fresh: std::collections::HashMap<BString, gix::index::entry::Stat> = subset
+        .entries()
+        .iter()
+        .map(|e| (e.path(&subset).to_owned(), e.stat))
+        .collect();
+    let (entries, backing) = index.entries_mut_and_pathbacking();
+    for e in entries.iter_mut() {
+        let p = e.path_in(backing);
+        if let Some(s) = fresh.get(p) {
+            e.stat = *s;
+        } else if let Some(old) = current.entry_by_path(p) {
+            if old.id == e.id {
+                e.stat = old.stat;
+            }
+        }
+    }
+    index
+        .write(Default::default())
+        .context(|| format!("could not write the index of {}", path.display()))?;
+    Ok(())
+}
+
+fn prune_empty_parents(root: &Path, file: &Path) {
+    let mut dir = file.parent();
+    while let Some(d) = dir {
+        if d == root || std::fs::remove_dir(d).is_err() {
+            break;
+        }
+        dir = d.parent();
+    }
+}

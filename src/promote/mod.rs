@@ -1,0 +1,313 @@
+//! `promote`: move the run's target branch to exactly the validated commit, fast-forward only,
+//! compare-and-swap, in the same ref transaction as the ledger's `promoted` record.
+//!
+//! Every precondition is checked before the first write; the ledger's word on validation is
+//! never trusted by itself (the evidence is re-read from notes and its digests re-checked).
+//! A target checked out in some worktree is moved together with that worktree's index and
+//! files while the transaction's locks are held, so nobody can move the target or the ledger
+//! in between; if the files cannot be moved, they are put back and the transaction is dropped.
+
+pub mod checkout;
+pub mod preview;
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::lifecycle::evidence::{evaluate, Requirement, Verdict};
+use crate::lifecycle::finish::policy_at;
+use crate::lifecycle::{resolve_run, Env};
+use crate::model::run::Promotion;
+use crate::model::{time, RunRecord, RunState};
+use crate::store::ledger::{self, Ledger};
+use crate::store::tx::{self, Cas};
+use crate::store::{worktree, Store};
+
+pub use preview::MergePreview;
+
+/// How the target moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromotionMode {
+    /// Only the ref: the target is checked out nowhere.
+    Ref,
+    /// The target is checked out in a worktree, whose index and files move with it.
+    Worktree,
+}
+
+impl PromotionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromotionMode::Ref => "ref",
+            PromotionMode::Worktree => "worktree",
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct PromoteOutcome {
+    pub run: RunRecord,
+    pub workspace: Option<PathBuf>,
+    pub target: String,
+    pub old: String,
+    pub new: String,
+    pub mode: PromotionMode,
+    /// The worktree that moved with the target, in worktree mode.
+    pub target_worktree: Option<PathBuf>,
+    pub dry_run: bool,
+    /// True when the run was promoted before this call (nothing was done).
+    pub already_promoted: bool,
+}
+
+/// Everything promote checked, ready to write.
+pub struct Plan {
+    pub ledger: Ledger,
+    pub target: String,
+    pub base: gix::ObjectId,
+    pub validated: gix::ObjectId,
+    pub target_worktree: Option<PathBuf>,
+}
+
+/// The requirements a validated commit must still meet: the policy's required checks at that
+/// commit, or the ad-hoc checks of the attempt that validated it.
+pub fn promotion_requirements(
+    store: &Store,
+    run: &RunRecord,
+    validated: gix::ObjectId,
+) -> Result<Vec<Requirement>> {
+    if let Some(policy) = policy_at(store, validated)? {
+        if !policy.required.is_empty() {
+            return Ok(policy
+                .required
+                .iter()
+                .map(|n| Requirement {
+                    name: n.clone(),
+                    digest: policy.checks.get(n).map(|d| d.digest()),
+                })
+                .collect());
+        }
+    }
+    let hex = validated.to_string();
+    Ok(run
+        .attempts
+        .iter()
+        .rev()
+        .find(|a| a.commit == hex && a.status == "passed")
+        .map(|a| {
+            a.checks
+                .iter()
+                .map(|c| Requirement {
+                    name: c.name.clone(),
+                    digest: Some(c.digest.clone()),
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// Check every precondition of promotion; nothing is written.
+pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan> {
+    let run = &ledger.record;
+    let id = &run.run_id;
+    if run.state != RunState::Completed {
+        return Err(Error::refused(format!(
+            "run {id} is {}; only a completed run can be promoted",
+            run.state
+        ))
+        .hint(format!("`git tabellio status {id}` says what to do next")));
+    }
+    let target = run.base.reference.clone();
+    if !target.starts_with("refs/heads/") {
+        return Err(Error::refused(format!(
+            "the run's target {target} is not a branch under refs/heads/"
+        ))
+        .hint("promote only moves local branches"));
+    }
+    let validated = run.validated.as_ref().ok_or_else(|| {
+        Error::refused(format!(
+            "run {id} says completed but names no validated commit"
+        ))
+        .hint(format!("finish it again: `git tabellio finish {id}`"))
+    })?;
+    let validated_id = store.parse_oid(&validated.commit)?;
+    let head = store.ref_target(&run.branch)?;
+    if head != Some(validated_id) {
+        return Err(Error::refused(format!(
+            "run branch changed after validation: {} is at {}, the validated commit is {}",
+            run.branch,
+            head.map_or("nothing".into(), |h| h.to_string()),
+            validated.commit
+        ))
+        .hint(format!(
+            "validate the new head first: `git tabellio finish {id}`"
+        )));
+    }
+    // The ledger is never trusted on its own: the evidence must be in the notes, intact.
+    let requirements = promotion_requirements(store, run, validated_id)?;
+    if requirements.is_empty() {
+        return Err(Error::refused(format!(
+            "run {id} has no record of which checks validated {}",
+            validated.commit
+        ))
+        .hint(format!("finish it: `git tabellio finish {id}`")));
+    }
+    let verdicts = evaluate(store, validated_id, &requirements)?;
+    let bad: Vec<String> = verdicts
+        .iter()
+        .filter(|v| v.verdict != Verdict::Satisfied)
+        .map(|v| format!("{} ({})", v.name, v.verdict.as_str()))
+        .collect();
+    if !bad.is_empty() {
+        return Err(Error::refused(format!(
+            "the evidence for {} does not hold: {}",
+            validated.commit,
+            bad.join(", ")
+        ))
+        .hint(format!("run the checks again: `git tabellio finish {id}`")));
+    }
+    let base = store.parse_oid(&run.base.commit)?;
+    let current = store.ref_target(&target)?;
+    if current != Some(base) {
+        let mut err = Error::conflict(format!(
+            "target moved: {target} is at {}, the run started from {}",
+            current.map_or("nothing (deleted)".into(), |c| c.to_string()),
+            run.base.commit
+        ));
+        if let Some(tip) = current {
+            let preview = preview::merge_preview(store, tip, validated_id)?;
+            err.message.push_str(&format!("; {}", preview.describe()));
+        }
+        return Err(err
+            .hint("rebase the run onto the new tip and finish again, or start a new run from it"));
+    }
+    if !store.is_ancestor(base, validated_id)? {
+        return Err(Error::refused(format!(
+            "the validated commit {} does not descend from the base {base}",
+            validated.commit
+        ))
+        .hint("promote only fast-forwards; rebase the run onto its base"));
+    }
+    let target_worktree = store.worktrees_of_branch(&target)?.into_iter().next();
+    if let Some(path) = &target_worktree {
+        let ws = worktree::inspect(path)?;
+        if !ws.changed.is_empty() {
+            return Err(Error::refused(format!(
+                "{target} is checked out in {} with uncommitted changes: {}",
+                path.display(),
+                ws.changed
+                    .iter()
+                    .take(10)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .hint("commit or stash them there, then promote again"));
+        }
+        if ws.head != Some(base) {
+            return Err(Error::refused(format!(
+                "the worktree {} is not at {base}",
+                path.display()
+            )));
+        }
+        let in_the_way =
+            checkout::untracked_in_the_way(store, path, base, validated_id, &ws.untracked)?;
+        if !in_the_way.is_empty() {
+            return Err(Error::refused(format!(
+                "untracked files in {} would be overwritten: {}",
+                path.display(),
+                in_the_way.join(", ")
+            ))
+            .hint("move or delete them, then promote again"));
+        }
+    }
+    Ok(Plan {
+        ledger,
+        target,
+        base,
+        validated: validated_id,
+        target_worktree,
+    })
+}
+
+pub fn promote(env: &Env, run: Option<&str>, dry_run: bool) -> Result<PromoteOutcome> {
+    let store = &env.store;
+    let ledger = resolve_run(env, run)?;
+    let workspace = crate::lifecycle::run_workspace(store, &ledger)?;
+    if ledger.record.state == RunState::Promoted {
+        let p = ledger.record.promotion.clone();
+        return Ok(PromoteOutcome {
+            target: p
+                .as_ref()
+                .map_or(ledger.record.base.reference.clone(), |p| p.target.clone()),
+            old: p.as_ref().map_or_else(String::new, |p| p.old.clone()),
+            new: p.as_ref().map_or_else(String::new, |p| p.new.clone()),
+            mode: if p.as_ref().is_some_and(|p| p.mode == "worktree") {
+                PromotionMode::Worktree
+            } else {
+                PromotionMode::Ref
+            },
+            run: ledger.record,
+            workspace,
+            target_worktree: None,
+            dry_run,
+            already_promoted: true,
+        });
+    }
+    let plan = plan(store, ledger)?;
+    let mode = if plan.target_worktree.is_some() {
+        PromotionMode::Worktree
+    } else {
+        PromotionMode::Ref
+    };
+    let rec = &plan.ledger.record;
+    let mut next = ledger::transition(rec, RunState::Promoted);
+    next.promotion = Some(Promotion {
+        target: plan.target.clone(),
+        old: plan.base.to_string(),
+        new: plan.validated.to_string(),
+        mode: mode.as_str().into(),
+        remote: None,
+        at: time::now(),
+    });
+    let outcome = |run: RunRecord| PromoteOutcome {
+        run,
+        workspace: workspace.clone(),
+        target: plan.target.clone(),
+        old: plan.base.to_string(),
+        new: plan.validated.to_string(),
+        mode,
+        target_worktree: plan.target_worktree.clone(),
+        dry_run,
+        already_promoted: false,
+    };
+    if dry_run {
+        return Ok(outcome(rec.clone()));
+    }
+    let ledger_commit = store.write_ledger_commit(Some(&plan.ledger), &next, "promote")?;
+    let message = format!("tabellio: promote {}", rec.run_id);
+    let edits = [
+        Cas::update(&plan.target, Some(plan.base), plan.validated, &message),
+        Cas::update(
+            ledger::ref_name(&rec.run_id),
+            Some(plan.ledger.tip),
+            ledger_commit,
+            &message,
+        ),
+    ];
+    match &plan.target_worktree {
+        None => tx::apply(store, &edits).map_err(|e| e.into_error())?,
+        Some(path) => {
+            // Hold the locks on target and ledger while the files move: nobody can move either
+            // in between, and a failure rolls both the files and the transaction back.
+            let prepared = tx::prepare(store, &edits).map_err(|e| e.into_error())?;
+            let (old_tree, new_tree) = (store.tree_of(plan.base)?, store.tree_of(plan.validated)?);
+            checkout::move_worktree(path, old_tree, new_tree)?;
+            if let Err(e) = prepared.commit(store) {
+                let _ = checkout::move_worktree(path, new_tree, old_tree);
+                return Err(e.into_error());
+            }
+        }
+    }
+    Ok(outcome(next))
+}

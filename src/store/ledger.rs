@@ -1,0 +1,153 @@
+//! Run ledgers: `refs/tabellio/runs/<run-id>` is a commit chain, one commit per state transition,
+//! each commit's tree holding `run.json`. Writes are compare-and-swap on the previous ledger
+//! commit (creation: the ref must not exist), so two writers can never both extend a ledger.
+
+use gix::bstr::ByteSlice;
+
+use crate::error::{Context, Error, Result};
+use crate::model::{self, run, RunRecord, RunState};
+
+use super::Store;
+
+pub const PREFIX: &str = "refs/tabellio/runs/";
+
+pub fn ref_name(run_id: &str) -> String {
+    format!("{PREFIX}{run_id}")
+}
+
+/// A run as its ledger tip says it is.
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    /// The ledger commit holding `record`.
+    pub tip: gix::ObjectId,
+    pub record: RunRecord,
+}
+
+/// One transition in a ledger's history.
+#[derive(Debug, Clone)]
+pub struct Transition {
+    pub commit: gix::ObjectId,
+    pub message: String,
+    pub record: RunRecord,
+}
+
+impl Store {
+    /// The run's ledger, or `None` when there is no such run.
+    pub fn try_find_ledger(&self, run_id: &str) -> Result<Option<Ledger>> {
+        let Some(tip) = self.ref_target(&ref_name(run_id))? else {
+            return Ok(None);
+        };
+        let record = self.read_run_json(tip)?;
+        Ok(Some(Ledger { tip, record }))
+    }
+
+    /// The run's ledger; a missing run is exit 5.
+    pub fn find_ledger(&self, run_id: &str) -> Result<Ledger> {
+        self.try_find_ledger(run_id)?.ok_or_else(|| {
+            Error::not_found(format!("no run {run_id:?} in this repository"))
+                .hint("`git tabellio list` shows the runs there are")
+        })
+    }
+
+    /// `run.json` of one ledger commit.
+    pub fn read_run_json(&self, ledger_commit: gix::ObjectId) -> Result<RunRecord> {
+        let bytes = self
+            .read_file_at(ledger_commit, "run.json")?
+            .ok_or_else(|| {
+                Error::internal(format!("ledger commit {ledger_commit} has no run.json"))
+            })?;
+        let text = String::from_utf8_lossy(&bytes);
+        Ok(model::parse_record(
+            &text,
+            run::SCHEMA,
+            &format!("run.json of {ledger_commit}"),
+        )?)
+    }
+
+    /// Write the objects of a new ledger commit (not the ref): `run.json` in a tree, a commit
+    /// whose parent is `previous` and whose message names the transition.
+    pub fn write_ledger_commit(
+        &self,
+        previous: Option<&Ledger>,
+        record: &RunRecord,
+        command: &str,
+    ) -> Result<gix::ObjectId> {
+        let from = previous.map_or("(none)".to_string(), |p| p.record.state.to_string());
+        let message = format!(
+            "tabellio: {command} {}: {from} -> {}\n",
+            record.run_id, record.state
+        );
+        let mut json = serde_json::to_string_pretty(record)
+            .context(|| "could not serialize run.json".into())?;
+        json.push('\n');
+        let blob = self
+            .repo
+            .write_blob(json.as_bytes())
+            .context(|| "could not write run.json".into())?
+            .detach();
+        let tree = gix::objs::Tree {
+            entries: vec![gix::objs::tree::Entry {
+                mode: gix::objs::tree::EntryKind::Blob.into(),
+                filename: "run.json".into(),
+                oid: blob,
+            }],
+        };
+        let tree = self
+            .repo
+            .write_object(&tree)
+            .context(|| "could not write the ledger tree".into())?
+            .detach();
+        let parents: Vec<gix::ObjectId> = previous.map(|p| p.tip).into_iter().collect();
+        let commit = self
+            .repo
+            .new_commit(message, tree, parents)
+            .context(|| "could not write the ledger commit".into())?;
+        Ok(commit.id)
+    }
+
+    /// All runs: (run id, ledger tip).
+    pub fn list_ledgers(&self) -> Result<Vec<(String, gix::ObjectId)>> {
+        Ok(self
+            .refs_under(PREFIX)?
+            .into_iter()
+            .map(|(name, id)| (name[PREFIX.len()..].to_string(), id))
+            .collect())
+    }
+
+    /// The ledger's transitions, oldest first (first-parent chain).
+    pub fn ledger_history(&self, run_id: &str) -> Result<Vec<Transition>> {
+        let ledger = self.find_ledger(run_id)?;
+        let mut out = Vec::new();
+        let mut next = Some(ledger.tip);
+        while let Some(id) = next {
+            let commit = self
+                .repo
+                .find_commit(id)
+                .context(|| format!("could not read ledger commit {id}"))?;
+            let message = commit
+                .message_raw()
+                .map(|m| m.to_str_lossy().trim().to_string())
+                .unwrap_or_default();
+            next = commit.parent_ids().next().map(|p| p.detach());
+            out.push(Transition {
+                commit: id,
+                message,
+                record: self.read_run_json(id)?,
+            });
+        }
+        out.reverse();
+        Ok(out)
+    }
+}
+
+/// A new record for the transition to `state`, with `previous_state` and `updated_at` set.
+pub fn transition(current: &RunRecord, state: RunState) -> RunRecord {
+    let mut next = current.clone();
+    // A checkpoint keeps the state; `previous_state` names the state before the last real change.
+    if state != current.state {
+        next.previous_state = Some(current.state);
+    }
+    next.state = state;
+    next.updated_at = model::time::now();
+    next
+}

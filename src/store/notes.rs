@@ -1,0 +1,154 @@
+//! Notes under `refs/notes/tabellio/*`: git's fanout layout (gix-note writes it like git), each
+//! note a JSON Lines blob whose lines are sorted and unique, so our union merge and git's
+//! `git notes merge -s cat_sort_uniq` agree.
+//!
+//! A notes ref is shared by every run, so losing a race on it is normal: callers re-read and
+//! re-apply their additions ([`Store::prepare_notes`] is cheap to call again) instead of failing.
+
+use gix::note::plumbing::State;
+
+use crate::error::{Context, Result};
+
+use super::Store;
+
+pub const CHECKPOINTS: &str = "refs/notes/tabellio/checkpoints";
+pub const EVIDENCE: &str = "refs/notes/tabellio/evidence";
+
+/// A notes commit ready to be put on its ref.
+#[derive(Debug, Clone)]
+pub struct PreparedNotes {
+    pub notes_ref: &'static str,
+    /// The ref's value we built on; the compare-and-swap expects it.
+    pub previous: Option<gix::ObjectId>,
+    pub commit: gix::ObjectId,
+    /// False when every line was already there: no ref update needed.
+    pub changed: bool,
+}
+
+/// Merge `existing` note text and `additions` into sorted unique lines.
+pub fn merge_lines(existing: &str, additions: &[String]) -> String {
+    let mut lines: Vec<&str> = existing
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty())
+        .chain(additions.iter().map(String::as_str))
+        .collect();
+    lines.sort_unstable();
+    lines.dedup();
+    let mut out = lines.join("\n");
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
+impl Store {
+    /// The tree of a notes ref's tip, or `None` when the ref does not exist.
+    fn notes_tree(&self, notes_ref: &str) -> Result<Option<(gix::ObjectId, gix::ObjectId)>> {
+        let Some(tip) = self.ref_target(notes_ref)? else {
+            return Ok(None);
+        };
+        Ok(Some((tip, self.tree_of(tip)?)))
+    }
+
+    /// The note lines on `object` in `notes_ref`.
+    pub fn note_lines(&self, notes_ref: &str, object: gix::ObjectId) -> Result<Vec<String>> {
+        let Some((_, tree)) = self.notes_tree(notes_ref)? else {
+            return Ok(Vec::new());
+        };
+        let mut state =
+            State::new(tree, &self.repo).context(|| format!("could not read {notes_ref}"))?;
+        self.lines_in(&mut state, notes_ref, object)
+    }
+
+    fn lines_in(
+        &self,
+        state: &mut State,
+        notes_ref: &str,
+        object: gix::ObjectId,
+    ) -> Result<Vec<String>> {
+        let Some(blob) = state
+            .get(&object, &self.repo)
+            .context(|| format!("could not look up the note on {object} in {notes_ref}"))?
+        else {
+            return Ok(Vec::new());
+        };
+        let blob = self
+            .repo
+            .find_blob(blob)
+            .context(|| format!("could not read the note on {object}"))?;
+        Ok(String::from_utf8_lossy(&blob.data)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(str::to_string)
+            .collect())
+    }
+
+    /// Build (but do not publish) a notes commit adding `additions[i].1` lines to the note on
+    /// `additions[i].0`, on top of the ref's current value.
+    pub fn prepare_notes(
+        &self,
+        notes_ref: &'static str,
+        additions: &[(gix::ObjectId, Vec<String>)],
+        message: &str,
+    ) -> Result<PreparedNotes> {
+        let existing = self.notes_tree(notes_ref)?;
+        let root =
+            existing.map_or_else(|| gix::ObjectId::empty_tree(self.object_hash()), |(_, t)| t);
+        let mut state =
+            State::new(root, &self.repo).context(|| format!("could not read {notes_ref}"))?;
+        let mut changed = false;
+        for (object, lines) in additions {
+            let current = self.lines_in(&mut state, notes_ref, *object)?.join("\n");
+            let merged = merge_lines(&current, lines);
+            if merged == merge_lines(&current, &[]) {
+                continue;
+            }
+            let blob = self
+                .repo
+                .write_blob(merged.as_bytes())
+                .context(|| "could not write a note".into())?
+                .detach();
+            state
+                .edit(*object, Some(blob), &self.repo)
+                .context(|| format!("could not note {object} in {notes_ref}"))?;
+            changed = true;
+        }
+        let previous = existing.map(|(tip, _)| tip);
+        if !changed {
+            return Ok(PreparedNotes {
+                notes_ref,
+                previous,
+                commit: previous.unwrap_or_else(|| gix::ObjectId::null(self.object_hash())),
+                changed,
+            });
+        }
+        let tree = state
+            .write(&self.repo)
+            .context(|| format!("could not write the {notes_ref} tree"))?;
+        let commit = self
+            .repo
+            .new_commit(message, tree, previous)
+            .context(|| format!("could not write the {notes_ref} commit"))?;
+        Ok(PreparedNotes {
+            notes_ref,
+            previous,
+            commit: commit.id,
+            changed,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge_lines;
+
+    #[test]
+    fn lines_sorted_unique() {
+        assert_eq!(
+            merge_lines("b\na\n", &["c".into(), "a".into()]),
+            "a\nb\nc\n"
+        );
+        assert_eq!(merge_lines("", &[]), "");
+    }
+}

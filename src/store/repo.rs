@@ -1,0 +1,376 @@
+//! Opening the repository: discovery as git does it, refusing reftable, the fallback identity,
+//! and the repository identity written into records.
+
+use std::path::{Path, PathBuf};
+
+use gix::bstr::ByteSlice;
+
+use crate::error::{Context, Error, Result};
+use crate::model::canonical::sha256_hex;
+
+/// The identity of ledger and notes commits when the user configured none (the actor of a run
+/// is recorded in `run.json` anyway).
+pub const FALLBACK_NAME: &str = "tabellio";
+pub const FALLBACK_EMAIL: &str = "tabellio@localhost";
+
+/// An open repository, seen from wherever the command was started.
+pub struct Store {
+    pub repo: gix::Repository,
+}
+
+impl Store {
+    /// Discover the repository containing `dir`, honouring `GIT_DIR` and friends like git does.
+    pub fn discover(dir: &Path) -> Result<Store> {
+        let repo = match gix::ThreadSafeRepository::discover_with_environment_overrides_opts(
+            dir,
+            Default::default(),
+            open_options(),
+        ) {
+            Ok(repo) => repo.to_thread_local(),
+            Err(e) => {
+                if let Some(git_dir) = find_reftable_git_dir(dir) {
+                    return Err(reftable_error(&git_dir));
+                }
+                return Err(Error::not_found(format!(
+                    "not a git repository (or any parent up to the root): {e:#}"
+                ))
+                .hint("run git tabellio inside a git repository, or use git -C <path>"));
+            }
+        };
+        Self::from_repo(repo)
+    }
+
+    /// Open the repository at exactly `path` (a worktree or git dir).
+    pub fn open(path: &Path) -> Result<Store> {
+        if let Some(git_dir) = find_reftable_git_dir(path) {
+            return Err(reftable_error(&git_dir));
+        }
+        let repo = gix::ThreadSafeRepository::open_opts(path, open_options().full)
+            .context(|| format!("could not open the repository at {}", path.display()))?
+            .to_thread_local();
+        Self::from_repo(repo)
+    }
+
+    fn from_repo(mut repo: gix::Repository) -> Result<Store> {
+        if is_reftable(&repo) {
+            return Err(reftable_error(repo.common_dir()));
+        }
+        repo.committer_or_set_fallback(FALLBACK_NAME, FALLBACK_EMAIL)
+            .context(|| "could not set up the committer identity".into())?;
+        if repo.author().is_none() {
+            let mut config = repo.config_snapshot_mut();
+            config
+                .set_raw_value("gitoxide.author.nameFallback", FALLBACK_NAME)
+                .context(|| "could not set the fallback author".into())?;
+            config
+                .set_raw_value("gitoxide.author.emailFallback", FALLBACK_EMAIL)
+                .context(|| "could not set the fallback author".into())?;
+        }
+        Ok(Store { repo })
+    }
+
+    pub fn is_bare(&self) -> bool {
+        self.repo.is_bare()
+    }
+
+    /// The main worktree's directory, `None` in a bare repository.
+    pub fn main_workdir(&self) -> Result<Option<PathBuf>> {
+        if self.repo.worktree().map(|w| w.is_main()).unwrap_or(false) {
+            return Ok(self.repo.workdir().map(Path::to_path_buf));
+        }
+        let main = self
+            .repo
+            .main_repo()
+            .context(|| "could not open the main worktree".into())?;
+        Ok(main.workdir().map(Path::to_path_buf))
+    }
+
+    /// Where run worktrees live: `tabellio.worktreeRoot`, else `<main worktree>/.tabellio/worktrees`,
+    /// else (bare) `<git-dir>/tabellio/worktrees`.
+    pub fn worktree_root(&self) -> Result<PathBuf> {
+        if let Some(root) = self.config_string("tabellio.worktreeRoot") {
+            let root = PathBuf::from(root);
+            return Ok(if root.is_absolute() {
+                root
+            } else {
+                self.main_workdir()?
+                    .unwrap_or_else(|| self.repo.common_dir().to_path_buf())
+                    .join(root)
+            });
+        }
+        Ok(match self.main_workdir()? {
+            Some(dir) => dir.join(".tabellio").join("worktrees"),
+            None => self.repo.common_dir().join("tabellio").join("worktrees"),
+        })
+    }
+
+    pub fn config_string(&self, key: &str) -> Option<String> {
+        self.repo
+            .config_snapshot()
+            .string(key)
+            .map(|v| v.to_str_lossy().into_owned())
+    }
+
+    /// The repository identity stored in records (DESIGN.md 2): never a local path.
+    pub fn repository_id(&self) -> String {
+        if let Some(id) = self.config_string("tabellio.repoId") {
+            return id;
+        }
+        if let Some(url) = self.config_string("remote.origin.url") {
+            return identity_from_url(&url);
+        }
+        let dir = self
+            .main_workdir()
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| self.repo.common_dir().to_path_buf());
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().trim_end_matches(".git").to_string())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "repository".into());
+        format!("local/{name}")
+    }
+
+    pub fn object_hash(&self) -> gix::hash::Kind {
+        self.repo.object_hash()
+    }
+
+    /// Parse a full hex object id of this repository's hash kind.
+    pub fn parse_oid(&self, hex: &str) -> Result<gix::ObjectId> {
+        gix::ObjectId::from_hex(hex.as_bytes())
+            .map_err(|e| Error::internal(format!("stored object id {hex:?} is invalid: {e}")))
+    }
+
+    /// Resolve a revision (`HEAD`, a branch, an id, `main~2`) to a commit id.
+    pub fn resolve_commit(&self, rev: &str) -> Result<gix::ObjectId> {
+        let id = self.repo.rev_parse_single(rev).map_err(|e| {
+            Error::not_found(format!("revision {rev:?} not found: {e:#}"))
+                .hint("name a branch, tag or commit id that exists in this repository")
+        })?;
+        let object = id.object().context(|| format!("could not read {rev}"))?;
+        let commit = object
+            .peel_to_kind(gix::object::Kind::Commit)
+            .map_err(|_| Error::not_found(format!("{rev:?} does not name a commit")))?;
+        Ok(commit.id)
+    }
+
+    /// The tree of a commit.
+    pub fn tree_of(&self, commit: gix::ObjectId) -> Result<gix::ObjectId> {
+        let c = self
+            .repo
+            .find_commit(commit)
+            .map_err(|e| Error::not_found(format!("commit {commit} not found: {e:#}")))?;
+        c.tree_id()
+            .map(|t| t.detach())
+            .context(|| format!("could not read the tree of {commit}"))
+    }
+
+    /// Is `ancestor` reachable from `descendant` (or equal to it)?
+    pub fn is_ancestor(&self, ancestor: gix::ObjectId, descendant: gix::ObjectId) -> Result<bool> {
+        if ancestor == descendant {
+            return Ok(true);
+        }
+        let base = self.repo.merge_base(ancestor, descendant).context(|| {
+            format!("could not compute the merge base of {ancestor} and {descendant}")
+        })?;
+        Ok(base.map(|b| b.detach()) == Some(ancestor))
+    }
+
+    /// Read a file from a commit's tree, `None` when absent.
+    pub fn read_file_at(&self, commit: gix::ObjectId, path: &str) -> Result<Option<Vec<u8>>> {
+        let tree = self
+            .repo
+            .find_commit(commit)
+            .context(|| format!("could not read commit {commit}"))?
+            .tree()
+            .context(|| format!("could not read the tree of {commit}"))?;
+        let Some(entry) = tree
+            .lookup_entry_by_path(path)
+            .context(|| format!("could not look up {path} in {commit}"))?
+        else {
+            return Ok(None);
+        };
+        let object = entry
+            .object()
+            .context(|| format!("could not read {path} in {commit}"))?;
+        Ok(Some(object.data.clone()))
+    }
+
+    /// The current value of a direct ref, `None` when it does not exist.
+    pub fn ref_target(&self, name: &str) -> Result<Option<gix::ObjectId>> {
+        let reference = self
+            .repo
+            .try_find_reference(name)
+            .context(|| format!("could not read {name}"))?;
+        Ok(reference.and_then(|r| r.target().try_id().map(ToOwned::to_owned)))
+    }
+
+    /// Names and targets of the refs under `prefix` (which ends in `/`).
+    pub fn refs_under(&self, prefix: &str) -> Result<Vec<(String, gix::ObjectId)>> {
+        let platform = self
+            .repo
+            .references()
+            .context(|| "could not list references".into())?;
+        let iter = platform
+            .prefixed(prefix)
+            .context(|| format!("could not list references under {prefix}"))?;
+        let mut out = Vec::new();
+        for r in iter {
+            let r = r.map_err(|e| {
+                Error::internal(format!("could not read a reference under {prefix}: {e}"))
+            })?;
+            if let Some(id) = r.target().try_id() {
+                out.push((
+                    r.name().as_bstr().to_str_lossy().into_owned(),
+                    id.to_owned(),
+                ));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Add `/.tabellio/worktrees/` to `info/exclude` once.
+    pub fn ensure_excluded(&self) -> Result<bool> {
+        let path = self.repo.common_dir().join("info").join("exclude");
+        let line = "/.tabellio/worktrees/";
+        let current = std::fs::read_to_string(&path).unwrap_or_default();
+        if current.lines().any(|l| l.trim() == line) {
+            return Ok(false);
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .context(|| format!("could not create {}", parent.display()))?;
+        }
+        let mut text = current;
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(line);
+        text.push('\n');
+        std::fs::write(&path, text).context(|| format!("could not write {}", path.display()))?;
+        Ok(true)
+    }
+}
+
+/// Open options carrying the fallback identity as configuration *fallbacks* (a configured
+/// identity wins). They are options rather than a change to one handle because gix opens further
+/// handles from them (a new linked worktree writes its HEAD reflog through its own handle).
+fn open_options() -> gix::sec::trust::Mapping<gix::open::Options> {
+    use gix::sec::trust::DefaultForLevel;
+    let fallbacks = [
+        format!("gitoxide.committer.nameFallback={FALLBACK_NAME}"),
+        format!("gitoxide.committer.emailFallback={FALLBACK_EMAIL}"),
+        format!("gitoxide.author.nameFallback={FALLBACK_NAME}"),
+        format!("gitoxide.author.emailFallback={FALLBACK_EMAIL}"),
+    ];
+    gix::sec::trust::Mapping {
+        full: gix::open::Options::default_for_level(gix::sec::Trust::Full)
+            .config_overrides(fallbacks.clone()),
+        reduced: gix::open::Options::default_for_level(gix::sec::Trust::Reduced)
+            .config_overrides(fallbacks),
+    }
+}
+
+/// `github.com/o/n` from any URL form; local paths become `local/<16 hex of sha256>`.
+pub fn identity_from_url(url: &str) -> String {
+    let url = url.trim();
+    let (rest, is_network) = if let Some(i) = url.find("://") {
+        let scheme = &url[..i];
+        (&url[i + 3..], scheme != "file")
+    } else if let Some(colon) = url.find(':') {
+        // scp-like `user@host:path`, unless it looks like a local path.
+        if url[..colon].contains('/') {
+            (url, false)
+        } else {
+            (url, true)
+        }
+    } else {
+        (url, false)
+    };
+    if !is_network {
+        let path = rest.trim_end_matches('/');
+        return format!("local/{}", &sha256_hex(path.as_bytes())[..16]);
+    }
+    // Drop credentials, normalise `host:path` and a port.
+    let rest = match rest.rfind('@') {
+        Some(at) if rest[..at].find('/').is_none() => &rest[at + 1..],
+        _ => rest,
+    };
+    let rest = rest.replacen(':', "/", 1);
+    let mut parts: Vec<&str> = rest.split('/').filter(|p| !p.is_empty()).collect();
+    if let Some(host) = parts.first_mut() {
+        if let Some(port) = host.find('/') {
+            *host = &host[..port];
+        }
+    }
+    let mut id = parts.join("/");
+    // `host/22/path` from `ssh://host:22/path` after the `:` replacement: drop a numeric segment.
+    let segs: Vec<&str> = id.split('/').collect();
+    if segs.len() > 2 && segs[1].chars().all(|c| c.is_ascii_digit()) {
+        let mut v = segs.clone();
+        v.remove(1);
+        id = v.join("/");
+    }
+    id.trim_end_matches(".git").to_string()
+}
+
+fn is_reftable(repo: &gix::Repository) -> bool {
+    if repo.common_dir().join("reftable").is_dir() {
+        return true;
+    }
+    repo.config_snapshot()
+        .string("extensions.refStorage")
+        .map(|v| v.eq_ignore_ascii_case(b"reftable"))
+        .unwrap_or(false)
+}
+
+fn find_reftable_git_dir(start: &Path) -> Option<PathBuf> {
+    let start = std::fs::canonicalize(start).ok()?;
+    for dir in start.ancestors() {
+        for candidate in [dir.join(".git"), dir.to_path_buf()] {
+            if candidate.join("reftable").is_dir() && candidate.join("HEAD").exists() {
+                return Some(candidate);
+            }
+        }
+    }
+    None
+}
+
+fn reftable_error(git_dir: &Path) -> Error {
+    Error::refused(format!(
+        "the repository at {} uses the reftable ref storage, which git-tabellio does not support yet",
+        git_dir.display()
+    ))
+    .hint("use a repository with the files ref backend (git init --ref-format=files), or convert with `git refs migrate --ref-format=files`")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::identity_from_url;
+
+    #[test]
+    fn url_identities() {
+        for (url, want) in [
+            ("https://github.com/o/n.git", "github.com/o/n"),
+            ("https://user:secret@github.com/o/n", "github.com/o/n"),
+            ("git@github.com:o/n.git", "github.com/o/n"),
+            (
+                "ssh://git@example.org:2222/team/repo.git",
+                "example.org/team/repo",
+            ),
+        ] {
+            assert_eq!(identity_from_url(url), want, "{url}");
+        }
+        let local = identity_from_url("/srv/git/repo.git");
+        assert!(
+            local.starts_with("local/") && local.len() == 6 + 16,
+            "{local}"
+        );
+        assert_eq!(
+            identity_from_url("file:///srv/git/repo.git"),
+            identity_from_url("/srv/git/repo.git")
+        );
+    }
+}

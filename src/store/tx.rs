@@ -1,0 +1,220 @@
+//! Compare-and-swap ref transactions.
+//!
+//! [`apply`] hands all edits to one gix-ref file transaction: every ref is locked and its
+//! expected value checked before any is changed, so the edits land together or not at all. On
+//! failure we look at the refs again to say *why* in terms a person can act on: which ref moved
+//! and to what ([`TxError::Moved`]), or which `.lock` file is in the way ([`TxError::Locked`]).
+
+use std::path::PathBuf;
+
+use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
+use gix::refs::{FullName, Target};
+
+use crate::error::{Error, Result};
+
+use super::Store;
+
+/// One compare-and-swap edit, in our terms.
+#[derive(Debug, Clone)]
+pub struct Cas {
+    pub name: String,
+    /// `None`: the ref must not exist yet.
+    pub expected: Option<gix::ObjectId>,
+    /// `None`: delete the ref.
+    pub new: Option<gix::ObjectId>,
+    pub message: String,
+}
+
+impl Cas {
+    pub fn update(
+        name: impl Into<String>,
+        expected: Option<gix::ObjectId>,
+        new: gix::ObjectId,
+        message: impl Into<String>,
+    ) -> Self {
+        Cas {
+            name: name.into(),
+            expected,
+            new: Some(new),
+            message: message.into(),
+        }
+    }
+    pub fn delete(
+        name: impl Into<String>,
+        expected: gix::ObjectId,
+        message: impl Into<String>,
+    ) -> Self {
+        Cas {
+            name: name.into(),
+            expected: Some(expected),
+            new: None,
+            message: message.into(),
+        }
+    }
+
+    fn to_edit(&self) -> Result<RefEdit> {
+        let name = FullName::try_from(self.name.as_str())
+            .map_err(|e| Error::usage(format!("{:?} is not a valid ref name: {e:#}", self.name)))?;
+        let expected = match self.expected {
+            Some(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
+            None => PreviousValue::MustNotExist,
+        };
+        let change = match self.new {
+            Some(new) => Change::Update {
+                log: LogChange {
+                    mode: RefLog::AndReference,
+                    force_create_reflog: false,
+                    message: self.message.clone().into(),
+                },
+                expected,
+                new: Target::Object(new),
+            },
+            None => Change::Delete {
+                expected,
+                log: RefLog::AndReference,
+            },
+        };
+        Ok(RefEdit {
+            change,
+            name,
+            deref: false,
+        })
+    }
+}
+
+/// Why a transaction did not land.
+#[derive(Debug)]
+pub enum TxError {
+    /// `name` is no longer at the value we expected.
+    Moved {
+        name: String,
+        expected: Option<gix::ObjectId>,
+        actual: Option<gix::ObjectId>,
+    },
+    /// A lock file is in the way (held by another writer, or left by a killed process).
+    Locked {
+        name: String,
+        lock: PathBuf,
+    },
+    Other(Error),
+}
+
+impl TxError {
+    pub fn into_error(self) -> Error {
+        match self {
+            TxError::Moved { name, expected, actual } => Error::conflict(format!(
+                "{name} changed underneath: expected {}, found {}",
+                expected.map_or("nothing".into(), |i| i.to_string()),
+                actual.map_or("nothing".into(), |i| i.to_string()),
+            ))
+            .hint("another process wrote it at the same time; look at the new state and try again"),
+            TxError::Locked { name, lock } => Error::conflict(format!(
+                "{name} is locked: {} exists",
+                lock.display()
+            ))
+            .hint(format!(
+                "another git process may be running; if none is, the lock was left by a killed process: remove it with `rm {}`",
+                lock.display()
+            )),
+            TxError::Other(e) => e,
+        }
+    }
+}
+
+/// Apply all `edits` in one transaction, or none of them.
+pub fn apply(store: &Store, edits: &[Cas]) -> Result<(), TxError> {
+    let prepared = prepare(store, edits)?;
+    prepared.commit(store)
+}
+
+/// A transaction whose locks are held: nothing can move its refs until it is committed or
+/// dropped (dropping rolls back and releases the locks).
+pub struct Prepared<'s> {
+    tx: gix::refs::file::Transaction<'s, 's>,
+    edits: Vec<Cas>,
+}
+
+/// Lock every ref and check every expected value, without changing anything yet.
+pub fn prepare<'s>(store: &'s Store, edits: &[Cas]) -> Result<Prepared<'s>, TxError> {
+    let ref_edits = edits
+        .iter()
+        .map(Cas::to_edit)
+        .collect::<Result<Vec<_>>>()
+        .map_err(TxError::Other)?;
+    let (file_lock, packed_lock) = lock_modes();
+    match store
+        .repo
+        .refs
+        .transaction()
+        .prepare(ref_edits, file_lock, packed_lock)
+    {
+        Ok(tx) => Ok(Prepared {
+            tx,
+            edits: edits.to_vec(),
+        }),
+        Err(e) => Err(diagnose(store, edits, e)),
+    }
+}
+
+impl Prepared<'_> {
+    pub fn commit(self, store: &Store) -> Result<(), TxError> {
+        let committer = store.repo.committer().and_then(|c| c.ok());
+        let edits = self.edits;
+        match self.tx.commit(committer) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(diagnose(store, &edits, e)),
+        }
+    }
+}
+
+fn lock_modes() -> (gix::lock::acquire::Fail, gix::lock::acquire::Fail) {
+    // Git's own default for ref locks is 100ms of retrying; do the same so two tabellio processes
+    // racing on a notes ref mostly wait instead of failing.
+    let wait =
+        gix::lock::acquire::Fail::AfterDurationWithBackoff(std::time::Duration::from_millis(100));
+    (
+        wait,
+        gix::lock::acquire::Fail::AfterDurationWithBackoff(std::time::Duration::from_millis(1000)),
+    )
+}
+
+fn diagnose(store: &Store, edits: &[Cas], err: gix::Error) -> TxError {
+    for edit in edits {
+        let actual = match store.ref_target(&edit.name) {
+            Ok(a) => a,
+            Err(e) => return TxError::Other(e),
+        };
+        if actual != edit.expected && actual != edit.new.filter(|_| edit.expected.is_none()) {
+            return TxError::Moved {
+                name: edit.name.clone(),
+                expected: edit.expected,
+                actual,
+            };
+        }
+    }
+    let refs_dir = store.repo.common_dir();
+    for edit in edits {
+        let base = if edit.name.starts_with("refs/") {
+            refs_dir.to_path_buf()
+        } else {
+            store.repo.git_dir().to_path_buf()
+        };
+        let lock = base.join(format!("{}.lock", edit.name));
+        if lock.exists() {
+            return TxError::Locked {
+                name: edit.name.clone(),
+                lock,
+            };
+        }
+    }
+    let packed = refs_dir.join("packed-refs.lock");
+    if packed.exists() {
+        return TxError::Locked {
+            name: "packed-refs".into(),
+            lock: packed,
+        };
+    }
+    TxError::Other(Error::internal(format!(
+        "the ref transaction failed: {err:#}"
+    )))
+}

@@ -1,0 +1,508 @@
+//! Secret redaction for excerpts, with hand-written matchers (no regex engine).
+//!
+//! Redaction errs on the side of replacing too much: a false positive costs a few characters
+//! of an excerpt, a false negative publishes a credential in a note that is pushed. It is a
+//! safety net, not a guarantee — a secret the patterns do not know, or one split exactly at
+//! the start of the tail, can survive.
+
+use std::os::unix::ffi::OsStringExt;
+
+/// What a secret is replaced by.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// Environment values shorter than this (in characters) are not treated as secrets: too
+/// likely to occur in innocent text.
+pub const MIN_SECRET_CHARS: usize = 8;
+
+const SECRET_NAME_PARTS: [&str; 4] = ["TOKEN", "SECRET", "PASSWORD", "KEY"];
+
+/// Whether the environment variable `name` holds a secret (case-insensitive `TOKEN`,
+/// `SECRET`, `PASSWORD` or `KEY` in it).
+pub fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_NAME_PARTS.iter().any(|part| upper.contains(part))
+}
+
+/// Whether one end of a piece of text is the real end of the output or a truncation cut.
+/// Next to a cut, a secret may be incomplete, so shorter fragments are redacted there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Edge {
+    Whole,
+    Cut,
+}
+
+/// Replaces known token formats, private-key blocks, `Authorization` credentials and the
+/// literal values of secret-named environment variables with [`REDACTED`].
+/// `Redactor::default()` knows the patterns only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Redactor {
+    /// Longest first, so a secret containing another one is replaced whole.
+    literals: Vec<Vec<u8>>,
+}
+
+impl Redactor {
+    /// Patterns plus the values of our process's secret-named environment variables.
+    pub fn from_env() -> Self {
+        Self::from_env_with(&[])
+    }
+
+    /// Like [`Redactor::from_env`], plus the secret-named variables among `extra` (the
+    /// variables a check gets on top of ours).
+    pub fn from_env_with(extra: &[(String, String)]) -> Self {
+        let ours = std::env::vars_os()
+            .filter(|(name, _)| is_secret_name(&name.to_string_lossy()))
+            .map(|(_, value)| value.into_vec());
+        let added = extra
+            .iter()
+            .filter(|(name, _)| is_secret_name(name))
+            .map(|(_, value)| value.as_bytes().to_vec());
+        Self::from_byte_values(ours.chain(added))
+    }
+
+    /// Patterns plus these literal secret values (values under [`MIN_SECRET_CHARS`] are
+    /// ignored).
+    pub fn from_values<I, S>(values: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        Self::from_byte_values(
+            values
+                .into_iter()
+                .map(|value| value.as_ref().as_bytes().to_vec()),
+        )
+    }
+
+    fn from_byte_values(values: impl Iterator<Item = Vec<u8>>) -> Self {
+        let mut literals: Vec<Vec<u8>> = values
+            .filter(|value| char_count(value) >= MIN_SECRET_CHARS)
+            .collect();
+        literals.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        literals.dedup();
+        Redactor { literals }
+    }
+
+    /// The redacted text and the number of replacements.
+    pub fn redact(&self, text: &str) -> (String, u64) {
+        self.redact_piece(text, Edge::Whole, Edge::Whole)
+    }
+
+    /// Like [`Redactor::redact`] for a piece of a truncated output whose `start` or `end` is
+    /// a cut.
+    pub(super) fn redact_piece(&self, text: &str, start: Edge, end: Edge) -> (String, u64) {
+        let bytes = text.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut count = 0;
+        let mut copied = 0;
+        let mut at = 0;
+        if start == Edge::Cut {
+            let lead = self.leading_fragment(bytes);
+            if lead > 0 {
+                out.extend_from_slice(REDACTED.as_bytes());
+                count += 1;
+                copied = lead;
+                at = lead;
+            }
+        }
+        while at < bytes.len() {
+            match self.match_at(bytes, at, end) {
+                Some((from, to)) if from >= copied && to > from => {
+                    out.extend_from_slice(&bytes[copied..from]);
+                    out.extend_from_slice(REDACTED.as_bytes());
+                    count += 1;
+                    copied = to;
+                    at = to;
+                }
+                _ => at += 1,
+            }
+        }
+        out.extend_from_slice(&bytes[copied..]);
+        // Every replaced range starts and ends on a character boundary (matches begin with
+        // ASCII or with a whole secret value), so this is valid UTF-8; lossy just in case.
+        let text = String::from_utf8(out)
+            .unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned());
+        (text, count)
+    }
+
+    /// The range to replace for a secret starting at `at`, if any.
+    fn match_at(&self, bytes: &[u8], at: usize, end: Edge) -> Option<(usize, usize)> {
+        pem_block(bytes, at, end)
+            .or_else(|| prefixed_token(bytes, at, end))
+            .or_else(|| authorization(bytes, at))
+            .or_else(|| self.literal(bytes, at, end))
+    }
+
+    fn literal(&self, bytes: &[u8], at: usize, end: Edge) -> Option<(usize, usize)> {
+        let rest = &bytes[at..];
+        for literal in &self.literals {
+            if rest.starts_with(literal) {
+                return Some((at, at + literal.len()));
+            }
+            // The start of a secret whose end was cut off.
+            if end == Edge::Cut
+                && rest.len() >= MIN_SECRET_CHARS
+                && rest.len() < literal.len()
+                && literal.starts_with(rest)
+            {
+                return Some((at, bytes.len()));
+            }
+        }
+        None
+    }
+
+    /// Bytes at the start of a tail that belong to a secret whose start was cut off: the body
+    /// of a private key up to its END line, or the end of a literal secret.
+    fn leading_fragment(&self, bytes: &[u8]) -> usize {
+        let mut lead = orphan_pem_end(bytes).unwrap_or(0);
+        for literal in &self.literals {
+            let longest = (MIN_SECRET_CHARS..literal.len())
+                .rev()
+                .find(|&len| bytes.starts_with(&literal[literal.len() - len..]));
+            if let Some(len) = longest {
+                lead = lead.max(len);
+            }
+        }
+        lead
+    }
+}
+
+const PEM_BEGIN: &[u8] = b"-----BEGIN ";
+const PEM_END: &[u8] = b"-----END ";
+const PEM_DASHES: &[u8] = b"-----";
+const PRIVATE_KEY: &[u8] = b"PRIVATE KEY";
+
+/// `-----BEGIN <label containing PRIVATE KEY>-----` through the matching END line, or to the
+/// end of the text when the END line is missing (cut off).
+fn pem_block(bytes: &[u8], at: usize, end: Edge) -> Option<(usize, usize)> {
+    let rest = &bytes[at..];
+    if !rest.starts_with(PEM_BEGIN) {
+        // A BEGIN line cut in the middle may have been a key's.
+        let cut_begin =
+            end == Edge::Cut && rest.len() > PEM_DASHES.len() && PEM_BEGIN.starts_with(rest);
+        return cut_begin.then_some((at, bytes.len()));
+    }
+    let label_start = at + PEM_BEGIN.len();
+    let line_end = find(&bytes[label_start..], b"\n").map_or(bytes.len(), |p| label_start + p);
+    let Some(label_len) = find(&bytes[label_start..line_end], PEM_DASHES) else {
+        // The header line itself runs into the cut.
+        return (end == Edge::Cut && line_end == bytes.len()).then_some((at, bytes.len()));
+    };
+    let label = &bytes[label_start..label_start + label_len];
+    find(label, PRIVATE_KEY)?;
+    let body_start = label_start + label_len + PEM_DASHES.len();
+    let end_line = [PEM_END, label, PEM_DASHES].concat();
+    let block_end = find(&bytes[body_start..], &end_line)
+        .map_or(bytes.len(), |p| body_start + p + end_line.len());
+    Some((at, block_end))
+}
+
+/// The end of the first `-----END … PRIVATE KEY-----` line when no BEGIN line precedes it.
+fn orphan_pem_end(bytes: &[u8]) -> Option<usize> {
+    let at = find(bytes, PEM_END)?;
+    if find(&bytes[..at], PEM_BEGIN).is_some() {
+        return None;
+    }
+    let label_start = at + PEM_END.len();
+    let line_end = find(&bytes[label_start..], b"\n").map_or(bytes.len(), |p| label_start + p);
+    let label_len = find(&bytes[label_start..line_end], PEM_DASHES)?;
+    find(&bytes[label_start..label_start + label_len], PRIVATE_KEY)?;
+    Some(label_start + label_len + PEM_DASHES.len())
+}
+
+struct TokenFormat {
+    prefixes: &'static [&'static str],
+    body: fn(u8) -> bool,
+    min_body: usize,
+}
+
+const TOKEN_FORMATS: &[TokenFormat] = &[
+    TokenFormat {
+        prefixes: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
+        body: is_alnum,
+        min_body: 20,
+    },
+    TokenFormat {
+        prefixes: &["github_pat_"],
+        body: is_word,
+        min_body: 20,
+    },
+    TokenFormat {
+        prefixes: &["glpat-"],
+        body: is_word_or_dash,
+        min_body: 20,
+    },
+    TokenFormat {
+        prefixes: &["xoxb-", "xoxp-", "xoxa-", "xoxr-", "xoxs-"],
+        body: is_alnum_or_dash,
+        min_body: 10,
+    },
+    TokenFormat {
+        prefixes: &["AKIA", "ASIA"],
+        body: is_upper_or_digit,
+        min_body: 16,
+    },
+];
+
+/// A known token format starting at a word boundary. A token running into a cut is redacted
+/// whatever its length: the rest of it is gone, so it may have been long enough.
+fn prefixed_token(bytes: &[u8], at: usize, end: Edge) -> Option<(usize, usize)> {
+    if at > 0 && bytes[at - 1].is_ascii_alphanumeric() {
+        return None;
+    }
+    let rest = &bytes[at..];
+    for format in TOKEN_FORMATS {
+        for prefix in format.prefixes {
+            if !rest.starts_with(prefix.as_bytes()) {
+                continue;
+            }
+            let body_start = at + prefix.len();
+            let body = count_while(bytes, body_start, format.body);
+            let stop = body_start + body;
+            let into_cut = end == Edge::Cut && stop == bytes.len() && body > 0;
+            if body >= format.min_body || into_cut {
+                return Some((at, stop));
+            }
+        }
+    }
+    None
+}
+
+/// The credentials of `Authorization: Bearer <token>` (or `Basic`), header name in any case,
+/// also as a quoted key (`"authorization": "Bearer …"`). Only the credentials are replaced.
+fn authorization(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
+    const NAME: &[u8] = b"authorization";
+    const SCHEMES: [&[u8]; 2] = [b"bearer", b"basic"];
+    if at > 0 && is_header_name_char(bytes[at - 1]) {
+        return None;
+    }
+    if !starts_with_ignore_case(&bytes[at..], NAME) {
+        return None;
+    }
+    let mut pos = at + NAME.len();
+    pos += count_while(bytes, pos, is_quote);
+    pos += count_while(bytes, pos, is_blank);
+    if !matches!(bytes.get(pos), Some(b':' | b'=')) {
+        return None;
+    }
+    pos += 1;
+    pos += count_while(bytes, pos, is_blank);
+    pos += count_while(bytes, pos, is_quote);
+    let scheme = SCHEMES
+        .iter()
+        .find(|scheme| starts_with_ignore_case(&bytes[pos..], scheme))?;
+    pos += scheme.len();
+    let blanks = count_while(bytes, pos, is_blank);
+    if blanks == 0 {
+        return None;
+    }
+    pos += blanks;
+    let token = count_while(bytes, pos, is_token68);
+    (token > 0).then_some((pos, pos + token))
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() {
+        return Some(0);
+    }
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn starts_with_ignore_case(bytes: &[u8], prefix: &[u8]) -> bool {
+    bytes.len() >= prefix.len() && bytes[..prefix.len()].eq_ignore_ascii_case(prefix)
+}
+
+fn count_while(bytes: &[u8], from: usize, pred: fn(u8) -> bool) -> usize {
+    bytes
+        .get(from..)
+        .map_or(0, |rest| rest.iter().take_while(|&&b| pred(b)).count())
+}
+
+fn char_count(value: &[u8]) -> usize {
+    std::str::from_utf8(value).map_or(value.len(), |s| s.chars().count())
+}
+
+fn is_alnum(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+}
+
+fn is_word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+fn is_word_or_dash(b: u8) -> bool {
+    is_word(b) || b == b'-'
+}
+
+fn is_alnum_or_dash(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'-'
+}
+
+fn is_upper_or_digit(b: u8) -> bool {
+    b.is_ascii_uppercase() || b.is_ascii_digit()
+}
+
+fn is_header_name_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
+}
+
+fn is_quote(b: u8) -> bool {
+    b == b'"' || b == b'\''
+}
+
+fn is_blank(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
+/// RFC 6750 `b64token` characters.
+fn is_token68(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/' | b'=')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn patterns() -> Redactor {
+        Redactor::from_values(Vec::<String>::new())
+    }
+
+    fn redacted(text: &str) -> (String, u64) {
+        patterns().redact(text)
+    }
+
+    #[test]
+    fn github_tokens() {
+        for prefix in ["ghp_", "gho_", "ghu_", "ghs_", "ghr_"] {
+            let token = format!("{prefix}{}", "aB3".repeat(7)); // 21 alnum
+            let (out, n) = redacted(&format!("export GH={token}; done"));
+            assert_eq!(out, "export GH=[REDACTED]; done", "{prefix}");
+            assert_eq!(n, 1);
+        }
+        let fine_grained = "github_pat_11ABCDEFG0_abcdefghijklmnopqrstuvwxyz";
+        assert_eq!(redacted(fine_grained), ("[REDACTED]".to_string(), 1));
+        // 19 characters is not a token.
+        let short = format!("ghp_{}", "a".repeat(19));
+        assert_eq!(redacted(&short), (short.clone(), 0));
+        // Inside a longer word it is not a token either.
+        let embedded = format!("xghp_{}", "a".repeat(30));
+        assert_eq!(redacted(&embedded), (embedded.clone(), 0));
+    }
+
+    #[test]
+    fn gitlab_slack_and_aws() {
+        let (out, n) = redacted("t=glpat-abc_DEF-ghi_jkl-mnopqr7 end");
+        assert_eq!((out.as_str(), n), ("t=[REDACTED] end", 1));
+        let (out, n) = redacted("slack xoxb-1234567890-abcdEFGH and xoxp-0123456789");
+        assert_eq!((out.as_str(), n), ("slack [REDACTED] and [REDACTED]", 2));
+        let (out, n) = redacted("id AKIAIOSFODNN7EXAMPLE, ASIAY34FZKBOKMUTVV7A.");
+        assert_eq!((out.as_str(), n), ("id [REDACTED], [REDACTED].", 2));
+        // 15 characters after AKIA, lower case, or too short for Slack: untouched.
+        for innocent in ["AKIAIOSFODNN7EXAMPL", "AKIAiosfodnn7example", "xoxb-123"] {
+            assert_eq!(redacted(innocent), (innocent.to_string(), 0));
+        }
+    }
+
+    #[test]
+    fn private_key_blocks() {
+        let text = "before\n-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\nabc=\n\
+                    -----END RSA PRIVATE KEY-----\nafter";
+        assert_eq!(redacted(text), ("before\n[REDACTED]\nafter".to_string(), 1));
+        // END line missing (cut off): redacted to the end.
+        let cut = "x\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA";
+        assert_eq!(redacted(cut), ("x\n[REDACTED]".to_string(), 1));
+        // A certificate is public.
+        let cert = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        assert_eq!(redacted(cert), (cert.to_string(), 0));
+    }
+
+    #[test]
+    fn authorization_credentials() {
+        let (out, n) = redacted("curl -H 'Authorization: Bearer abc.DEF-123_x/y+z=' url");
+        assert_eq!(out, "curl -H 'Authorization: Bearer [REDACTED]' url");
+        assert_eq!(n, 1);
+        let (out, _) = redacted("AUTHORIZATION:bearer  t0k3n\n");
+        assert_eq!(out, "AUTHORIZATION:bearer  [REDACTED]\n");
+        let (out, _) = redacted(r#"{"authorization": "Bearer t0k3n"}"#);
+        assert_eq!(out, r#"{"authorization": "Bearer [REDACTED]"}"#);
+        let (out, _) = redacted("authorization: Basic dXNlcjpwYXNz");
+        assert_eq!(out, "authorization: Basic [REDACTED]");
+        for innocent in [
+            "Authorization: required",
+            "proxy-authorization-mode: bearer x",
+        ] {
+            assert_eq!(redacted(innocent), (innocent.to_string(), 0));
+        }
+    }
+
+    #[test]
+    fn secret_named_environment_values() {
+        let extra = vec![
+            ("MY_API_KEY".to_string(), "s3cr3t-value-123".to_string()),
+            ("db_password".to_string(), "correct horse".to_string()),
+            ("SHORT_TOKEN".to_string(), "abcd".to_string()),
+            ("PATH_EXTRA".to_string(), "/opt/tools/bin".to_string()),
+        ];
+        let redactor = Redactor::from_env_with(&extra);
+        let text = "key=s3cr3t-value-123 pw=correct horse short=abcd path=/opt/tools/bin";
+        let (out, n) = redactor.redact(text);
+        assert_eq!(
+            out,
+            "key=[REDACTED] pw=[REDACTED] short=abcd path=/opt/tools/bin"
+        );
+        assert_eq!(n, 2);
+    }
+
+    #[test]
+    fn longer_secret_wins_over_a_contained_one() {
+        let redactor = Redactor::from_values(["abcdefgh", "abcdefgh-and-more"]);
+        assert_eq!(
+            redactor.redact("[abcdefgh-and-more]"),
+            ("[[REDACTED]]".to_string(), 1)
+        );
+    }
+
+    #[test]
+    fn innocent_text_is_untouched() {
+        let redactor = Redactor::from_values(["abcd", "1234567"]);
+        let text = "monkey tokenizer keyboard: secret-sauce password? abcd 1234567 ghp_ xoxb- \
+                    AKIA Bearer token -----BEGIN PUBLIC KEY----- héllo";
+        assert_eq!(redactor.redact(text), (text.to_string(), 0));
+    }
+
+    #[test]
+    fn secret_names() {
+        for name in [
+            "GITHUB_TOKEN",
+            "aws_secret_access_key",
+            "PGPASSWORD",
+            "ApiKey",
+        ] {
+            assert!(is_secret_name(name), "{name}");
+        }
+        for name in ["PATH", "HOME", "GIT_DIR", "TOKN"] {
+            assert!(!is_secret_name(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn fragments_next_to_a_cut() {
+        let redactor = Redactor::from_values(["0123456789abcdef"]);
+        // Head piece: its end is a cut.
+        let (out, n) = redactor.redact_piece("x 0123456789ab", Edge::Whole, Edge::Cut);
+        assert_eq!((out.as_str(), n), ("x [REDACTED]", 1));
+        let (out, _) = redactor.redact_piece("x ghp_abc", Edge::Whole, Edge::Cut);
+        assert_eq!(out, "x [REDACTED]");
+        let (out, _) = redactor.redact_piece("x\n-----BEGIN RSA PRIV", Edge::Whole, Edge::Cut);
+        assert_eq!(out, "x\n[REDACTED]");
+        // Tail piece: its start is a cut.
+        let (out, n) = redactor.redact_piece("456789abcdef done", Edge::Cut, Edge::Whole);
+        assert_eq!((out.as_str(), n), ("[REDACTED] done", 1));
+        let key_rest = "QUFBQQ==\n-----END PRIVATE KEY-----\nok";
+        let (out, _) = redactor.redact_piece(key_rest, Edge::Cut, Edge::Whole);
+        assert_eq!(out, "[REDACTED]\nok");
+        // The same texts are left alone where the ends are real.
+        assert_eq!(redactor.redact("x ghp_abc").1, 0);
+        assert_eq!(redactor.redact("456789abcdef done").1, 0);
+        assert_eq!(redactor.redact(key_rest).1, 0);
+    }
+}

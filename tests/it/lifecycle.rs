@@ -1,0 +1,257 @@
+//! The whole life of a run, from the outside, and what stock git sees afterwards.
+
+use crate::util::*;
+
+#[test]
+fn start_commit_checkpoint_finish_then_stock_git_reads_it() {
+    let t = TestEnv::new();
+    let (code, start) = t.tab_json(&[
+        "start",
+        "r1",
+        "--task",
+        "Make it say hi\nwith details",
+        "--actor",
+        "agent:bot",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(start["ok"], true);
+    assert_eq!(start["run"]["schema"], "tabellio.run/v1");
+    assert_eq!(start["run"]["state"], "active");
+    assert_eq!(start["run"]["task"]["text"], "Make it say hi\nwith details");
+    assert_eq!(start["run"]["actor"]["type"], "agent");
+    let wt = t.worktree("r1");
+    assert_eq!(start["workspace"], wt.display().to_string());
+    assert!(t.git_out(&["worktree", "list"]).contains("[tabellio/r1]"));
+    assert!(std::fs::read_to_string(t.repo.join(".git/info/exclude"))
+        .unwrap()
+        .contains("/.tabellio/worktrees/"));
+    // The run worktree is not an untracked directory of the main worktree.
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+
+    write_file(&wt.join("hi.txt"), "hi\n");
+    t.git_in(&wt, &["add", "-A"]).ok();
+    t.git_in(&wt, &["commit", "-q", "-m", "say hi"]).ok();
+    let head = t.git_out(&["rev-parse", "tabellio/r1"]);
+
+    // From inside the worktree the run id is inferred.
+    let cp = t.tab_in(&wt, &["--json", "checkpoint", "-m", "first step"]);
+    cp.ok();
+    assert_eq!(cp.json()["run"]["checkpoints"][0]["summary"], "first step");
+    // Idempotent for the same commit.
+    let again = t.tab_in(&wt, &["--json", "checkpoint"]);
+    again.ok();
+    assert_eq!(again.json()["recorded"], false);
+
+    let fin = t.tab_in(
+        &wt,
+        &[
+            "--json", "finish", "--check", "exists", "--", "test", "-f", "hi.txt",
+        ],
+    );
+    fin.ok();
+    let f = fin.json();
+    assert_eq!(f["run"]["state"], "completed");
+    assert_eq!(f["run"]["validated"]["commit"], head);
+    assert_eq!(f["evidence"][0]["status"], "passed");
+    assert_eq!(f["evidence"][0]["check"]["name"], "exists");
+
+    // Stock git reads the notes and the ledger.
+    let note = t.git_out(&["notes", "--ref=tabellio/evidence", "show", &head]);
+    let rec: serde_json::Value = serde_json::from_str(note.lines().next().unwrap()).unwrap();
+    assert_eq!(rec["schema"], "tabellio.evidence/v1");
+    assert_eq!(rec["commit"], head);
+    let tree = t.git_out(&["rev-parse", &format!("{head}^{{tree}}")]);
+    assert_eq!(
+        t.git_out(&["notes", "--ref=tabellio/evidence", "show", &tree]),
+        note
+    );
+    let log = t.git_out(&["log", "--notes=tabellio/checkpoints", "-1", &head]);
+    assert!(
+        log.contains("Notes (tabellio/checkpoints):") && log.contains("first step"),
+        "{log}"
+    );
+    let ledger_log = t.git_out(&["log", "--format=%s", "refs/tabellio/runs/r1"]);
+    assert_eq!(
+        ledger_log.lines().collect::<Vec<_>>(),
+        [
+            "tabellio: finish r1: active -> completed",
+            "tabellio: checkpoint r1: active -> active",
+            "tabellio: start r1: (none) -> active"
+        ]
+    );
+    let run_json: serde_json::Value =
+        serde_json::from_str(&t.git_out(&["show", "refs/tabellio/runs/r1:run.json"])).unwrap();
+    assert_eq!(run_json["state"], "completed");
+
+    // Status says what to do next.
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(st["state"], "completed");
+    assert_eq!(st["previous_state"], "active");
+    assert_eq!(st["next_action"]["action"], "promote");
+    assert_eq!(st["satisfied_evidence"], serde_json::json!(["exists"]));
+    assert_eq!(st["missing_evidence"], serde_json::json!([]));
+    assert!(st["allowed_actions"]
+        .as_array()
+        .unwrap()
+        .contains(&"promote".into()));
+
+    let (_, evidence) = t.tab_json(&["evidence", &head]);
+    assert_eq!(evidence["records"][0]["valid"], true);
+    let (_, list) = t.tab_json(&["list", "--state", "completed"]);
+    assert_eq!(list["runs"][0]["run_id"], "r1");
+    let (_, log) = t.tab_json(&["log", "r1"]);
+    assert_eq!(log["log"].as_array().unwrap().len(), 3);
+
+    t.fsck();
+    assert_no_local_paths(&t);
+}
+
+/// No object reachable from our refs mentions the test machine's paths.
+pub fn assert_no_local_paths(t: &TestEnv) {
+    let objects = t.git_out(&[
+        "rev-list",
+        "--objects",
+        "--no-object-names",
+        "--glob=refs/tabellio/*",
+        "--glob=refs/notes/tabellio/*",
+    ]);
+    let root = t.path().to_str().unwrap().to_string();
+    for oid in objects.lines() {
+        let kind = t.git_out(&["cat-file", "-t", oid]);
+        if kind == "tree" {
+            continue;
+        }
+        let body = t.git_out(&["cat-file", "-p", oid]);
+        assert!(
+            !body.contains(&root) && !body.contains("/tmp/"),
+            "object {oid} holds a local path:\n{body}"
+        );
+    }
+}
+
+#[test]
+fn failing_then_passing_finish_with_a_policy() {
+    let t = TestEnv::new();
+    t.write(
+        ".tabellio/policy.json",
+        &policy(&[("hi", &["test", "-f", "hi.txt"])]),
+    );
+    t.git(&["add", "-A"]).ok();
+    t.git(&["commit", "-q", "-m", "policy"]).ok();
+    let wt = t.start_with_commit("r1", "other.txt", "x\n");
+    let fail = t.tab(&["--json", "finish", "r1"]);
+    fail.code(1);
+    let j = fail.json();
+    assert_eq!(j["run"]["state"], "validation_failed");
+    assert_eq!(j["verdict"], "failed");
+    assert_eq!(j["evidence"][0]["exit_code"], 1);
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(st["missing_evidence"], serde_json::json!(["hi"]));
+
+    write_file(&wt.join("hi.txt"), "hi\n");
+    t.git_in(&wt, &["add", "-A"]).ok();
+    t.git_in(&wt, &["commit", "-q", "-m", "fix"]).ok();
+    let pass = t.tab(&["--json", "finish", "r1"]);
+    pass.ok();
+    let j = pass.json();
+    assert_eq!(j["run"]["state"], "completed");
+    assert_eq!(j["run"]["previous_state"], "validation_failed");
+    assert_eq!(j["run"]["attempts"].as_array().unwrap().len(), 2);
+    assert_eq!(j["run"]["attempts"][0]["status"], "failed");
+    assert_eq!(j["run"]["attempts"][1]["status"], "passed");
+    t.fsck();
+}
+
+#[test]
+fn abandon_and_cleanup() {
+    let t = TestEnv::new();
+    let wt = t.start_with_commit("r1", "a.txt", "a\n");
+    t.tab(&["abandon", "r1", "-m", "wrong approach"]).ok();
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(st["state"], "abandoned");
+    assert_eq!(st["run"]["reason"], "wrong approach");
+    assert_eq!(st["next_action"]["action"], "cleanup");
+    // Unmerged commits of an abandoned run need --force.
+    let before = t.snapshot();
+    t.tab(&["cleanup", "r1"]).code(3);
+    assert_eq!(before, t.snapshot());
+    t.tab(&["cleanup", "r1", "--force"]).ok();
+    assert!(!wt.exists());
+    assert!(
+        t.git(&["rev-parse", "--verify", "-q", "refs/heads/tabellio/r1"])
+            .code
+            != 0
+    );
+    // The ledger stays: history is kept.
+    t.git_out(&["rev-parse", "refs/tabellio/runs/r1"]);
+    t.tab(&["abandon", "r1"]).code(3);
+    t.fsck();
+}
+
+#[test]
+fn works_without_any_configured_identity() {
+    let t = TestEnv::new();
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.args(["--json", "start", "r1", "--task", "t"])
+        .current_dir(&t.repo);
+    hermetic(&mut cmd, &t.home);
+    for k in [
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "EMAIL",
+    ] {
+        cmd.env_remove(k);
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let author = t.git_out(&["log", "-1", "--format=%an <%ae>", "refs/tabellio/runs/r1"]);
+    assert_eq!(author, "tabellio <tabellio@localhost>");
+}
+
+#[test]
+fn git_dash_c_and_custom_branch() {
+    let t = TestEnv::new();
+    let outside = t.path().to_path_buf();
+    let r = t.tab_in(
+        &outside,
+        &[
+            "--json", "start", "r2", "--task", "t", "--branch", "work/r2",
+        ],
+    );
+    // Not a repository here: not found.
+    assert_eq!(r.code, 5, "{}", r.desc);
+    // Through git itself, from outside, with -C.
+    let r = t.command(
+        "git",
+        &outside,
+        &[
+            "-C",
+            t.repo.to_str().unwrap(),
+            "tabellio",
+            "--json",
+            "start",
+            "r2",
+            "--task",
+            "t",
+            "--branch",
+            "work/r2",
+        ],
+    );
+    r.ok();
+    assert_eq!(r.json()["run"]["branch"], "refs/heads/work/r2");
+    let wt = t.worktree("r2");
+    write_file(&wt.join("f"), "x");
+    t.git_in(&wt, &["add", "-A"]).ok();
+    t.git_in(&wt, &["commit", "-qm", "f"]).ok();
+    // Inferred from a custom branch too.
+    let st = t.tab_in(&wt, &["--json", "status"]);
+    st.ok();
+    assert_eq!(st.json()["run"]["run_id"], "r2");
+}

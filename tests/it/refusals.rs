@@ -1,0 +1,233 @@
+//! Every refusal exits with the contract's code and changes nothing: refs and worktrees are
+//! compared before and after.
+
+use crate::util::*;
+
+#[track_caller]
+fn refused(t: &TestEnv, cwd: &std::path::Path, args: &[&str], code: i32) -> serde_json::Value {
+    let before = t.snapshot();
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let r = t.tab_in(cwd, &all);
+    r.code(code);
+    let j = r.json();
+    assert_eq!(j["ok"], false, "{}", r.desc);
+    assert!(
+        !j["error"]["message"].as_str().unwrap_or("").is_empty(),
+        "{}",
+        r.desc
+    );
+    assert_eq!(
+        before,
+        t.snapshot(),
+        "refused command changed refs or worktrees\n{}",
+        r.desc
+    );
+    j
+}
+
+#[test]
+fn malformed_run_ids_are_usage_errors() {
+    let t = TestEnv::new();
+    let long = "a".repeat(300);
+    let ids = [
+        "..",
+        "a..b",
+        "a/b",
+        "x.lock",
+        "-rf",
+        ".hidden",
+        "_lead",
+        "trail.",
+        "sp ace",
+        "new\nline",
+        "bell\u{7}",
+        "tab\tx",
+        "é",
+        "ünï",
+        "a:b",
+        "a~1",
+        "a^2",
+        "a?",
+        "a*",
+        "a[1]",
+        "back\\slash",
+        "@",
+        "a@{1}",
+        &long,
+        "",
+    ];
+    for id in ids {
+        // `start -- <id>` so ids like -rf reach us as the positional argument.
+        let j = refused(&t, &t.repo, &["start", "--task", "t", "--", id], 2);
+        assert_eq!(j["error"]["code"], "usage", "{id:?}");
+        refused(&t, &t.repo, &["status", "--", id], 2);
+    }
+}
+
+#[test]
+fn start_refusals() {
+    let t = TestEnv::new();
+    refused(
+        &t,
+        &t.repo,
+        &["start", "r1", "--task", "t", "--base", "nope"],
+        5,
+    );
+    refused(&t, &t.repo, &["start", "r1", "--task", "  "], 2);
+    refused(
+        &t,
+        &t.repo,
+        &["start", "r1", "--task", "t", "--actor", "robot:x"],
+        2,
+    );
+    refused(
+        &t,
+        &t.repo,
+        &["start", "r1", "--task", "t", "--branch", "bad..name"],
+        2,
+    );
+    refused(
+        &t,
+        &t.repo,
+        &["start", "r1", "--task", "t", "--branch", "main"],
+        2,
+    );
+    refused(
+        &t,
+        &t.repo,
+        &["start", "r1", "--task-file", "/nonexistent/task.md"],
+        2,
+    );
+    t.tab(&["start", "r1", "--task", "t"]).ok();
+    refused(&t, &t.repo, &["start", "r1", "--task", "t"], 2);
+    // A worktree directory in the way is found before anything is written.
+    write_file(&t.worktree("r9").join("junk"), "x");
+    refused(&t, &t.repo, &["start", "r9", "--task", "t"], 3);
+}
+
+#[test]
+fn unknown_runs_are_not_found() {
+    let t = TestEnv::new();
+    for args in [
+        &["status", "nope"][..],
+        &["finish", "nope", "--", "true"],
+        &["checkpoint", "nope"],
+        &["abandon", "nope"],
+        &["cleanup", "nope"],
+        &["log", "nope"],
+    ] {
+        refused(&t, &t.repo, args, 5);
+    }
+    refused(&t, &t.repo, &["evidence", "no-such-rev"], 5);
+    // No run given and not in a run worktree.
+    refused(&t, &t.repo, &["status"], 2);
+}
+
+#[test]
+fn dirty_untracked_and_switched_worktrees_are_refused() {
+    let t = TestEnv::new();
+    let wt = t.start_with_commit("r1", "a.txt", "a\n");
+    // Tracked change.
+    write_file(&wt.join("a.txt"), "changed\n");
+    let j = refused(&t, &wt, &["checkpoint"], 3);
+    assert!(j["error"]["message"].as_str().unwrap().contains("a.txt"));
+    refused(&t, &wt, &["finish", "--", "true"], 3);
+    t.git_in(&wt, &["checkout", "--", "a.txt"]).ok();
+    // Untracked file.
+    write_file(&wt.join("new.txt"), "n\n");
+    refused(&t, &wt, &["checkpoint"], 3);
+    refused(&t, &t.repo, &["finish", "r1", "--", "true"], 3);
+    std::fs::remove_file(wt.join("new.txt")).unwrap();
+    // Switched branch.
+    t.git_in(&wt, &["switch", "-q", "-c", "elsewhere"]).ok();
+    let before = t.snapshot();
+    let r = t.tab(&["--json", "checkpoint", "r1"]);
+    r.code(3);
+    assert_eq!(before, t.snapshot());
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(st["next_action"]["action"], "switch-branch");
+    assert_eq!(st["next_action"]["blocking"], true);
+    t.git_in(&wt, &["switch", "-q", "tabellio/r1"]).ok();
+    t.tab(&["checkpoint", "r1"]).ok();
+}
+
+#[test]
+fn nothing_to_checkpoint_or_finish_on_the_base() {
+    let t = TestEnv::new();
+    t.tab(&["start", "r1", "--task", "t"]).ok();
+    refused(&t, &t.repo, &["checkpoint", "r1"], 3);
+    refused(&t, &t.repo, &["finish", "r1", "--", "true"], 3);
+    refused(&t, &t.repo, &["finish", "r1"], 3);
+}
+
+#[test]
+fn finish_without_checks_is_a_usage_error() {
+    let t = TestEnv::new();
+    t.start_with_commit("r1", "a.txt", "a\n");
+    let j = refused(&t, &t.repo, &["finish", "r1"], 2);
+    assert!(j["error"]["hint"].as_str().unwrap().contains("--"));
+    refused(&t, &t.repo, &["finish", "r1", "--timeout", "5"], 2);
+}
+
+#[test]
+fn wrong_states_are_refused() {
+    let t = TestEnv::new();
+    t.start_with_commit("r1", "a.txt", "a\n");
+    t.tab(&["abandon", "r1"]).ok();
+    refused(&t, &t.repo, &["finish", "r1", "--", "true"], 3);
+    refused(&t, &t.repo, &["checkpoint", "r1"], 3);
+    refused(&t, &t.repo, &["abandon", "r1"], 3);
+    t.start_with_commit("r2", "b.txt", "b\n");
+    refused(&t, &t.repo, &["cleanup", "r2"], 3);
+}
+
+#[test]
+fn validation_that_mutates_the_workspace_fails_the_attempt() {
+    let t = TestEnv::new();
+    let wt = t.start_with_commit("r1", "a.txt", "a\n");
+    let branch_before = t.git_out(&["rev-parse", "tabellio/r1"]);
+    // A check that dirties the tree (exit 0 all the same).
+    let r = t.tab_in(&wt, &["--json", "finish", "--", "touch", "leftover.txt"]);
+    r.code(1);
+    let j = r.json();
+    assert_eq!(j["evidence"][0]["stopped"]["tabellio"], "workspace_mutated");
+    assert_eq!(j["evidence"][0]["exit_code"], 0);
+    assert_eq!(j["run"]["state"], "validation_failed");
+    std::fs::remove_file(wt.join("leftover.txt")).unwrap();
+    // A check that commits.
+    let r = t.tab_in(
+        &wt,
+        &[
+            "--json",
+            "finish",
+            "--",
+            "git",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "sneaky",
+        ],
+    );
+    r.code(1);
+    assert_eq!(
+        r.json()["evidence"][0]["stopped"]["tabellio"],
+        "workspace_mutated"
+    );
+    assert_eq!(r.json()["evidence"][0]["commit"], branch_before);
+    t.git_in(&wt, &["reset", "-q", "--hard", &branch_before])
+        .ok();
+    // A check that switches branches.
+    let r = t.tab_in(
+        &wt,
+        &[
+            "--json", "finish", "--", "git", "switch", "-q", "-c", "other",
+        ],
+    );
+    r.code(1);
+    assert_eq!(
+        r.json()["evidence"][0]["stopped"]["tabellio"],
+        "workspace_mutated"
+    );
+}

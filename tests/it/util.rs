@@ -1,0 +1,215 @@
+//! Hermetic git for the integration tests: each test gets its own temp dir and HOME, no global
+//! or system config, a fixed identity and fixed dates. Failures print the command, its cwd, stdout
+//! and stderr.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_git-tabellio");
+
+pub struct TestEnv {
+    pub dir: tempfile::TempDir,
+    pub home: PathBuf,
+    /// The main worktree of the repository under test.
+    pub repo: PathBuf,
+}
+
+/// What a command printed and how it ended.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub desc: String,
+}
+
+impl Run {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(self.stdout.trim())
+            .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", self.desc))
+    }
+    #[track_caller]
+    pub fn code(&self, want: i32) -> &Self {
+        assert_eq!(self.code, want, "unexpected exit code\n{}", self.desc);
+        self
+    }
+    #[track_caller]
+    pub fn ok(&self) -> &Self {
+        self.code(0)
+    }
+}
+
+fn describe(cmd: &Command, out: &Output) -> String {
+    format!(
+        "command: {:?}\ncwd: {:?}\nexit: {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        cmd,
+        cmd.get_current_dir(),
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+pub fn hermetic(cmd: &mut Command, home: &Path) {
+    for (k, _) in std::env::vars() {
+        if k.starts_with("GIT_") || k == "TABELLIO_TEST_INHERITED" {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Test Author")
+        .env("GIT_AUTHOR_EMAIL", "author@example.com")
+        .env("GIT_COMMITTER_NAME", "Test Committer")
+        .env("GIT_COMMITTER_EMAIL", "committer@example.com")
+        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+        .env("LC_ALL", "C")
+        .env("USER", "tester")
+        .env("PATH", path_with_binary());
+}
+
+impl TestEnv {
+    /// A repository with one commit on `main` (`README.md`).
+    pub fn new() -> Self {
+        Self::with_init(&["init", "-q", "-b", "main"])
+    }
+
+    pub fn with_init(init_args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let repo = dir.path().join("repo");
+        let env = TestEnv {
+            dir,
+            home,
+            repo: repo.clone(),
+        };
+        let mut args: Vec<&str> = init_args.to_vec();
+        let repo_s = repo.to_str().unwrap().to_string();
+        args.push(&repo_s);
+        env.git_in(env.dir.path(), &args).ok();
+        if !init_args.contains(&"--bare") {
+            env.write("README.md", "hello\n");
+            env.git(&["add", "-A"]).ok();
+            env.git(&["commit", "-q", "-m", "initial"]).ok();
+        }
+        env
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn write(&self, rel: &str, content: &str) {
+        write_file(&self.repo.join(rel), content);
+    }
+
+    pub fn command(&self, program: &str, cwd: &Path, args: &[&str]) -> Run {
+        let mut cmd = Command::new(program);
+        cmd.args(args).current_dir(cwd);
+        hermetic(&mut cmd, &self.home);
+        let out = cmd
+            .output()
+            .unwrap_or_else(|e| panic!("could not run {program}: {e}"));
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            desc: describe(&cmd, &out),
+        }
+    }
+
+    pub fn git_in(&self, cwd: &Path, args: &[&str]) -> Run {
+        self.command("git", cwd, args)
+    }
+
+    pub fn git(&self, args: &[&str]) -> Run {
+        self.git_in(&self.repo, args)
+    }
+
+    /// `git <args>` in the repo, its trimmed stdout, asserting success.
+    pub fn git_out(&self, args: &[&str]) -> String {
+        let r = self.git(args);
+        r.ok();
+        r.stdout.trim().to_string()
+    }
+
+    /// Run `git-tabellio <args>` in `cwd`.
+    pub fn tab_in(&self, cwd: &Path, args: &[&str]) -> Run {
+        self.command(BIN, cwd, args)
+    }
+
+    /// Run `git-tabellio <args>` in the main worktree.
+    pub fn tab(&self, args: &[&str]) -> Run {
+        self.tab_in(&self.repo, args)
+    }
+
+    /// Run `git-tabellio --json <args>` and parse the object.
+    pub fn tab_json(&self, args: &[&str]) -> (i32, serde_json::Value) {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let r = self.tab(&all);
+        (r.code, r.json())
+    }
+
+    /// The run worktree of `run` at its default place.
+    pub fn worktree(&self, run: &str) -> PathBuf {
+        self.repo.join(".tabellio").join("worktrees").join(run)
+    }
+
+    /// Start run `id`, commit `file` with `content` in its worktree.
+    pub fn start_with_commit(&self, id: &str, file: &str, content: &str) -> PathBuf {
+        self.tab(&["start", id, "--task", "test task"]).ok();
+        let wt = self.worktree(id);
+        write_file(&wt.join(file), content);
+        self.git_in(&wt, &["add", "-A"]).ok();
+        self.git_in(&wt, &["commit", "-q", "-m", &format!("edit {file}")])
+            .ok();
+        wt
+    }
+
+    /// Every ref with its value, and the worktree list: the state a refused command must not change.
+    pub fn snapshot(&self) -> String {
+        let refs = self.git_out(&["for-each-ref", "--format=%(objectname) %(refname)"]);
+        let wts = self.git_out(&["worktree", "list", "--porcelain"]);
+        format!("{refs}\n--\n{wts}")
+    }
+
+    #[track_caller]
+    pub fn fsck(&self) {
+        let r = self.git(&["fsck", "--strict", "--no-progress"]);
+        assert!(
+            r.code == 0 && !r.stderr.contains("error") && !r.stdout.contains("error"),
+            "fsck failed\n{}",
+            r.desc
+        );
+    }
+}
+
+pub fn write_file(path: &Path, content: &str) {
+    if let Some(p) = path.parent() {
+        std::fs::create_dir_all(p).unwrap();
+    }
+    std::fs::write(path, content).unwrap();
+}
+
+/// A policy with the given checks (name, argv) all required.
+pub fn policy(checks: &[(&str, &[&str])]) -> String {
+    let mut defs = serde_json::Map::new();
+    for (name, argv) in checks {
+        defs.insert(
+            name.to_string(),
+            serde_json::json!({"argv": argv, "timeout_s": 60}),
+        );
+    }
+    let names: Vec<&str> = checks.iter().map(|(n, _)| *n).collect();
+    serde_json::json!({"schema": "tabellio.policy/v1", "checks": defs, "required": names, "protect": ["refs/heads/main"]}).to_string()
+}
+
+/// `PATH` with the directory of the built binary first, so `git tabellio` finds it.
+pub fn path_with_binary() -> String {
+    let dir = Path::new(BIN).parent().unwrap().display().to_string();
+    format!("{dir}:{}", std::env::var("PATH").unwrap_or_default())
+}
