@@ -5,12 +5,17 @@
 //! command line, calls in here and renders the result. Arrows go one way:
 //! cli → lifecycle → store/model.
 
+pub mod demo;
 pub mod error;
+pub mod harness;
 pub mod model;
 pub mod store;
 
 pub use error::{Error, ErrorKind, Result};
+pub mod hooks;
 pub mod lifecycle;
 pub mod plans;
 pub mod promote;
+pub mod sync;
 pub mod validate;
+pub mod verify;

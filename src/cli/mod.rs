@@ -1,7 +1,11 @@
 //! Command-line parsing (clap) and rendering: human text or one JSON object.
 
+pub mod evidence_cmds;
+pub mod harness_cmds;
+pub mod plans_cmd;
 pub mod render;
 pub mod run;
+pub mod sync_cmds;
 
 use clap::{Parser, Subcommand};
 
@@ -41,6 +45,26 @@ pub enum Command {
     Cleanup(CleanupArgs),
     /// Show the evidence records on a commit (and its tree).
     Evidence(EvidenceArgs),
+    /// Show the whole life of a run in a throwaway repository.
+    Demo(DemoArgs),
+    /// Plan hygiene: where a run's checklist plans stand, and moving misplaced ones.
+    Plans(plans_cmd::PlansArgs),
+    /// Run checks on any commit in a temporary worktree and record the evidence (CI).
+    Validate(evidence_cmds::ValidateArgs),
+    /// Check that commits have passing, untampered evidence for the required checks.
+    Verify(evidence_cmds::VerifyArgs),
+    /// Install the hooks that gate protected refs.
+    Hooks(evidence_cmds::HooksArgs),
+    /// Run a hook (called by the installed shims).
+    Hook(evidence_cmds::HookArgs),
+    /// Set up tracking of a remote's runs and notes, the exclude line, and hooks (idempotent).
+    Init(sync_cmds::InitArgs),
+    /// Share runs and evidence with a remote: fetch, union-merge notes, reconcile ledgers, push.
+    Sync(sync_cmds::SyncArgs),
+    /// Drive an agent command and the checks until the run validates or stops converging.
+    Loop(harness_cmds::LoopArgs),
+    /// The packet an agent (or a reviewer) reads: task, commits, attempts, failures, next action.
+    Context(harness_cmds::ContextArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -107,6 +131,9 @@ pub struct PromoteArgs {
     /// Check everything and say what would happen, without writing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Promote on this remote: one atomic push of target, ledger and evidence notes.
+    #[arg(long, value_name = "NAME")]
+    pub remote: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -130,6 +157,13 @@ pub struct CleanupArgs {
     /// Discard uncommitted changes and unmerged commits of an abandoned run.
     #[arg(long)]
     pub force: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Keep the demo repository and print where it is.
+    #[arg(long)]
+    pub keep: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -145,6 +145,15 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
             )
         }
         Command::Promote(a) => {
+            if let Some(remote) = &a.remote {
+                return super::sync_cmds::cmd_promote_remote(
+                    a.run.as_deref(),
+                    remote,
+                    a.dry_run,
+                    &cwd,
+                    cli.json,
+                );
+            }
             let env = Env::discover(&cwd)?;
             let o = tabellio::promote::promote(&env, a.run.as_deref(), a.dry_run)?;
             let human = if o.already_promoted {
@@ -199,6 +208,9 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
             if let Some(w) = &o.workspace {
                 human.push_str(&format!("worktree: {}\n", w.display()));
             }
+            if let Some(bar) = o.plans.as_ref().and_then(|p| p["bar"].as_str()) {
+                human.push_str(&format!("plans: {bar}\n"));
+            }
             if !o.satisfied_evidence.is_empty() {
                 human.push_str(&format!("evidence: {}\n", o.satisfied_evidence.join(", ")));
             }
@@ -226,7 +238,7 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
                 "state": o.state, "previous_state": o.previous_state,
                 "allowed_actions": o.allowed_actions, "next_action": to_json(&o.next_action),
                 "satisfied_evidence": o.satisfied_evidence, "missing_evidence": o.missing_evidence,
-                "live": to_json(&o.live),
+                "live": to_json(&o.live), "plans": o.plans,
             });
             Ok(Output::new(
                 run_json(&o.run, o.workspace.as_deref(), extra),
@@ -289,6 +301,16 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
                 human,
             ))
         }
+        Command::Demo(a) => demo(cli, a.keep),
+        Command::Plans(a) => super::plans_cmd::run(a, &cwd),
+        Command::Validate(a) => super::evidence_cmds::validate(a, &cwd, stream),
+        Command::Verify(a) => super::evidence_cmds::verify(a, &cwd),
+        Command::Hooks(a) => super::evidence_cmds::hooks_install(a, &cwd),
+        Command::Hook(a) => super::evidence_cmds::hook(a, &cwd),
+        Command::Init(a) => super::sync_cmds::cmd_init(a, &cwd),
+        Command::Sync(a) => super::sync_cmds::cmd_sync(a, &cwd, cli.json),
+        Command::Loop(a) => super::harness_cmds::cmd_loop(cli, a, &cwd, stream),
+        Command::Context(a) => super::harness_cmds::cmd_context(cli, a, &cwd),
         Command::Evidence(a) => {
             let env = Env::discover(&cwd)?;
             let o = lifecycle::manage::evidence(&env, &a.rev)?;
@@ -318,6 +340,41 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
             Ok(Output::new(to_json(&o), human))
         }
     }
+}
+
+/// The demo prints as it goes: a line per step, or one JSON object per step with `--json`.
+fn demo(cli: &Cli, keep: bool) -> Result<Output> {
+    let dir = tempfile::Builder::new()
+        .prefix("tabellio-demo-")
+        .tempdir()
+        .map_err(|e| Error::internal(format!("could not make a temporary directory: {e}")))?;
+    let mut n = 0;
+    let result = tabellio::demo::run(dir.path(), &mut |step| {
+        n += 1;
+        if cli.json {
+            println!(
+                "{}",
+                json!({"ok": true, "n": n, "step": step.step, "say": step.say, "data": step.data})
+            );
+        } else if !cli.quiet {
+            println!("{n}. {:<10} {}", step.step, step.say);
+        }
+    });
+    let repo = result?;
+    if keep {
+        // Dropping `dir` removes the repository; keeping it hands it to the user.
+        let _ = dir.keep();
+    }
+    let human = if keep {
+        format!("kept the demo repository at {}", repo.display())
+    } else {
+        "done; the demo repository was removed (--keep keeps it)".into()
+    };
+    // The steps were the output; with --json a closing object says where the repository is.
+    Ok(Output::new(
+        json!({"step": "done", "kept": keep, "repository": keep.then(|| repo.display().to_string())}),
+        human,
+    ))
 }
 
 fn short(hex: &str) -> &str {

@@ -9,7 +9,7 @@ use crate::model::{time, CheckpointRecord, RunRecord, RunState};
 use crate::store::ledger::{self, Ledger};
 use crate::store::notes::CHECKPOINTS;
 use crate::store::tx::Cas;
-use crate::store::worktree;
+use crate::store::{worktree, Store};
 
 use super::{publish, resolve_run, run_workspace, Env};
 
@@ -104,6 +104,30 @@ pub fn checkpoint(
             recorded: false,
         });
     }
+    let (next, _) = record_checkpoint(store, &ledger, head, summary, "checkpoint", |_| {})?;
+    Ok(CheckpointOutcome {
+        run: next,
+        workspace: Some(path),
+        commit: head_hex,
+        recorded: true,
+    })
+}
+
+/// Record `head` as a checkpoint of the run: the note on `head` and a ledger commit on top of
+/// `ledger` (its state kept), in one transaction. `update` may change the new record further
+/// before it is written (the loop records its phase transition in the same commit), `command`
+/// names the transition in the ledger commit's message. `summary` defaults to the subject of
+/// `head`. Returns the new ledger.
+pub fn record_checkpoint(
+    store: &Store,
+    ledger: &Ledger,
+    head: gix::ObjectId,
+    summary: Option<&str>,
+    command: &str,
+    update: impl FnOnce(&mut RunRecord),
+) -> Result<(RunRecord, Ledger)> {
+    let rec = &ledger.record;
+    let head_hex = head.to_string();
     let tree = store.tree_of(head)?;
     let summary = super::non_empty(summary).unwrap_or_else(|| {
         store
@@ -123,14 +147,15 @@ pub fn checkpoint(
         at.clone(),
     );
     let mut next = ledger::transition(rec, rec.state);
+    update(&mut next);
     next.checkpoints.push(CheckpointEntry {
-        commit: head_hex.clone(),
+        commit: head_hex,
         tree: tree.to_string(),
         summary,
         at,
     });
-    let ledger_commit = store.write_ledger_commit(Some(&ledger), &next, "checkpoint")?;
-    let message = format!("tabellio: checkpoint {}", rec.run_id);
+    let ledger_commit = store.write_ledger_commit(Some(ledger), &next, command)?;
+    let message = format!("tabellio: {command} {}", rec.run_id);
     publish(
         store,
         Some(Cas::update(
@@ -142,10 +167,11 @@ pub fn checkpoint(
         &[(CHECKPOINTS, vec![(head, vec![note.to_line()])])],
         &message,
     )?;
-    Ok(CheckpointOutcome {
-        run: next,
-        workspace: Some(path),
-        commit: head_hex,
-        recorded: true,
-    })
+    Ok((
+        next.clone(),
+        Ledger {
+            tip: ledger_commit,
+            record: next,
+        },
+    ))
 }

@@ -110,8 +110,28 @@ pub fn evaluate(
 ) -> Result<Vec<CheckVerdict>> {
     let tree = store.tree_of(commit)?;
     let records = records_for(store, commit, tree)?;
-    let (commit_hex, tree_hex) = (commit.to_string(), tree.to_string());
-    Ok(requirements
+    Ok(evaluate_records(
+        &records,
+        &commit.to_string(),
+        &tree.to_string(),
+        requirements,
+    ))
+}
+
+/// Judge every requirement against already read evidence lines (as [`records_for`] returns
+/// them): the one place verdicts are decided, shared by status, promote, verify and the hooks.
+///
+/// A line that does not parse as a known record but names the required check is judged too:
+/// when its own digest is wrong it was edited (`tampered`, e.g. a hand-changed `schema`); when
+/// the digest is right it is a genuine record of a schema this tool cannot read, which never
+/// satisfies and is otherwise ignored.
+pub fn evaluate_records(
+    records: &[(String, Option<EvidenceRecord>)],
+    commit: &str,
+    tree: &str,
+    requirements: &[Requirement],
+) -> Vec<CheckVerdict> {
+    requirements
         .iter()
         .map(|req| {
             let mut best = CheckVerdict {
@@ -119,21 +139,45 @@ pub fn evaluate(
                 verdict: Verdict::Missing,
                 record: None,
             };
-            for rec in records
-                .iter()
-                .filter_map(|(_, r)| r.as_ref())
-                .filter(|r| r.check.name == req.name)
-            {
-                let v = judge(rec, req, &commit_hex, &tree_hex);
+            for (line, rec) in records {
+                let (v, digest) = match rec {
+                    Some(rec) if rec.check.name == req.name => {
+                        (judge(rec, req, commit, tree), rec.digest.clone())
+                    }
+                    Some(_) => continue,
+                    None => match judge_unreadable(line, &req.name) {
+                        Some(found) => found,
+                        None => continue,
+                    },
+                };
                 if v.rank() > best.verdict.rank() {
                     best = CheckVerdict {
                         name: req.name.clone(),
                         verdict: v,
-                        record: Some(rec.digest.clone()),
+                        record: Some(digest),
                     };
                 }
             }
             best
         })
-        .collect())
+        .collect()
+}
+
+/// The verdict on a line that is not a readable record, if it claims to be evidence for `name`.
+fn judge_unreadable(line: &str, name: &str) -> Option<(Verdict, String)> {
+    let value: serde_json::Value = serde_json::from_str(line).ok()?;
+    if value
+        .pointer("/check/name")
+        .and_then(serde_json::Value::as_str)
+        != Some(name)
+    {
+        return None;
+    }
+    let claimed = value
+        .get("digest")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let genuine = crate::model::canonical::digest_without_field(&value).is_ok_and(|d| d == claimed);
+    (!genuine).then_some((Verdict::Tampered, claimed))
 }

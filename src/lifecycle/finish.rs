@@ -14,7 +14,7 @@ use crate::model::evidence::{set_digest, tool_id, CheckRef, OutputRecord, Stoppe
 use crate::model::policy::{self, CheckDef, Policy, DEFAULT_EXCERPT_BYTES};
 use crate::model::run::{Attempt, AttemptCheck, Validated};
 use crate::model::{time, EvidenceRecord, RunRecord, RunState};
-use crate::store::ledger;
+use crate::store::ledger::{self, Ledger};
 use crate::store::notes::EVIDENCE;
 use crate::store::tx::Cas;
 use crate::store::{worktree, Store};
@@ -254,7 +254,7 @@ pub fn finish(
         .hint("rebase the run branch onto its base, or start a new run"));
     }
     let (checks, cap) = resolve_checks(store, head, sel)?;
-    let plans_gate = plans_gate(store, head)?;
+    let plans_gate = super::plans::gate(store, head)?;
 
     let ctx = CheckContext {
         store,
@@ -267,6 +267,65 @@ pub fn finish(
     };
     let records = run_checks(&ctx, &checks)?;
 
+    let (attempt, next) = record_attempt(
+        store,
+        &ledger,
+        NewAttempt {
+            head,
+            records: &records,
+            gate: plans_gate,
+            command: "finish",
+        },
+        |completed| {
+            if completed {
+                RunState::Completed
+            } else {
+                RunState::ValidationFailed
+            }
+        },
+        |_| {},
+    )?;
+    let next = next.record;
+    Ok(FinishOutcome {
+        run: next,
+        workspace: path,
+        attempt,
+        evidence: records,
+    })
+}
+
+/// The attempt [`record_attempt`] records.
+pub struct NewAttempt<'a> {
+    /// The validated commit.
+    pub head: gix::ObjectId,
+    /// Its sealed evidence records.
+    pub records: &'a [EvidenceRecord],
+    /// The plan-hygiene gate: `Some(reason)` keeps the run from completing.
+    pub gate: Option<String>,
+    /// Names the transition in the ledger commit's message.
+    pub command: &'a str,
+}
+
+/// Record one validation attempt of `head`: the attempt (and, when every check passed and
+/// `gate` is `None`, the validated commit) in a new ledger commit on top of `ledger`, and the
+/// evidence records as notes on `head` and on its tree, in one transaction. `state` picks the
+/// run's state from whether the attempt completed the run; `update` may change the new record
+/// further before it is written (the loop records its phase transition in the same commit).
+/// Shared by `finish` and the harness loop, so both record evidence the same way.
+pub fn record_attempt(
+    store: &Store,
+    ledger: &Ledger,
+    new: NewAttempt<'_>,
+    state: impl FnOnce(bool) -> RunState,
+    update: impl FnOnce(&mut RunRecord),
+) -> Result<(Attempt, Ledger)> {
+    let NewAttempt {
+        head,
+        records,
+        gate,
+        command,
+    } = new;
+    let rec = &ledger.record;
     let tree = store.tree_of(head)?;
     let all_passed = records.iter().all(EvidenceRecord::passed);
     let evidence_digest = set_digest(records.iter().map(|r| r.digest.as_str()));
@@ -291,25 +350,19 @@ pub fn finish(
         evidence_digest: evidence_digest.clone(),
         at: time::now(),
     };
-    let completed = all_passed && plans_gate.is_none();
-    let mut next = ledger::transition(
-        rec,
-        if completed {
-            RunState::Completed
-        } else {
-            RunState::ValidationFailed
-        },
-    );
+    let completed = all_passed && gate.is_none();
+    let mut next = ledger::transition(rec, state(completed));
     next.attempts.push(attempt.clone());
     next.validated = completed.then(|| Validated {
         commit: head.to_string(),
         tree: tree.to_string(),
         evidence_digest,
     });
-    next.reason = plans_gate;
+    next.reason = gate;
+    update(&mut next);
     let lines: Vec<String> = records.iter().map(EvidenceRecord::to_line).collect();
-    let ledger_commit = store.write_ledger_commit(Some(&ledger), &next, "finish")?;
-    let message = format!("tabellio: finish {}", rec.run_id);
+    let ledger_commit = store.write_ledger_commit(Some(ledger), &next, command)?;
+    let message = format!("tabellio: {command} {}", rec.run_id);
     publish(
         store,
         Some(Cas::update(
@@ -321,15 +374,11 @@ pub fn finish(
         &[(EVIDENCE, vec![(head, lines.clone()), (tree, lines)])],
         &message,
     )?;
-    Ok(FinishOutcome {
-        run: next,
-        workspace: path,
+    Ok((
         attempt,
-        evidence: records,
-    })
-}
-
-/// The plan-hygiene gate of the policy at `commit`: `Some(reason)` when it blocks completion.
-fn plans_gate(_store: &Store, _commit: gix::ObjectId) -> Result<Option<String>> {
-    Ok(None)
+        Ledger {
+            tip: ledger_commit,
+            record: next,
+        },
+    ))
 }

@@ -8,6 +8,7 @@ pub mod checkpoint;
 pub mod evidence;
 pub mod finish;
 pub mod manage;
+pub mod plans;
 pub mod start;
 pub mod status;
 
@@ -86,12 +87,22 @@ pub fn resolve_run(env: &Env, run: Option<&str>) -> Result<Ledger> {
 
 /// The worktree where the run's branch is checked out, if any.
 pub fn run_workspace(store: &Store, ledger: &Ledger) -> Result<Option<PathBuf>> {
+    // The usual place first: opening one worktree is cheap, opening all of them is not (a
+    // repository may hold hundreds of run worktrees).
+    let usual = store.worktree_root()?.join(&ledger.record.run_id);
+    if usual.join(".git").is_file() {
+        if let Ok(repo) = gix::open(&usual) {
+            let branch = repo.head_name().ok().flatten();
+            if branch.is_some_and(|b| b.as_bstr() == ledger.record.branch.as_str()) {
+                return Ok(Some(usual));
+            }
+        }
+    }
     let found = store.worktrees_of_branch(&ledger.record.branch)?;
     if let Some(p) = found.into_iter().next() {
         return Ok(Some(p));
     }
     // The branch may be switched away; the worktree still exists at its usual place.
-    let usual = store.worktree_root()?.join(&ledger.record.run_id);
     Ok(usual.exists().then_some(usual))
 }
 
@@ -102,7 +113,7 @@ const NOTES_RETRIES: u32 = 12;
 ///
 /// The ledger is compare-and-swap on `ledger.tip`: if it moved, that is a conflict (exit 4).
 /// A notes ref that moved is re-read and the additions re-applied, with backoff, up to
-/// [`NOTES_RETRIES`] times: records are never dropped.
+/// `NOTES_RETRIES` times: records are never dropped.
 /// Lines to add to the notes of one notes ref: (annotated object, lines).
 pub type NotesAdditions = (&'static str, Vec<(gix::ObjectId, Vec<String>)>);
 

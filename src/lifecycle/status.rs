@@ -49,6 +49,8 @@ pub struct StatusOutcome {
     pub satisfied_evidence: Vec<String>,
     pub missing_evidence: Vec<String>,
     pub live: LiveState,
+    /// The run worktree's plans, when it has a plan folder.
+    pub plans: Option<serde_json::Value>,
 }
 
 /// The checks a run's head must have evidence for: the policy's required checks at `commit`,
@@ -94,6 +96,15 @@ pub fn allowed_actions(state: RunState) -> Vec<String> {
         RunState::Promoted | RunState::Abandoned => &["cleanup"],
     };
     v.iter().map(|s| s.to_string()).collect()
+}
+
+/// A loop that `loop --resume` continues: looping (killed), or blocked by an interrupt.
+fn loop_pending(run: &RunRecord) -> bool {
+    run.state == RunState::Looping
+        || (run.state == RunState::Blocked
+            && run.loop_state.as_ref().is_some_and(|l| {
+                l.why_harness_stopped == Some(crate::model::loop_state::HarnessStop::Interrupted)
+            }))
 }
 
 pub fn status(env: &Env, run: Option<&str>) -> Result<StatusOutcome> {
@@ -199,7 +210,9 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
                 run.branch.trim_start_matches("refs/heads/")
             )),
         )
-    } else if !live.dirty.is_empty() || !live.untracked.is_empty() {
+    } else if !loop_pending(run) && (!live.dirty.is_empty() || !live.untracked.is_empty()) {
+        // A loop killed or interrupted mid-iteration leaves the agent's changes uncommitted on
+        // purpose: its `collect` phase commits them on resume, so resuming is the next action.
         next(
             "commit",
             true,
@@ -248,6 +261,22 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
                 "no commits on the run branch yet; do the work in the run worktree".into(),
                 None,
             ),
+            RunState::ValidationFailed
+                if run
+                    .reason
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with("plan-hygiene")) =>
+            {
+                next(
+                    "plans",
+                    true,
+                    format!(
+                        "the checks passed but the plans block completion: {}",
+                        run.reason.clone().unwrap_or_default()
+                    ),
+                    Some(format!("git tabellio plans reconcile {id} --commit")),
+                )
+            }
             RunState::ValidationFailed => next(
                 "finish",
                 false,
@@ -280,6 +309,10 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
         next_action,
         satisfied_evidence: satisfied,
         missing_evidence: missing,
+        plans: ws
+            .as_ref()
+            .and_then(|w| super::plans::report_if_any(&w.path))
+            .map(|r| r.to_json()),
         live,
     })
 }

@@ -8,6 +8,7 @@ pub mod canonical;
 pub mod checkpoint;
 pub mod evidence;
 pub mod ids;
+pub mod loop_state;
 pub mod policy;
 pub mod run;
 pub mod time;

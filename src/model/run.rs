@@ -140,7 +140,7 @@ pub struct RunRecord {
     pub validated: Option<Validated>,
     pub promotion: Option<Promotion>,
     #[serde(rename = "loop")]
-    pub loop_state: Option<serde_json::Value>,
+    pub loop_state: Option<super::loop_state::LoopState>,
     /// Why the run was abandoned or blocked, in a person's words (an addition to DESIGN.md 2.1,
     /// documented in docs/storage.md).
     #[serde(default)]

@@ -106,9 +106,10 @@ pub fn promotion_requirements(
         .unwrap_or_default())
 }
 
-/// Check every precondition of promotion; nothing is written.
-pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan> {
-    let run = &ledger.record;
+/// The run's own preconditions of promotion, local or remote (`sync::remote_promote`): completed,
+/// target a branch, run branch head == validated commit, and the evidence re-read from the notes
+/// and its digests re-checked. Returns the target ref and the validated commit.
+pub fn check_validated(store: &Store, run: &RunRecord) -> Result<(String, gix::ObjectId)> {
     let id = &run.run_id;
     if run.state != RunState::Completed {
         return Err(Error::refused(format!(
@@ -166,6 +167,13 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan> {
         ))
         .hint(format!("run the checks again: `git tabellio finish {id}`")));
     }
+    Ok((target, validated_id))
+}
+
+/// Check every precondition of promotion; nothing is written.
+pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan> {
+    let run = &ledger.record;
+    let (target, validated_id) = check_validated(store, run)?;
     let base = store.parse_oid(&run.base.commit)?;
     let current = store.ref_target(&target)?;
     if current != Some(base) {
@@ -183,8 +191,7 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan> {
     }
     if !store.is_ancestor(base, validated_id)? {
         return Err(Error::refused(format!(
-            "the validated commit {} does not descend from the base {base}",
-            validated.commit
+            "the validated commit {validated_id} does not descend from the base {base}"
         ))
         .hint("promote only fast-forwards; rebase the run onto its base"));
     }

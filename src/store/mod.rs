@@ -8,6 +8,7 @@
 
 pub mod ledger;
 pub mod notes;
+pub mod notes_view;
 pub mod repo;
 pub mod tx;
 pub mod worktree;

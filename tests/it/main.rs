@@ -1,8 +1,14 @@
 //! One integration-test binary (link time on 2 cores): modules per area, all driving the built
 //! `git-tabellio` binary against real repositories.
 
+mod harness;
+mod hooks;
 mod lifecycle;
+mod plans;
+mod promote;
 mod refusals;
 mod runner;
 mod storage;
+mod sync;
 mod util;
+mod verify;

@@ -136,6 +136,13 @@ impl TestEnv {
         r.stdout.trim().to_string()
     }
 
+    /// `git <args>` in `cwd`, its trimmed stdout, asserting success.
+    pub fn git_out_in(&self, cwd: &Path, args: &[&str]) -> String {
+        let r = self.git_in(cwd, args);
+        r.ok();
+        r.stdout.trim().to_string()
+    }
+
     /// Run `git-tabellio <args>` in `cwd`.
     pub fn tab_in(&self, cwd: &Path, args: &[&str]) -> Run {
         self.command(BIN, cwd, args)
@@ -185,6 +192,38 @@ impl TestEnv {
             "fsck failed\n{}",
             r.desc
         );
+    }
+
+    /// A bare repository playing the server (`<dir>/server.git`), holding `main` with one
+    /// commit, in its own temp dir and HOME.
+    pub fn bare_server() -> TestEnv {
+        let seed = TestEnv::new();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let repo = dir.path().join("server.git");
+        let (from, to) = (seed.repo.to_str().unwrap(), repo.to_str().unwrap());
+        seed.git_in(
+            seed.path(),
+            &["clone", "-q", "--bare", "--no-local", from, to],
+        )
+        .ok();
+        let server = TestEnv { dir, home, repo };
+        // The seed is about to disappear: the server must not remember it.
+        server.git(&["remote", "remove", "origin"]).ok();
+        server
+    }
+
+    /// A clone of the bare `server` (remote `origin`) in its own temp dir and HOME: one machine.
+    pub fn clone_of(server: &TestEnv) -> TestEnv {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let repo = dir.path().join("repo");
+        let env = TestEnv { dir, home, repo };
+        let (from, to) = (server.repo.to_str().unwrap(), env.repo.to_str().unwrap());
+        env.git_in(env.path(), &["clone", "-q", from, to]).ok();
+        env
     }
 }
 

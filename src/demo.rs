@@ -1,0 +1,192 @@
+//! `git tabellio demo`: the whole life of a run in a throwaway repository, step by step.
+//!
+//! The person's and the agent's own actions (making the repository, editing, committing) are
+//! done with the git CLI, as they would be; every tabellio step goes through the library.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::lifecycle::{self, finish::CheckSelection, Env};
+use crate::validate::Stream;
+
+/// One step of the demo, for a person (`say`) and for a program (`data`).
+#[derive(Debug, Serialize)]
+pub struct Step {
+    pub step: String,
+    pub say: String,
+    pub data: serde_json::Value,
+}
+
+const POLICY: &str = r#"{
+  "schema": "tabellio.policy/v1",
+  "checks": {
+    "greeting": {"argv": ["grep", "-q", "Hello, tabellio!", "greeting.txt"], "timeout_s": 30}
+  },
+  "required": ["greeting"],
+  "protect": ["refs/heads/main"]
+}
+"#;
+
+fn git(dir: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=tabellio demo",
+            "-c",
+            "user.email=demo@tabellio.invalid",
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "core.hooksPath=/dev/null",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .output()
+        .map_err(|e| {
+            Error::internal(format!("could not run git: {e}")).hint("the demo needs git on PATH")
+        })?;
+    if !out.status.success() {
+        return Err(Error::internal(format!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text)
+        .map_err(|e| Error::internal(format!("could not write {}: {e}", path.display())))
+}
+
+/// Run the demo in a fresh directory; `on_step` sees each step as it happens. Returns the
+/// directory (which the caller removes unless asked to keep it).
+pub fn run(dir: &Path, on_step: &mut dyn FnMut(&Step)) -> Result<PathBuf> {
+    let repo = dir.join("demo");
+    std::fs::create_dir_all(&repo)
+        .map_err(|e| Error::internal(format!("could not create {}: {e}", repo.display())))?;
+    let mut emit = |step: &str, say: String, data: serde_json::Value| {
+        on_step(&Step {
+            step: step.into(),
+            say,
+            data,
+        })
+    };
+
+    git(&repo, &["init", "-q", "-b", "main"])?;
+    write(&repo.join("greeting.txt"), "Hello, world!\n")?;
+    std::fs::create_dir_all(repo.join(".tabellio")).map_err(|e| Error::internal(e.to_string()))?;
+    write(&repo.join(".tabellio/policy.json"), POLICY)?;
+    git(&repo, &["add", "-A"])?;
+    git(
+        &repo,
+        &["commit", "-q", "-m", "A tiny project with a policy"],
+    )?;
+    emit("setup", format!("made a repository at {} with greeting.txt and a policy requiring the check `greeting` (grep for \"Hello, tabellio!\")", repo.display()), serde_json::json!({"repository": repo}));
+
+    let env = Env::discover(&repo)?;
+    let task = "Make greeting.txt greet tabellio: it must say \"Hello, tabellio!\"";
+    let started = lifecycle::start::start(
+        &env,
+        lifecycle::start::StartOptions {
+            run_id: Some("demo-1".into()),
+            task: task.into(),
+            base: None,
+            branch: None,
+            actor: Some("agent:demo".into()),
+        },
+    )?;
+    let wt = started.workspace.clone();
+    emit(
+        "start",
+        format!(
+            "started run demo-1 from main: branch {} in its own worktree {}",
+            started.run.branch,
+            wt.display()
+        ),
+        serde_json::to_value(&started.run).unwrap_or_default(),
+    );
+
+    write(&wt.join("greeting.txt"), "Hello, tabelio!\n")?;
+    git(&wt, &["commit", "-q", "-am", "Greet tabellio"])?;
+    emit(
+        "edit",
+        "the agent edited greeting.txt in the run worktree and committed (with a typo)".into(),
+        serde_json::json!({"file": "greeting.txt"}),
+    );
+
+    let cp = lifecycle::checkpoint::checkpoint(
+        &env,
+        Some("demo-1"),
+        Some("first attempt at the greeting"),
+    )?;
+    emit(
+        "checkpoint",
+        format!(
+            "checkpointed {} (a note on the commit and a ledger entry)",
+            &cp.commit[..12]
+        ),
+        serde_json::json!({"commit": cp.commit}),
+    );
+
+    let sel = CheckSelection::default();
+    let fail = lifecycle::finish::finish(&env, Some("demo-1"), &sel, Stream::Quiet)?;
+    emit(
+        "finish",
+        format!(
+            "finish ran the required check: {} → run is {}",
+            fail.evidence.first().map_or("?", |e| e.status.as_str()),
+            fail.run.state
+        ),
+        serde_json::json!({"state": fail.run.state, "attempt": fail.attempt}),
+    );
+
+    write(&wt.join("greeting.txt"), "Hello, tabellio!\n")?;
+    git(&wt, &["commit", "-q", "-am", "Fix the typo"])?;
+    emit(
+        "fix",
+        "the agent fixed the typo and committed".into(),
+        serde_json::json!({}),
+    );
+
+    let pass = lifecycle::finish::finish(&env, Some("demo-1"), &sel, Stream::Quiet)?;
+    emit(
+        "finish",
+        format!(
+            "finish again: {} → run is {}; evidence noted on the commit and its tree",
+            pass.evidence.first().map_or("?", |e| e.status.as_str()),
+            pass.run.state
+        ),
+        serde_json::json!({"state": pass.run.state, "attempt": pass.attempt}),
+    );
+
+    let promoted = crate::promote::promote(&env, Some("demo-1"), false)?;
+    emit(
+        "promote",
+        format!(
+            "promoted: main {} -> {} ({} mode; main is checked out, so its files moved too)",
+            &promoted.old[..12],
+            &promoted.new[..12],
+            promoted.mode.as_str()
+        ),
+        serde_json::json!({"target": promoted.target, "old": promoted.old, "new": promoted.new, "mode": promoted.mode}),
+    );
+
+    let log = git(&repo, &["log", "--notes=tabellio/evidence", "-1", "main"])?;
+    emit(
+        "log",
+        format!(
+            "stock git shows the evidence:\n$ git log --notes=tabellio/evidence -1 main\n{}",
+            log.trim_end()
+        ),
+        serde_json::json!({"git_log": log}),
+    );
+    Ok(repo)
+}

@@ -1,0 +1,522 @@
+//! Hooks that let only verified commits reach protected refs.
+//!
+//! Three git hooks share one gate ([`Gatekeeper`]): `reference-transaction` (every local ref
+//! update, git ≥ 2.28), `pre-push` (the client, before anything is sent) and `pre-receive` (the
+//! server, with the pushed objects still in quarantine). Each refuses to move a protected ref
+//! to a commit that does not verify; deletions, symbolic-ref changes and unprotected refs pass.
+//!
+//! Which refs are protected and which checks they require come from the policy at the
+//! protected ref's *current* tip — never from the commit being pushed, so a commit cannot weaken
+//! its own gate — together with `git config tabellio.protect` (multi-valued patterns). A ref
+//! that does not exist yet takes the policy of `HEAD`'s commit (in a server: the default
+//! branch). The hooks only read: they write no ref, object or file in the repository.
+//!
+//! The installed hook files are shims ([`install`]): git runs them, they `exec git tabellio
+//! hook <name>`; we never start a shell ourselves.
+
+pub mod install;
+pub mod quarantine;
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::model::policy::{ref_pattern_matches, Policy};
+use crate::store::notes::EVIDENCE;
+use crate::store::notes_view::NotesView;
+use crate::store::Store;
+use crate::verify::{CommitVerdict, Gate, Verifier};
+
+/// The hooks we provide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HookName {
+    ReferenceTransaction,
+    PrePush,
+    PreReceive,
+}
+
+impl HookName {
+    pub const ALL: [HookName; 3] = [
+        HookName::ReferenceTransaction,
+        HookName::PrePush,
+        HookName::PreReceive,
+    ];
+
+    /// The hook's file name, as git calls it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookName::ReferenceTransaction => "reference-transaction",
+            HookName::PrePush => "pre-push",
+            HookName::PreReceive => "pre-receive",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<HookName> {
+        Self::ALL.into_iter().find(|h| h.as_str() == name)
+    }
+}
+
+/// One ref update as a hook sees it; `None` is the null id (ref absent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefUpdate {
+    pub name: String,
+    pub old: Option<gix::ObjectId>,
+    pub new: Option<gix::ObjectId>,
+}
+
+/// A refused update: the ref, the commit, and what it lacks.
+#[derive(Debug, Clone, Serialize)]
+pub struct Refusal {
+    #[serde(rename = "ref")]
+    pub refname: String,
+    pub commit: String,
+    /// Why, in words.
+    pub reason: String,
+    /// The unsatisfied checks as `name (verdict)`; empty when the refusal is not about evidence.
+    pub missing: Vec<String>,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "refusing to update {} to {}: {}",
+            self.refname, self.commit, self.reason
+        )
+    }
+}
+
+/// An update that was gated and allowed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Allowed {
+    #[serde(rename = "ref")]
+    pub refname: String,
+    pub commit: String,
+}
+
+/// What a hook decided.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct HookOutcome {
+    pub refused: Vec<Refusal>,
+    pub allowed: Vec<Allowed>,
+    pub warnings: Vec<String>,
+}
+
+impl HookOutcome {
+    /// The hook's exit code: 1 refuses the whole transaction or push.
+    pub fn exit_code(&self) -> i32 {
+        if self.refused.is_empty() {
+            0
+        } else {
+            1
+        }
+    }
+
+    /// The lines a person sees (git shows hook stderr; a server's goes to the pusher).
+    pub fn report(&self, hook: HookName) -> String {
+        let mut out = String::new();
+        for r in &self.refused {
+            out.push_str(&format!("tabellio: {r}\n"));
+            if r.missing.is_empty() {
+                continue;
+            }
+            out.push_str(&match hook {
+                HookName::ReferenceTransaction | HookName::PrePush => format!(
+                    "tabellio:   make evidence with `git tabellio validate {}` (check it with `git tabellio verify {}`), then try again\n",
+                    r.commit, r.commit
+                ),
+                HookName::PreReceive => format!(
+                    "tabellio:   validate it (`git tabellio validate {}`) and push the evidence notes in the same push:\n\
+                     tabellio:   `git push --atomic <remote> <commit>:<ref> {EVIDENCE}`\n",
+                    r.commit
+                ),
+            });
+        }
+        for w in &self.warnings {
+            out.push_str(&format!("tabellio: warning: {w}\n"));
+        }
+        out
+    }
+}
+
+/// Namespaces never gated: git's pseudo-refs and bookkeeping, remote-tracking refs, and the
+/// tool's own ledger and notes refs. Skipping them without opening the repository is what keeps
+/// `reference-transaction` free for fetches, notes writes and rebases.
+fn never_gated(name: &str) -> bool {
+    !name.starts_with("refs/")
+        || [
+            "refs/notes/",
+            "refs/tabellio/",
+            "refs/remotes/",
+            "refs/bisect/",
+            "refs/rewritten/",
+            "refs/prefetch/",
+            "refs/worktree/",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
+        || name == "refs/stash"
+}
+
+/// Parse an object id field of hook input: `None` for the null id, an error for garbage.
+fn parse_oid(field: &str) -> Result<Option<gix::ObjectId>> {
+    if !field.is_empty() && field.bytes().all(|b| b == b'0') {
+        return Ok(None);
+    }
+    gix::ObjectId::from_hex(field.as_bytes())
+        .map(Some)
+        .map_err(|e| Error::usage(format!("hook input: {field:?} is not an object id: {e}")))
+}
+
+/// `<old> <new> <ref>` lines (reference-transaction, pre-receive). Symbolic-ref changes are
+/// left out: they do not move a ref to a commit.
+pub fn parse_old_new_ref(input: &str) -> Result<Vec<RefUpdate>> {
+    let mut out = Vec::new();
+    for line in input.lines().filter(|l| !l.trim().is_empty()) {
+        let mut parts = line.splitn(3, ' ');
+        let (Some(old), Some(new), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(Error::usage(format!(
+                "hook input: expected `<old> <new> <ref>`, got {line:?}"
+            )));
+        };
+        if old.starts_with("ref:") || new.starts_with("ref:") {
+            continue;
+        }
+        out.push(RefUpdate {
+            name: name.trim_end().to_string(),
+            old: parse_oid(old)?,
+            new: parse_oid(new)?,
+        });
+    }
+    Ok(out)
+}
+
+/// Where the evidence a gate judges by comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum EvidenceSource {
+    /// The current value of `refs/notes/tabellio/evidence`.
+    CurrentRef,
+    /// A notes commit (or none): what a push is about to store.
+    Commit(Option<gix::ObjectId>),
+}
+
+/// A policy lookup: absent, parsed, or invalid (with the error message).
+#[derive(Debug, Clone)]
+enum Found {
+    None,
+    Valid(Box<Policy>),
+    Invalid(String),
+}
+
+impl Found {
+    fn policy(&self) -> Option<&Policy> {
+        match self {
+            Found::Valid(p) => Some(p),
+            _ => None,
+        }
+    }
+    fn protects(&self, name: &str) -> bool {
+        self.policy().is_some_and(|p| p.protects(name))
+    }
+}
+
+/// The gate every hook applies to each ref update.
+pub struct Gatekeeper<'s> {
+    verifier: Verifier<'s>,
+    source: EvidenceSource,
+    notes_loaded: bool,
+    config_patterns: Vec<String>,
+    /// `HEAD`'s referent and commit.
+    head_ref: Option<String>,
+    head_commit: Option<gix::ObjectId>,
+    found: HashMap<gix::ObjectId, Found>,
+}
+
+impl<'s> Gatekeeper<'s> {
+    pub fn new(store: &'s Store, source: EvidenceSource) -> Result<Gatekeeper<'s>> {
+        let config_patterns = store
+            .repo
+            .config_snapshot()
+            .plumbing()
+            .strings("tabellio.protect")
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| p.to_string())
+            .filter(|p| !p.trim().is_empty())
+            .collect();
+        let head_ref = store
+            .repo
+            .head_name()
+            .ok()
+            .flatten()
+            .map(|n| n.as_bstr().to_string());
+        let head_commit = store.repo.head_id().ok().map(|id| id.detach());
+        Ok(Gatekeeper {
+            // Notes are read only once something turns out to be protected.
+            verifier: Verifier::with_notes(store, NotesView::at_commit(store, None, EVIDENCE)?),
+            source,
+            notes_loaded: false,
+            config_patterns,
+            head_ref,
+            head_commit,
+            found: HashMap::new(),
+        })
+    }
+
+    fn policy_at(&mut self, commit: Option<gix::ObjectId>) -> Found {
+        let Some(commit) = commit else {
+            return Found::None;
+        };
+        if let Some(f) = self.found.get(&commit) {
+            return f.clone();
+        }
+        let f = match self.verifier.policy_at(commit) {
+            Ok(None) => Found::None,
+            Ok(Some(p)) => Found::Valid(Box::new(p)),
+            Err(e) => Found::Invalid(e.message),
+        };
+        self.found.insert(commit, f.clone());
+        f
+    }
+
+    fn load_notes(&mut self) -> Result<()> {
+        if !self.notes_loaded {
+            let store = self.verifier.store();
+            let notes = match self.source {
+                EvidenceSource::CurrentRef => NotesView::at_ref(store, EVIDENCE)?,
+                EvidenceSource::Commit(tip) => NotesView::at_commit(store, tip, EVIDENCE)?,
+            };
+            self.verifier.set_notes(notes);
+            self.notes_loaded = true;
+        }
+        Ok(())
+    }
+
+    /// Gate moving `name` from `base` (its current value, when known and present here) to
+    /// `new`, recording the decision in `out`.
+    pub fn gate(
+        &mut self,
+        name: &str,
+        base: Option<gix::ObjectId>,
+        new: Option<gix::ObjectId>,
+        out: &mut HookOutcome,
+    ) -> Result<()> {
+        let Some(new) = new else {
+            return Ok(()); // deletions pass
+        };
+        if never_gated(name) || base == Some(new) {
+            // A ref rewritten to the value it has (`git reset --hard`) is not moved.
+            return Ok(());
+        }
+        let store = self.verifier.store();
+        // The policy lives in a commit: peel a tag, ignore what is not here or not a commit.
+        let base = base.and_then(|b| peel_to_commit(store, b));
+        let head_policy = self.policy_at(self.head_commit);
+        let base_policy = match base {
+            Some(_) => self.policy_at(base),
+            None => head_policy.clone(),
+        };
+        let by_others = self
+            .config_patterns
+            .iter()
+            .any(|p| ref_pattern_matches(p, name))
+            || head_policy.protects(name);
+        let protected = by_others || base_policy.protects(name);
+        let new_hex = new.to_string();
+        if let Found::Invalid(why) = &base_policy {
+            // Fail closed where we know the ref matters: a broken policy must not open the gate
+            // of a ref that config or HEAD's policy protects, nor a server's default branch.
+            let is_default_branch = store.is_bare() && self.head_ref.as_deref() == Some(name);
+            if by_others || is_default_branch {
+                out.refused.push(Refusal {
+                    refname: name.into(),
+                    commit: new_hex,
+                    reason: format!("the policy that gates it cannot be read: {why}"),
+                    missing: Vec::new(),
+                });
+            } else {
+                out.warnings.push(format!(
+                    "{name} is not gated: the policy at its tip cannot be read: {why}"
+                ));
+            }
+            return Ok(());
+        }
+        if !protected {
+            return Ok(());
+        }
+        let commit = match peel_to_commit(store, new) {
+            Some(c) => c,
+            None => {
+                out.refused.push(Refusal {
+                    refname: name.into(),
+                    commit: new_hex,
+                    reason:
+                        "a protected ref must point to a commit (or a tag of one) that is present"
+                            .into(),
+                    missing: Vec::new(),
+                });
+                return Ok(());
+            }
+        };
+        // The commit must not bring a broken policy onto a protected ref either.
+        if let Found::Invalid(why) = self.policy_at(Some(commit)) {
+            out.refused.push(Refusal {
+                refname: name.into(),
+                commit: commit.to_string(),
+                reason: format!("its own policy is invalid: {why}"),
+                missing: Vec::new(),
+            });
+            return Ok(());
+        }
+        let gate = match (base_policy.policy(), head_policy.policy()) {
+            (Some(p), _) => Gate::from_policy(Some(p), &[]),
+            (None, Some(p)) => Gate::from_policy(Some(p), &[]),
+            (None, None) => Gate::AnyPassing,
+        };
+        self.load_notes()?;
+        let verdict: CommitVerdict = self.verifier.check(commit, &gate)?;
+        if verdict.verified {
+            out.allowed.push(Allowed {
+                refname: name.into(),
+                commit: verdict.commit,
+            });
+        } else {
+            let missing = verdict.unsatisfied();
+            out.refused.push(Refusal {
+                refname: name.into(),
+                commit: verdict.commit,
+                reason: format!("it has no passing evidence for {}", missing.join(", ")),
+                missing,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The commit `id` is or (as a tag) points to, if it is present.
+fn peel_to_commit(store: &Store, id: gix::ObjectId) -> Option<gix::ObjectId> {
+    store
+        .repo
+        .find_object(id)
+        .ok()
+        .and_then(|o| o.peel_to_kind(gix::object::Kind::Commit).ok())
+        .map(|c| c.id)
+}
+
+/// `hook reference-transaction <phase>`: gate a local transaction in its `prepared` phase.
+///
+/// Returns at once — without opening the repository — in any other phase and when no update in
+/// the transaction could be gated (deletions, symbolic refs, pseudo-refs, notes, remote-tracking
+/// and tabellio refs). `open` is called only when there is something to judge.
+pub fn reference_transaction(
+    phase: &str,
+    input: &str,
+    open: impl FnOnce() -> Result<Store>,
+) -> Result<HookOutcome> {
+    let mut out = HookOutcome::default();
+    if phase != "prepared" {
+        return Ok(out);
+    }
+    let all = parse_old_new_ref(input)?;
+    // Evidence notes updated in the same transaction (an atomic fetch, a push received by a
+    // non-bare repository) count as if already there.
+    let source = evidence_source(&all);
+    let updates: Vec<RefUpdate> = all
+        .into_iter()
+        .filter(|u| u.new.is_some() && !never_gated(&u.name))
+        .collect();
+    if updates.is_empty() {
+        return Ok(out);
+    }
+    let store = open()?;
+    let mut gate = Gatekeeper::new(&store, source)?;
+    for u in &updates {
+        // In `prepared` the old value is the ref's current value (the ref is locked).
+        let base = match u.old {
+            Some(old) => Some(old),
+            None => store.ref_target(&u.name)?,
+        };
+        gate.gate(&u.name, base, u.new, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// `hook pre-push <remote> <url>`: refuse pushing a protected ref whose new value does not
+/// verify here, and warn when the evidence notes the remote will need are not in the push.
+///
+/// Input lines are `<local ref> <local oid> <remote ref> <remote oid>`.
+pub fn pre_push(store: &Store, remote: &str, input: &str) -> Result<HookOutcome> {
+    let mut out = HookOutcome::default();
+    let mut pushes = Vec::new();
+    let mut pushes_notes = false;
+    for line in input.lines().filter(|l| !l.trim().is_empty()) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [_local_ref, local_oid, remote_ref, remote_oid] = fields[..] else {
+            return Err(Error::usage(format!(
+                "pre-push input: expected `<local ref> <local oid> <remote ref> <remote oid>`, got {line:?}"
+            )));
+        };
+        if remote_ref == EVIDENCE {
+            pushes_notes = parse_oid(local_oid)?.is_some();
+            continue;
+        }
+        pushes.push((
+            remote_ref.to_string(),
+            parse_oid(remote_oid)?,
+            parse_oid(local_oid)?,
+        ));
+    }
+    let mut gate = Gatekeeper::new(store, EvidenceSource::CurrentRef)?;
+    for (remote_ref, remote_oid, local_oid) in pushes {
+        // The remote's current tip when we have it, else our own ref of that name.
+        let base = match remote_oid.filter(|o| store.repo.has_object(o)) {
+            Some(b) => Some(b),
+            None => store.ref_target(&remote_ref)?,
+        };
+        gate.gate(&remote_ref, base, local_oid, &mut out)?;
+    }
+    if !out.allowed.is_empty() && !pushes_notes {
+        let refs: Vec<&str> = out.allowed.iter().map(|a| a.refname.as_str()).collect();
+        out.warnings.push(format!(
+            "{} is protected on {remote} as well, and its gate reads evidence from {EVIDENCE}, which this push does not carry; \
+             push it along: `git push --atomic {remote} <ref> {EVIDENCE}`",
+            refs.join(", ")
+        ));
+    }
+    Ok(out)
+}
+
+/// `hook pre-receive` (server): gate every protected ref update of the push, reading evidence
+/// from the evidence notes the same push carries (else the notes already here). The store `open`
+/// returns must see the pushed objects in quarantine: open it with [`quarantine::open`].
+///
+/// Like `reference-transaction`, a push that could not touch a protected ref (only deletions,
+/// notes, remote-tracking refs) is decided without opening the repository.
+pub fn pre_receive<S: std::ops::Deref<Target = Store>>(
+    input: &str,
+    open: impl FnOnce() -> Result<S>,
+) -> Result<HookOutcome> {
+    let updates = parse_old_new_ref(input)?;
+    let mut out = HookOutcome::default();
+    if !updates
+        .iter()
+        .any(|u| u.new.is_some() && !never_gated(&u.name))
+    {
+        return Ok(out);
+    }
+    let store = open()?;
+    let mut gate = Gatekeeper::new(&store, evidence_source(&updates))?;
+    for u in &updates {
+        gate.gate(&u.name, u.old, u.new, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// The evidence notes the updates carry, if they update the evidence notes ref.
+fn evidence_source(updates: &[RefUpdate]) -> EvidenceSource {
+    match updates.iter().find(|u| u.name == EVIDENCE) {
+        Some(u) => EvidenceSource::Commit(u.new),
+        None => EvidenceSource::CurrentRef,
+    }
+}

@@ -1,0 +1,198 @@
+//! Plan hygiene for runs: where a run's plans stand, mechanical reconciling, and the completion
+//! gate of `plans.require_hygiene`. The rules themselves live in [`crate::plans`].
+
+use std::path::{Path, PathBuf};
+
+use gix::bstr::ByteSlice;
+
+use crate::error::{Context, Error, Result};
+use crate::plans::{self, Move, PlanClass, PlanReport, ReconcileOutcome};
+use crate::store::tx::{self, Cas};
+use crate::store::{worktree, Store};
+
+use super::finish::policy_at;
+use super::{resolve_run, run_workspace, Env};
+
+/// Which directory's plans: a run's worktree, an explicit directory, or where we are.
+pub enum PlanTarget<'a> {
+    Run(&'a str),
+    Dir(&'a Path),
+    Here,
+}
+
+/// The worktree whose plans are meant, and the run when there is one.
+pub fn locate(env: &Env, target: PlanTarget<'_>) -> Result<(PathBuf, Option<String>)> {
+    match target {
+        PlanTarget::Dir(d) => {
+            if !d.is_dir() {
+                return Err(Error::not_found(format!(
+                    "{} is not a directory",
+                    d.display()
+                )));
+            }
+            Ok((d.to_path_buf(), None))
+        }
+        PlanTarget::Run(id) => {
+            let ledger = resolve_run(env, Some(id))?;
+            let path = run_workspace(&env.store, &ledger)?
+                .ok_or_else(|| Error::refused(format!("the worktree of run {id} is missing")))?;
+            Ok((path, Some(ledger.record.run_id)))
+        }
+        PlanTarget::Here => match resolve_run(env, None) {
+            Ok(ledger) => {
+                let path = run_workspace(&env.store, &ledger)?
+                    .ok_or_else(|| Error::refused("the run worktree is missing"))?;
+                Ok((path, Some(ledger.record.run_id)))
+            }
+            Err(_) => {
+                let dir = env.store.repo.workdir().ok_or_else(|| {
+                    Error::usage("a bare repository has no plans").hint("name a run or --dir")
+                })?;
+                Ok((dir.to_path_buf(), None))
+            }
+        },
+    }
+}
+
+/// The plans of a worktree, when it has any plan folder at all.
+pub fn report_if_any(path: &Path) -> Option<PlanReport> {
+    (path.join(plans::PLANS_DIR).is_dir() || path.join(plans::COMPLETED_DIR).is_dir())
+        .then(|| plans::scan_dir(path))
+}
+
+/// The plan-hygiene gate at `commit`: `Some(reason)` when the policy requires hygiene and the
+/// committed plans are not hygiene-clean (or cannot all be read).
+pub fn gate(store: &Store, commit: gix::ObjectId) -> Result<Option<String>> {
+    let Some(policy) = policy_at(store, commit)? else {
+        return Ok(None);
+    };
+    if !policy.plans.require_hygiene {
+        return Ok(None);
+    }
+    let report = plans::scan_tree(&store.repo, commit)
+        .map_err(|e| Error::internal(format!("could not read the plans at {commit}: {e}")))?;
+    if report.hygiene_clean() && report.errors.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(format!("plan-hygiene: {}", fault_summary(&report))))
+}
+
+/// The plans at fault, in a line.
+pub fn fault_summary(report: &PlanReport) -> String {
+    let mut parts = Vec::new();
+    let list = |class| {
+        report
+            .with_class(class)
+            .map(|p| p.path.clone())
+            .collect::<Vec<_>>()
+    };
+    let active = list(PlanClass::Active);
+    if !active.is_empty() {
+        parts.push(format!("open plans {}", active.join(", ")));
+    }
+    let misplaced = list(PlanClass::Misplaced);
+    if !misplaced.is_empty() {
+        parts.push(format!(
+            "misplaced plans {} (`git tabellio plans reconcile`)",
+            misplaced.join(", ")
+        ));
+    }
+    for e in &report.errors {
+        parts.push(format!("{}: {}", e.path(), e.message()));
+    }
+    parts.join("; ")
+}
+
+pub struct Reconciled {
+    pub path: PathBuf,
+    pub outcome: ReconcileOutcome,
+    /// The commit made with `--commit`, when anything tracked moved.
+    pub commit: Option<String>,
+}
+
+pub fn reconcile(env: &Env, target: PlanTarget<'_>, commit: bool) -> Result<Reconciled> {
+    let (path, run) = locate(env, target)?;
+    if commit {
+        // The commit must hold the moves and nothing else: start from a clean worktree.
+        let ws = worktree::inspect(&path)?;
+        if !ws.changed.is_empty() {
+            return Err(Error::refused(format!(
+                "{} has uncommitted changes to tracked files",
+                path.display()
+            ))
+            .hint("commit them first, or reconcile without --commit"));
+        }
+    }
+    let outcome = plans::reconcile(&path).map_err(|e| {
+        Error::refused(e.to_string()).hint("fix the worktree and run reconcile again")
+    })?;
+    let commit = if commit && !outcome.moved.is_empty() {
+        commit_moves(&path, &outcome.moved, run.as_deref())?.map(|c| c.to_string())
+    } else {
+        None
+    };
+    Ok(Reconciled {
+        path,
+        outcome,
+        commit,
+    })
+}
+
+/// Commit the tracked moves on the worktree's branch: HEAD's tree with each moved entry
+/// renamed, compare-and-swap on the branch.
+fn commit_moves(path: &Path, moves: &[Move], run: Option<&str>) -> Result<Option<gix::ObjectId>> {
+    let store = Store::open(path)?;
+    let repo = &store.repo;
+    let branch = repo
+        .head_name()
+        .ok()
+        .flatten()
+        .ok_or_else(|| Error::refused("HEAD is detached; --commit needs a branch"))?;
+    let head = repo
+        .head_id()
+        .context(|| "could not read HEAD".into())?
+        .detach();
+    let tree = store.tree_of(head)?;
+    let mut editor = repo
+        .edit_tree(tree)
+        .context(|| "could not edit the tree".into())?;
+    let head_tree = repo
+        .find_tree(tree)
+        .context(|| "could not read the tree".into())?;
+    let mut any = false;
+    for m in moves {
+        let Some(entry) = head_tree
+            .lookup_entry_by_path(&m.from)
+            .context(|| format!("could not look up {}", m.from))?
+        else {
+            continue; // untracked: nothing to commit
+        };
+        let (mode, id) = (entry.mode(), entry.object_id());
+        editor
+            .remove(m.from.as_str())
+            .context(|| format!("could not remove {}", m.from))?;
+        editor
+            .upsert(m.to.as_str(), mode.kind(), id)
+            .context(|| format!("could not add {}", m.to))?;
+        any = true;
+    }
+    if !any {
+        return Ok(None);
+    }
+    let new_tree = editor
+        .write()
+        .context(|| "could not write the tree".into())?
+        .detach();
+    let message = match run {
+        Some(r) => format!("tabellio: reconcile plans of run {r}"),
+        None => "tabellio: reconcile plans".to_string(),
+    };
+    let commit = repo
+        .new_commit(&message, new_tree, [head])
+        .context(|| "could not write the commit".into())?
+        .id;
+    let name = branch.as_bstr().to_str_lossy().into_owned();
+    tx::apply(&store, &[Cas::update(name, Some(head), commit, message)])
+        .map_err(|e| e.into_error())?;
+    Ok(Some(commit))
+}

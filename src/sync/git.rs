@@ -1,0 +1,85 @@
+//! Spawning the git CLI for the network, and only for the network (`fetch`, `push`,
+//! `ls-remote`): gix does every local read and write, but transports, credential helpers, SSH
+//! configuration and server quirks are git's own business and the user's set-up for them must
+//! work unchanged.
+//!
+//! The child gets the user's environment (credential helpers, `SSH_AUTH_SOCK`, proxies,
+//! `GIT_SSH_COMMAND`, `-c` overrides in `GIT_CONFIG_PARAMETERS`), minus the variables that say
+//! *which repository* to use: when tabellio runs inside a hook those point at the hook's
+//! repository (possibly a quarantine), and the repository we mean is named explicitly with
+//! `--git-dir`/`--work-tree` instead. Arguments go to git as argv, never through a shell.
+
+use std::ffi::OsString;
+use std::process::{Command, Stdio};
+
+use crate::error::{Error, Result};
+use crate::store::Store;
+
+/// What a git command printed and how it ended.
+#[derive(Debug)]
+pub struct GitOutput {
+    /// The exit code; `None` when git was killed by a signal.
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl GitOutput {
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// The last few lines git printed on stderr, for an error message.
+    pub fn stderr_tail(&self) -> String {
+        let lines: Vec<&str> = self
+            .stderr
+            .lines()
+            .map(str::trim_end)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let start = lines.len().saturating_sub(6);
+        lines[start..].join("; ")
+    }
+}
+
+/// Run `git <args>` on the repository of `store`. A git that cannot be started is an error;
+/// a git that fails is returned as output for the caller to judge.
+pub fn run(store: &Store, args: &[OsString]) -> Result<GitOutput> {
+    let mut cmd = Command::new("git");
+    let mut git_dir = OsString::from("--git-dir=");
+    git_dir.push(store.repo.git_dir());
+    cmd.arg(git_dir);
+    if let Some(workdir) = store.repo.workdir() {
+        let mut wt = OsString::from("--work-tree=");
+        wt.push(workdir);
+        cmd.arg(wt);
+    }
+    cmd.args(args)
+        // git resolves relative paths in remote URLs against its cwd: make it the repository's.
+        .current_dir(store.repo.workdir().unwrap_or(store.repo.git_dir()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for key in crate::validate::scrubbed_env_keys() {
+        cmd.env_remove(key);
+    }
+    let out = cmd.output().map_err(|e| {
+        Error::internal(format!("could not run git: {e}")).hint(
+            "git-tabellio uses the git CLI for fetch and push: install git and put it on PATH",
+        )
+    })?;
+    Ok(GitOutput {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+/// `args` as `OsString`s.
+pub fn argv<I, S>(args: I) -> Vec<OsString>
+where
+    I: IntoIterator<Item = S>,
+    S: Into<OsString>,
+{
+    args.into_iter().map(Into::into).collect()
+}

@@ -1,0 +1,328 @@
+//! Sharing runs and evidence through any git remote: `init`, `sync`, and remote promotion.
+//!
+//! A sync round is: fetch the remote's ledgers and notes into tracking namespaces
+//! ([`fetch`]); union-merge its notes into ours ([`notes_merge`]); create, fast-forward, leave or
+//! report each ledger ([`ledgers`]); write all of our own ref changes in one compare-and-swap
+//! transaction; then push everything the remote lacks in one atomic push whose every ref carries
+//! a lease on the value we fetched ([`push`]).
+//!
+//! Failure model: our refs only ever move forward to commits that contain theirs, so a round
+//! that stops anywhere leaves a state the next round continues from. A push whose lease no
+//! longer holds changed nothing on the remote (atomic); the round starts again, up to
+//! [`MAX_ROUNDS`] times. The remote's history is never rewritten and no record is dropped: a
+//! ledger two machines moved apart is reported and left alone on both sides.
+
+pub mod fetch;
+pub mod git;
+pub mod init;
+pub mod ledgers;
+pub mod notes_merge;
+pub mod push;
+pub mod remote_promote;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Serialize, Serializer};
+
+use crate::error::Result;
+use crate::store::tx::{self, Cas, TxError};
+use crate::store::Store;
+
+use fetch::Tracking;
+use ledgers::{LedgerAction, LedgerStep};
+use notes_merge::{NotesAction, NotesStep};
+use push::{PushRef, PushResult, PushedRef};
+
+/// How many fetch–merge–push rounds sync tries before it gives up on a remote that keeps moving.
+pub const MAX_ROUNDS: u32 = 8;
+
+/// How a sync ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncOutcome {
+    /// Both sides hold everything.
+    Complete,
+    /// Everything else is shared, but some runs' ledgers diverged (exit 4).
+    Diverged,
+    /// The remote kept moving for [`MAX_ROUNDS`] rounds (exit 4).
+    GaveUp,
+    /// The remote's hooks declined the push (exit 1).
+    Declined,
+}
+
+/// A tracking ref the fetch moved.
+#[derive(Debug, Clone, Serialize)]
+pub struct FetchedRef {
+    #[serde(rename = "ref")]
+    pub name: String,
+    #[serde(serialize_with = "ser_opt_oid")]
+    pub old: Option<gix::ObjectId>,
+    #[serde(serialize_with = "ser_opt_oid")]
+    pub new: Option<gix::ObjectId>,
+}
+
+/// What happened to the ledgers, by run id.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LedgersReport {
+    pub created: Vec<String>,
+    pub fast_forwarded: Vec<String>,
+    /// Ours was ahead of the remote's: left as it is, and pushed.
+    pub left: Vec<String>,
+    /// Only we had the run: pushed.
+    pub published: Vec<String>,
+    pub diverged: Vec<LedgerStep>,
+    pub ignored: Vec<LedgerStep>,
+    pub up_to_date: usize,
+}
+
+/// Everything a sync did.
+#[derive(Debug, Clone, Serialize)]
+pub struct SyncReport {
+    pub remote: String,
+    pub outcome: SyncOutcome,
+    pub rounds: u32,
+    pub fetched: Vec<FetchedRef>,
+    /// Each notes ref that changed on either side.
+    pub notes: Vec<NotesStep>,
+    pub ledgers: LedgersReport,
+    /// The refs of the last push (successful or not).
+    pub pushed: Vec<PushedRef>,
+    /// What the remote said when it declined.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub remote_messages: Vec<String>,
+}
+
+impl SyncReport {
+    fn new(remote: &str) -> Self {
+        SyncReport {
+            remote: remote.to_string(),
+            outcome: SyncOutcome::Complete,
+            rounds: 0,
+            fetched: Vec::new(),
+            notes: Vec::new(),
+            ledgers: LedgersReport::default(),
+            pushed: Vec::new(),
+            remote_messages: Vec::new(),
+        }
+    }
+
+    fn record_fetch(
+        &mut self,
+        before: &BTreeMap<String, gix::ObjectId>,
+        after: &BTreeMap<String, gix::ObjectId>,
+    ) {
+        for name in before.keys().chain(after.keys()) {
+            let (old, new) = (before.get(name).copied(), after.get(name).copied());
+            if old == new {
+                continue;
+            }
+            match self.fetched.iter_mut().find(|f| &f.name == name) {
+                Some(f) => f.new = new,
+                None => self.fetched.push(FetchedRef {
+                    name: name.clone(),
+                    old,
+                    new,
+                }),
+            }
+        }
+        self.fetched.retain(|f| f.old != f.new);
+    }
+
+    /// What a round wrote locally (it stays written whatever the push does).
+    fn record_local(&mut self, notes: &[NotesStep], ledgers: &[LedgerStep]) {
+        for step in notes.iter().filter(|s| {
+            matches!(
+                s.action,
+                NotesAction::Created | NotesAction::FastForwarded | NotesAction::Merged
+            )
+        }) {
+            self.notes.push(step.clone());
+        }
+        for step in ledgers {
+            let list = match step.action {
+                LedgerAction::Created => &mut self.ledgers.created,
+                LedgerAction::FastForwarded => &mut self.ledgers.fast_forwarded,
+                _ => continue,
+            };
+            if !list.contains(&step.run) {
+                list.push(step.run.clone());
+            }
+        }
+    }
+
+    /// The final round: what was pushed, what is left diverged.
+    fn record_final(&mut self, notes: &[NotesStep], ledgers: &[LedgerStep], pushed: bool) {
+        if pushed {
+            for step in notes
+                .iter()
+                .filter(|s| matches!(s.action, NotesAction::Ahead | NotesAction::LocalOnly))
+            {
+                self.notes.push(step.clone());
+            }
+        }
+        for step in ledgers {
+            match step.action {
+                LedgerAction::Left if pushed => self.ledgers.left.push(step.run.clone()),
+                LedgerAction::LocalOnly if pushed => self.ledgers.published.push(step.run.clone()),
+                LedgerAction::Diverged => self.ledgers.diverged.push(step.clone()),
+                LedgerAction::Ignored => self.ledgers.ignored.push(step.clone()),
+                LedgerAction::UpToDate => self.ledgers.up_to_date += 1,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The plan of one round: every notes ref and every ledger, from our refs and the tracking refs.
+pub fn plan_round(
+    store: &Store,
+    tracking: &Tracking,
+    remote: &str,
+) -> Result<(Vec<NotesStep>, Vec<LedgerStep>)> {
+    let notes = plan_notes(store, tracking, remote)?;
+    let local_runs: BTreeMap<String, gix::ObjectId> = store.list_ledgers()?.into_iter().collect();
+    let ledgers = ledgers::plan(store, &local_runs, &tracking.runs)?;
+    Ok((notes, ledgers))
+}
+
+/// Every notes ref, ours and the remote's, merged as far as it can be without moving a ref.
+pub fn plan_notes(store: &Store, tracking: &Tracking, remote: &str) -> Result<Vec<NotesStep>> {
+    let local = fetch::local_notes(store)?;
+    let names: std::collections::BTreeSet<&String> =
+        local.keys().chain(tracking.notes.keys()).collect();
+    let mut out = Vec::new();
+    for name in names {
+        let (l, r) = (local.get(name).copied(), tracking.notes.get(name).copied());
+        out.extend(notes_merge::plan(store, name, l, r, remote)?);
+    }
+    Ok(out)
+}
+
+/// `git tabellio sync [<remote>]`.
+pub fn sync(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
+    let remote = match remote {
+        Some(r) => r.to_string(),
+        None => fetch::default_remote(store)?,
+    };
+    fetch::check_remote(store, &remote)?;
+    let mut report = SyncReport::new(&remote);
+    let message = format!("tabellio: sync with {remote}");
+    for round in 1..=MAX_ROUNDS {
+        report.rounds = round;
+        let before = Tracking::read(store, &remote)?.by_ref_name(&remote);
+        fetch::fetch(store, &remote)?;
+        let tracking = Tracking::read(store, &remote)?;
+        report.record_fetch(&before, &tracking.by_ref_name(&remote));
+
+        let (notes, ledgers) = plan_round(store, &tracking, &remote)?;
+        let edits: Vec<Cas> = notes
+            .iter()
+            .filter_map(|s| s.local_update(&message))
+            .chain(ledgers.iter().filter_map(|s| s.local_update(&message)))
+            .collect();
+        if !edits.is_empty() {
+            match tx::apply(store, &edits) {
+                Ok(()) => {}
+                // A local command wrote a ledger or notes meanwhile: plan again from there.
+                Err(TxError::Moved { .. } | TxError::Locked { .. }) if round < MAX_ROUNDS => {
+                    backoff(round);
+                    continue;
+                }
+                Err(e) => return Err(e.into_error()),
+            }
+        }
+        report.record_local(&notes, &ledgers);
+
+        let pushes: Vec<PushRef> = notes
+            .iter()
+            .filter_map(NotesStep::push)
+            .chain(ledgers.iter().filter_map(LedgerStep::push))
+            .collect();
+        match push::push(store, &remote, &pushes)? {
+            PushResult::Pushed(refs) => {
+                record_pushed_in_tracking(store, &remote, &pushes);
+                report.pushed = refs;
+                report.record_final(&notes, &ledgers, true);
+                report.outcome = if report.ledgers.diverged.is_empty() {
+                    SyncOutcome::Complete
+                } else {
+                    SyncOutcome::Diverged
+                };
+                return Ok(report);
+            }
+            PushResult::LostRace(refs) => {
+                report.pushed = refs;
+                if round == MAX_ROUNDS {
+                    report.record_final(&notes, &ledgers, false);
+                } else {
+                    backoff(round);
+                }
+            }
+            PushResult::Declined { refs, messages } => {
+                report.pushed = refs;
+                report.remote_messages = messages;
+                report.record_final(&notes, &ledgers, false);
+                report.outcome = SyncOutcome::Declined;
+                return Ok(report);
+            }
+        }
+    }
+    report.outcome = SyncOutcome::GaveUp;
+    Ok(report)
+}
+
+/// After a successful push, move the tracking refs of what we pushed to what the remote now
+/// holds, as `git push` does for configured refspecs (when `init` configured them, git already
+/// did and this finds nothing to do). Best effort: a tracking ref is only a cache of the remote,
+/// and the next fetch corrects it.
+pub(crate) fn record_pushed_in_tracking(store: &Store, remote: &str, pushes: &[PushRef]) {
+    let message = format!("tabellio: pushed to {remote}");
+    let edits: Vec<Cas> = pushes
+        .iter()
+        .filter_map(|p| {
+            let tracking = if let Some(run) = p.dst.strip_prefix(crate::store::ledger::PREFIX) {
+                format!("{}{run}", fetch::tracking_runs_prefix(remote))
+            } else if let Some(name) = p.dst.strip_prefix(fetch::NOTES_PREFIX) {
+                format!("{}{name}", fetch::tracking_notes_prefix(remote))
+            } else {
+                return None;
+            };
+            match store.ref_target(&tracking) {
+                Ok(current) if current == p.expect => {
+                    Some(Cas::update(tracking, p.expect, p.new, &message))
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    if !edits.is_empty() {
+        let _ = tx::apply(store, &edits);
+    }
+}
+
+/// Wait a little before the next round: exponential with jitter, so clones that collided do
+/// not collide again in lockstep.
+pub(crate) fn backoff(round: u32) {
+    let base = 40u64 << round.min(6);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::from(d.subsec_nanos()))
+        .unwrap_or(0);
+    let jitter = (nanos ^ u64::from(std::process::id()).wrapping_mul(2_654_435_761)) % base;
+    std::thread::sleep(Duration::from_millis(base + jitter));
+}
+
+pub(crate) fn ser_oid<S: Serializer>(id: &gix::ObjectId, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(id)
+}
+
+pub(crate) fn ser_opt_oid<S: Serializer>(
+    id: &Option<gix::ObjectId>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match id {
+        Some(id) => s.collect_str(id),
+        None => s.serialize_none(),
+    }
+}

@@ -1,0 +1,312 @@
+//! Evidence you can trust: `verify` judges commits by the evidence notes alone, and `validate`
+//! ([`validate`]) makes evidence for any commit outside the run lifecycle.
+//!
+//! A commit verifies when every required check has a record, noted on the commit or on its tree,
+//! that parses with a known schema, has a correct digest, names this commit or this tree, passed,
+//! and was made with the check definition the policy has now. Nothing else is trusted: not the
+//! run ledger, not who wrote the note. Verdicts are decided in one place,
+//! [`crate::lifecycle::evidence::evaluate_records`], shared with `status`, `promote` and the
+//! hooks.
+//!
+//! Verification only reads; it never writes a ref or an object.
+
+pub mod interrupt;
+pub mod scratch;
+pub mod validate;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use serde::Serialize;
+
+use crate::error::{Context, Error, Result};
+use crate::lifecycle::evidence::{evaluate_records, CheckVerdict, Requirement, Verdict};
+use crate::model::policy::{self, Policy};
+use crate::model::EvidenceRecord;
+use crate::store::notes::EVIDENCE;
+use crate::store::notes_view::NotesView;
+use crate::store::Store;
+
+/// What a commit must have evidence for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    /// No policy and no named check: any passing, untampered record on the commit or its tree.
+    AnyPassing,
+    /// Every one of these checks.
+    Required(Vec<Requirement>),
+}
+
+/// The name shown for the requirement of [`Gate::AnyPassing`] when no record exists at all.
+pub const ANY_CHECK: &str = "*";
+
+impl Gate {
+    /// The policy's required checks plus `extra` names. A named check the policy defines is
+    /// judged against its current definition (older evidence is stale); one it does not define
+    /// accepts any definition. A policy that requires nothing, with no `extra`, is the same as no
+    /// policy: a commit still needs one passing record, never zero.
+    pub fn from_policy(policy: Option<&Policy>, extra: &[String]) -> Gate {
+        let mut names: Vec<String> = policy.map(|p| p.required.clone()).unwrap_or_default();
+        for name in extra {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        if names.is_empty() {
+            return Gate::AnyPassing;
+        }
+        Gate::Required(
+            names
+                .into_iter()
+                .map(|name| {
+                    let digest = policy
+                        .and_then(|p| p.checks.get(&name))
+                        .map(|def| def.digest());
+                    Requirement { name, digest }
+                })
+                .collect(),
+        )
+    }
+}
+
+/// The verdict on one commit.
+#[derive(Debug, Clone, Serialize)]
+pub struct CommitVerdict {
+    pub commit: String,
+    pub tree: String,
+    pub verified: bool,
+    pub checks: Vec<CheckVerdict>,
+}
+
+impl CommitVerdict {
+    /// The checks that are not satisfied, with why: `name (verdict)`.
+    pub fn unsatisfied(&self) -> Vec<String> {
+        self.checks
+            .iter()
+            .filter(|c| c.verdict != Verdict::Satisfied)
+            .map(|c| format!("{} ({})", c.name, c.verdict.as_str()))
+            .collect()
+    }
+}
+
+/// Judges commits against one view of the evidence notes, caching policies by blob.
+pub struct Verifier<'s> {
+    store: &'s Store,
+    notes: NotesView,
+    /// Parsed policies by blob id: a range of a thousand commits usually shares a few.
+    policies: HashMap<gix::ObjectId, Policy>,
+}
+
+impl<'s> Verifier<'s> {
+    /// Judge by the current value of `refs/notes/tabellio/evidence`.
+    pub fn new(store: &'s Store) -> Result<Self> {
+        Ok(Self::with_notes(store, NotesView::at_ref(store, EVIDENCE)?))
+    }
+
+    /// Judge by the notes of `notes`.
+    pub fn with_notes(store: &'s Store, notes: NotesView) -> Self {
+        Verifier {
+            store,
+            notes,
+            policies: HashMap::new(),
+        }
+    }
+
+    /// Judge by `notes` from now on.
+    pub fn set_notes(&mut self, notes: NotesView) {
+        self.notes = notes;
+    }
+
+    pub fn store(&self) -> &'s Store {
+        self.store
+    }
+
+    /// The policy committed at `commit`, `None` when it has none. An invalid policy is an error
+    /// naming the commit, the file and the field.
+    pub fn policy_at(&mut self, commit: gix::ObjectId) -> Result<Option<Policy>> {
+        let repo = &self.store.repo;
+        let tree = repo
+            .find_commit(commit)
+            .map_err(|e| Error::not_found(format!("commit {commit} not found: {e:#}")))?
+            .tree()
+            .context(|| format!("could not read the tree of {commit}"))?;
+        let Some(entry) = tree
+            .lookup_entry_by_path(policy::PATH)
+            .context(|| format!("could not look up {} in {commit}", policy::PATH))?
+        else {
+            return Ok(None);
+        };
+        let blob = entry.object_id();
+        if let Some(p) = self.policies.get(&blob) {
+            return Ok(Some(p.clone()));
+        }
+        let object = entry
+            .object()
+            .context(|| format!("could not read {} in {commit}", policy::PATH))?;
+        let parsed = Policy::parse(&String::from_utf8_lossy(&object.data)).map_err(|e| {
+            Error::usage(format!("the policy at {commit} is invalid: {e}"))
+                .hint("fix .tabellio/policy.json and commit it")
+        })?;
+        self.policies.insert(blob, parsed.clone());
+        Ok(Some(parsed))
+    }
+
+    /// Judge `commit` against `gate`.
+    pub fn check(&mut self, commit: gix::ObjectId, gate: &Gate) -> Result<CommitVerdict> {
+        let tree = self.store.tree_of(commit)?;
+        let mut lines = self.notes.lines(self.store, commit)?;
+        lines.extend(self.notes.lines(self.store, tree)?);
+        lines.sort();
+        lines.dedup();
+        let records: Vec<(String, Option<EvidenceRecord>)> = lines
+            .into_iter()
+            .map(|l| {
+                let rec = EvidenceRecord::from_line(&l).ok();
+                (l, rec)
+            })
+            .collect();
+        let (commit_hex, tree_hex) = (commit.to_string(), tree.to_string());
+        let (checks, verified) = match gate {
+            Gate::Required(reqs) => {
+                let checks = evaluate_records(&records, &commit_hex, &tree_hex, reqs);
+                let verified = checks.iter().all(|c| c.verdict == Verdict::Satisfied);
+                (checks, verified)
+            }
+            Gate::AnyPassing => {
+                let names: BTreeSet<&str> = records
+                    .iter()
+                    .filter_map(|(_, r)| r.as_ref())
+                    .map(|r| r.check.name.as_str())
+                    .collect();
+                let reqs: Vec<Requirement> = names
+                    .into_iter()
+                    .map(|name| Requirement {
+                        name: name.to_string(),
+                        digest: None,
+                    })
+                    .collect();
+                let mut checks = evaluate_records(&records, &commit_hex, &tree_hex, &reqs);
+                let verified = checks.iter().any(|c| c.verdict == Verdict::Satisfied);
+                if checks.is_empty() {
+                    checks.push(CheckVerdict {
+                        name: ANY_CHECK.into(),
+                        verdict: Verdict::Missing,
+                        record: None,
+                    });
+                }
+                (checks, verified)
+            }
+        };
+        Ok(CommitVerdict {
+            commit: commit_hex,
+            tree: tree_hex,
+            verified,
+            checks,
+        })
+    }
+}
+
+/// What `verify` was asked.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyOptions {
+    /// Revisions (`HEAD`, `main~2`, an id) and ranges `a..b`; empty means `HEAD`.
+    pub revs: Vec<String>,
+    /// `--check`: names required in addition to the policy's.
+    pub checks: Vec<String>,
+    /// `--policy-from`: the commit whose policy applies (default: each commit's own).
+    pub policy_from: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyOutcome {
+    pub verified: bool,
+    /// The commit whose policy was applied to all, when `--policy-from` was given.
+    pub policy_from: Option<String>,
+    pub commits: Vec<CommitVerdict>,
+}
+
+/// Verify every commit the revisions name.
+pub fn verify(store: &Store, opts: &VerifyOptions) -> Result<VerifyOutcome> {
+    for name in &opts.checks {
+        crate::model::ids::check_run_id(name).map_err(|why| {
+            Error::usage(format!("invalid check name {name:?}: {why}"))
+                .hint("check names match [A-Za-z0-9][A-Za-z0-9._-]*")
+        })?;
+    }
+    let commits = commits_of(store, &opts.revs)?;
+    let mut verifier = Verifier::new(store)?;
+    let fixed_gate = match &opts.policy_from {
+        Some(rev) => {
+            let at = store.resolve_commit(rev)?;
+            let policy = verifier.policy_at(at)?;
+            Some((at, Gate::from_policy(policy.as_ref(), &opts.checks)))
+        }
+        None => None,
+    };
+    let mut out = Vec::with_capacity(commits.len());
+    for commit in commits {
+        let gate = match &fixed_gate {
+            Some((_, gate)) => gate.clone(),
+            None => Gate::from_policy(verifier.policy_at(commit)?.as_ref(), &opts.checks),
+        };
+        out.push(verifier.check(commit, &gate)?);
+    }
+    Ok(VerifyOutcome {
+        verified: out.iter().all(|c| c.verified),
+        policy_from: fixed_gate.map(|(at, _)| at.to_string()),
+        commits: out,
+    })
+}
+
+/// The commits named by `revs`, each once, in the order given; a range newest first.
+pub fn commits_of(store: &Store, revs: &[String]) -> Result<Vec<gix::ObjectId>> {
+    let default = ["HEAD".to_string()];
+    let revs = if revs.is_empty() { &default[..] } else { revs };
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for rev in revs {
+        if rev.contains("...") {
+            return Err(Error::usage(format!(
+                "{rev:?}: symmetric ranges (a...b) are not supported"
+            ))
+            .hint(
+                "name a range a..b (commits reachable from b but not from a) or single commits",
+            ));
+        }
+        let ids = match rev.split_once("..") {
+            None => vec![store.resolve_commit(rev)?],
+            Some((from, to)) => {
+                let from = store.resolve_commit(if from.is_empty() { "HEAD" } else { from })?;
+                let to = store.resolve_commit(if to.is_empty() { "HEAD" } else { to })?;
+                walk_range(store, from, to)?
+            }
+        };
+        for id in ids {
+            if seen.insert(id) {
+                out.push(id);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Commits reachable from `to` but not from `from`, newest first (like `git rev-list from..to`).
+pub fn walk_range(
+    store: &Store,
+    from: gix::ObjectId,
+    to: gix::ObjectId,
+) -> Result<Vec<gix::ObjectId>> {
+    use gix::revision::walk::Sorting;
+    use gix::traverse::commit::simple::CommitTimeOrder;
+    let walk = store
+        .repo
+        .rev_walk([to])
+        .with_hidden([from])
+        .sorting(Sorting::ByCommitTime(CommitTimeOrder::NewestFirst))
+        .all()
+        .context(|| format!("could not walk {from}..{to}"))?;
+    let mut out = Vec::new();
+    for info in walk {
+        let info = info.context(|| format!("could not walk {from}..{to}"))?;
+        out.push(info.id);
+    }
+    Ok(out)
+}

@@ -1,0 +1,465 @@
+//! Promotion: ref-only and checked-out targets, every refusal, forged ledgers, racing promoters.
+
+use std::process::{Command, Stdio};
+
+use crate::util::*;
+
+/// A repo whose main worktree is on another branch, so `main` is a ref-only target.
+fn ref_only_env() -> TestEnv {
+    let t = TestEnv::new();
+    t.git(&["switch", "-q", "-c", "elsewhere"]).ok();
+    t
+}
+
+/// Start `id` from `main`, commit `file`, finish it with a passing check.
+fn completed_run(t: &TestEnv, id: &str, file: &str) -> std::path::PathBuf {
+    let wt = started_run(t, id, file);
+    t.tab(&["finish", id, "--", "true"]).ok();
+    wt
+}
+
+fn started_run(t: &TestEnv, id: &str, file: &str) -> std::path::PathBuf {
+    t.tab(&["start", id, "--task", "t", "--base", "main"]).ok();
+    let wt = t.worktree(id);
+    write_file(&wt.join(file), &format!("{id}\n"));
+    t.git_in(&wt, &["add", "-A"]).ok();
+    t.git_in(&wt, &["commit", "-q", "-m", &format!("edit {file}")])
+        .ok();
+    wt
+}
+
+#[test]
+fn ref_only_promotion_moves_target_and_ledger_together() {
+    let t = ref_only_env();
+    completed_run(&t, "r1", "a.txt");
+    let base = t.git_out(&["rev-parse", "main"]);
+    let head = t.git_out(&["rev-parse", "tabellio/r1"]);
+    // Dry run writes nothing.
+    let before = t.snapshot();
+    let (code, dry) = t.tab_json(&["promote", "r1", "--dry-run"]);
+    assert_eq!(code, 0);
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(before, t.snapshot());
+
+    let (code, j) = t.tab_json(&["promote", "r1"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["mode"], "ref");
+    assert_eq!(j["run"]["state"], "promoted");
+    assert_eq!(j["run"]["promotion"]["mode"], "ref");
+    assert_eq!(j["run"]["promotion"]["old"], base);
+    assert_eq!(j["run"]["promotion"]["new"], head);
+    assert_eq!(t.git_out(&["rev-parse", "main"]), head);
+    let reflog = t.git_out(&["reflog", "show", "-1", "--format=%gs", "main"]);
+    assert_eq!(reflog, "tabellio: promote r1");
+    // Promoting again is a no-op success that says so.
+    let (code, again) = t.tab_json(&["promote", "r1"]);
+    assert_eq!(code, 0);
+    assert_eq!(again["already_promoted"], true);
+    t.fsck();
+}
+
+#[test]
+fn checked_out_promotion_moves_index_and_files() {
+    let t = TestEnv::new();
+    t.write("gone.txt", "to be deleted\n");
+    t.write("dir/keep.txt", "keep\n");
+    t.git(&["add", "-A"]).ok();
+    t.git(&["commit", "-q", "-m", "more files"]).ok();
+    let wt = t.start_with_commit("r1", "new/file.txt", "new\n");
+    write_file(&wt.join("dir/keep.txt"), "changed\n");
+    std::fs::remove_file(wt.join("gone.txt")).unwrap();
+    t.git_in(&wt, &["add", "-A"]).ok();
+    t.git_in(&wt, &["commit", "-q", "-m", "change and delete"])
+        .ok();
+    t.tab(&["finish", "r1", "--", "true"]).ok();
+    // An untracked file that is not in the way does not matter.
+    t.write("notes-to-self.txt", "mine\n");
+    let (code, j) = t.tab_json(&["promote", "r1"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["mode"], "worktree");
+    assert_eq!(j["run"]["promotion"]["mode"], "worktree");
+    assert_eq!(
+        t.git_out(&["rev-parse", "HEAD"]),
+        t.git_out(&["rev-parse", "tabellio/r1"])
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.repo.join("new/file.txt")).unwrap(),
+        "new\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.repo.join("dir/keep.txt")).unwrap(),
+        "changed\n"
+    );
+    assert!(!t.repo.join("gone.txt").exists());
+    assert_eq!(
+        t.git_out(&["status", "--porcelain"]),
+        "?? notes-to-self.txt"
+    );
+    assert_eq!(
+        t.git_out(&["diff-files", "--name-only"]),
+        "",
+        "index stat data out of sync"
+    );
+    assert_eq!(
+        t.git_out(&["diff-index", "--cached", "--name-only", "HEAD"]),
+        ""
+    );
+    t.fsck();
+}
+
+#[track_caller]
+fn refused(t: &TestEnv, args: &[&str], code: i32, needle: &str) {
+    let before = t.snapshot();
+    let files_before = t.git_out(&["status", "--porcelain", "--untracked-files=all"]);
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let r = t.tab(&all);
+    r.code(code);
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(msg.contains(needle), "{msg:?} should mention {needle:?}");
+    assert_eq!(
+        before,
+        t.snapshot(),
+        "refused promote changed refs or worktrees"
+    );
+    assert_eq!(
+        files_before,
+        t.git_out(&["status", "--porcelain", "--untracked-files=all"])
+    );
+}
+
+#[test]
+fn tracked_change_in_the_target_worktree_is_refused() {
+    let t = TestEnv::new();
+    completed_run(&t, "r1", "a.txt");
+    t.write("README.md", "local edit\n");
+    refused(&t, &["promote", "r1"], 3, "README.md");
+    assert_eq!(
+        std::fs::read_to_string(t.repo.join("README.md")).unwrap(),
+        "local edit\n"
+    );
+}
+
+#[test]
+fn untracked_file_in_the_way_is_refused() {
+    let t = TestEnv::new();
+    completed_run(&t, "r1", "a.txt");
+    t.write("a.txt", "my own untracked file\n");
+    refused(&t, &["promote", "r1"], 3, "a.txt");
+    assert_eq!(
+        std::fs::read_to_string(t.repo.join("a.txt")).unwrap(),
+        "my own untracked file\n"
+    );
+}
+
+#[test]
+fn target_moved_is_a_conflict_with_a_merge_preview() {
+    let t = ref_only_env();
+    completed_run(&t, "r1", "a.txt");
+    // Someone else moves main, touching the same file the run added.
+    t.git(&["switch", "-q", "main"]).ok();
+    t.write("a.txt", "theirs\n");
+    t.git(&["add", "-A"]).ok();
+    t.git(&["commit", "-q", "-m", "concurrent"]).ok();
+    let tip = t.git_out(&["rev-parse", "main"]);
+    t.git(&["switch", "-q", "elsewhere"]).ok();
+    refused(&t, &["promote", "r1"], 4, "target moved");
+    let r = t.tab(&["--json", "promote", "r1"]);
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        msg.contains(&tip) && msg.contains("conflict") && msg.contains("a.txt"),
+        "{msg}"
+    );
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(st["live"]["target_moved"], tip);
+    assert_eq!(st["next_action"]["action"], "rebase");
+    assert_eq!(st["run"]["state"], "completed");
+}
+
+#[test]
+fn clean_merge_preview_when_target_moved_elsewhere() {
+    let t = ref_only_env();
+    completed_run(&t, "r1", "a.txt");
+    t.git(&["switch", "-q", "main"]).ok();
+    t.write("unrelated.txt", "x\n");
+    t.git(&["add", "-A"]).ok();
+    t.git(&["commit", "-q", "-m", "unrelated"]).ok();
+    t.git(&["switch", "-q", "elsewhere"]).ok();
+    let r = t.tab(&["--json", "promote", "r1"]);
+    r.code(4);
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("merge cleanly"),
+        "{}",
+        r.desc
+    );
+}
+
+#[test]
+fn run_branch_moved_after_validation_is_refused() {
+    let t = ref_only_env();
+    let wt = completed_run(&t, "r1", "a.txt");
+    write_file(&wt.join("late.txt"), "late\n");
+    t.git_in(&wt, &["add", "-A"]).ok();
+    t.git_in(&wt, &["commit", "-q", "-m", "after validation"])
+        .ok();
+    refused(
+        &t,
+        &["promote", "r1"],
+        3,
+        "run branch changed after validation",
+    );
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(st["live"]["head_changed_since_validation"], true);
+    assert_eq!(st["next_action"]["action"], "finish");
+}
+
+#[test]
+fn a_failed_run_is_refused() {
+    let t = ref_only_env();
+    started_run(&t, "r1", "a.txt");
+    t.tab(&["finish", "r1", "--", "false"]).code(1);
+    refused(&t, &["promote", "r1"], 3, "validation_failed");
+    refused(&t, &["promote", "nope"], 5, "nope");
+}
+
+/// Replace the ledger tip with a hand-made commit whose run.json says `completed`.
+fn forge_completed(t: &TestEnv, id: &str) {
+    let ledger = format!("refs/tabellio/runs/{id}");
+    let mut run: serde_json::Value =
+        serde_json::from_str(&t.git_out(&["show", &format!("{ledger}:run.json")])).unwrap();
+    let head = t.git_out(&["rev-parse", &format!("tabellio/{id}")]);
+    let tree = t.git_out(&["rev-parse", &format!("{head}^{{tree}}")]);
+    run["state"] = "completed".into();
+    run["validated"] =
+        serde_json::json!({"commit": head, "tree": tree, "evidence_digest": "0".repeat(64)});
+    run["attempts"] = serde_json::json!([{"n": 1, "commit": head, "tree": tree, "checks": [{"name": "test", "digest": "1".repeat(64), "status": "passed", "exit_code": 0}], "status": "passed", "evidence_digest": "0".repeat(64), "at": "2026-01-01T00:00:00Z"}]);
+    let path = t.path().join("forged.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&run).unwrap()).unwrap();
+    let blob = t.git_out(&["hash-object", "-w", path.to_str().unwrap()]);
+    let mut mktree = Command::new("git");
+    mktree
+        .arg("mktree")
+        .current_dir(&t.repo)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    hermetic(&mut mktree, &t.home);
+    let mut child = mktree.spawn().unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("100644 blob {blob}\trun.json\n").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let ltree = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let parent = t.git_out(&["rev-parse", &ledger]);
+    let commit = t.git_out(&[
+        "commit-tree",
+        &ltree,
+        "-p",
+        &parent,
+        "-m",
+        "tabellio: finish forged",
+    ]);
+    t.git(&["update-ref", &ledger, &commit, &parent]).ok();
+}
+
+#[test]
+fn a_forged_ledger_moves_no_branch() {
+    let t = ref_only_env();
+    started_run(&t, "r1", "a.txt");
+    forge_completed(&t, "r1");
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(st["state"], "completed");
+    refused(&t, &["promote", "r1"], 3, "evidence");
+    // Also with evidence present for another check only.
+    started_run(&t, "r2", "b.txt");
+    t.tab(&["finish", "r2", "--check", "other", "--", "false"])
+        .code(1);
+    forge_completed(&t, "r2");
+    refused(&t, &["promote", "r2"], 3, "evidence");
+}
+
+#[test]
+fn a_tampered_evidence_note_blocks_promotion() {
+    let t = ref_only_env();
+    started_run(&t, "r1", "a.txt");
+    t.tab(&["finish", "r1", "--", "false"]).code(1);
+    // Flip the stored record to "passed" by hand and forge the ledger: digest no longer matches.
+    let head = t.git_out(&["rev-parse", "tabellio/r1"]);
+    let note = t
+        .git_out(&["notes", "--ref=tabellio/evidence", "show", &head])
+        .replace("\"status\":\"failed\"", "\"status\":\"passed\"");
+    t.git(&[
+        "notes",
+        "--ref=tabellio/evidence",
+        "add",
+        "-f",
+        "-m",
+        &note,
+        &head,
+    ])
+    .ok();
+    let tree = t.git_out(&["rev-parse", &format!("{head}^{{tree}}")]);
+    t.git(&[
+        "notes",
+        "--ref=tabellio/evidence",
+        "add",
+        "-f",
+        "-m",
+        &note,
+        &tree,
+    ])
+    .ok();
+    forge_completed(&t, "r1");
+    refused(&t, &["promote", "r1"], 3, "evidence");
+}
+
+#[test]
+fn racing_promoters_exactly_one_wins_each_round() {
+    let t = ref_only_env();
+    for round in 0..3 {
+        let ids: Vec<String> = (0..8).map(|i| format!("race{round}-{i}")).collect();
+        for id in &ids {
+            completed_run(&t, id, &format!("{id}.txt"));
+        }
+        let children: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                let mut cmd = Command::new(BIN);
+                cmd.args(["promote", id])
+                    .current_dir(&t.repo)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                hermetic(&mut cmd, &t.home);
+                (id.clone(), cmd.spawn().unwrap())
+            })
+            .collect();
+        let results: Vec<(String, i32)> = children
+            .into_iter()
+            .map(|(id, mut c)| (id, c.wait().unwrap().code().unwrap()))
+            .collect();
+        let winners: Vec<&String> = results
+            .iter()
+            .filter(|(_, c)| *c == 0)
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(winners.len(), 1, "round {round}: {results:?}");
+        assert!(
+            results.iter().all(|(_, c)| *c == 0 || *c == 4),
+            "round {round}: {results:?}"
+        );
+        let mut promoted = 0;
+        for id in &ids {
+            let (_, st) = t.tab_json(&["status", id]);
+            if st["state"] == "promoted" {
+                promoted += 1;
+                assert_eq!(id, winners[0]);
+            } else {
+                assert_eq!(st["state"], "completed");
+            }
+        }
+        assert_eq!(promoted, 1);
+        assert_eq!(
+            t.git_out(&["rev-parse", "main"]),
+            t.git_out(&["rev-parse", &format!("tabellio/{}", winners[0])])
+        );
+        // The next round starts from the new tip.
+        for id in &ids {
+            if id != winners[0] {
+                t.tab(&["abandon", id]).ok();
+            }
+        }
+    }
+    t.fsck();
+}
+
+#[test]
+fn promotion_in_bare_and_sha256_repositories() {
+    let src = TestEnv::new();
+    let bare = src.path().join("bare.git");
+    src.git(&[
+        "clone",
+        "-q",
+        "--bare",
+        src.repo.to_str().unwrap(),
+        bare.to_str().unwrap(),
+    ])
+    .ok();
+    src.tab_in(&bare, &["start", "r1", "--task", "t"]).ok();
+    let wt = bare.join("tabellio/worktrees/r1");
+    write_file(&wt.join("x"), "x");
+    src.git_in(&wt, &["add", "-A"]).ok();
+    src.git_in(&wt, &["commit", "-qm", "x"]).ok();
+    src.tab_in(&bare, &["finish", "r1", "--", "true"]).ok();
+    let r = src.tab_in(&bare, &["--json", "promote", "r1"]);
+    r.ok();
+    assert_eq!(r.json()["mode"], "ref");
+    let head = src.git_out(&[
+        "--git-dir",
+        bare.to_str().unwrap(),
+        "rev-parse",
+        "tabellio/r1",
+    ]);
+    assert_eq!(
+        src.git_out(&["--git-dir", bare.to_str().unwrap(), "rev-parse", "main"]),
+        head
+    );
+    src.git_in(&bare, &["fsck", "--strict", "--no-progress"])
+        .ok();
+
+    let t = TestEnv::with_init(&["init", "-q", "-b", "main", "--object-format=sha256"]);
+    completed_run(&t, "r1", "a.txt");
+    let (code, j) = t.tab_json(&["promote", "r1"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(t.git_out(&["rev-parse", "HEAD"]).len(), 64);
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+    t.fsck();
+}
+
+#[test]
+fn the_demo_shows_a_whole_run_and_leaves_a_sound_repository() {
+    let t = TestEnv::new();
+    let r = t.tab_in(t.path(), &["--json", "demo", "--keep"]);
+    r.ok();
+    let lines: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let steps: Vec<&str> = lines.iter().map(|l| l["step"].as_str().unwrap()).collect();
+    assert_eq!(
+        steps,
+        [
+            "setup",
+            "start",
+            "edit",
+            "checkpoint",
+            "finish",
+            "fix",
+            "finish",
+            "promote",
+            "log",
+            "done"
+        ]
+    );
+    assert_eq!(lines[4]["data"]["state"], "validation_failed");
+    assert_eq!(lines[6]["data"]["state"], "completed");
+    assert!(lines[8]["data"]["git_log"]
+        .as_str()
+        .unwrap()
+        .contains("Notes (tabellio/evidence):"));
+    let repo = std::path::PathBuf::from(lines[9]["repository"].as_str().unwrap());
+    let fsck = t.git_in(&repo, &["fsck", "--strict", "--no-progress"]);
+    fsck.ok();
+    assert_eq!(t.git_in(&repo, &["status", "--porcelain"]).stdout, "");
+    std::fs::remove_dir_all(repo.parent().unwrap()).unwrap();
+    // Without --keep nothing is left behind, and the human output has a line per step.
+    let r = t.tab_in(t.path(), &["demo"]);
+    r.ok();
+    assert!(r.stdout.contains("8. promote"), "{}", r.stdout);
+}

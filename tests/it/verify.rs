@@ -1,0 +1,571 @@
+//! `validate` and `verify`: evidence for any commit, and judging commits by the notes alone.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::util::*;
+
+/// A repository whose `main` carries a policy requiring `readme` (`test -f README.md`).
+fn with_policy() -> TestEnv {
+    let t = TestEnv::new();
+    t.write(
+        ".tabellio/policy.json",
+        &policy(&[("readme", &["test", "-f", "README.md"])]),
+    );
+    t.git(&["add", "-A"]).ok();
+    t.git(&["commit", "-q", "-m", "policy"]).ok();
+    t
+}
+
+fn commit_file(t: &TestEnv, file: &str, content: &str) -> String {
+    t.write(file, content);
+    t.git(&["add", "-A"]).ok();
+    t.git(&["commit", "-q", "-m", &format!("edit {file}")]).ok();
+    t.git_out(&["rev-parse", "HEAD"])
+}
+
+fn verify_json(t: &TestEnv, args: &[&str]) -> (i32, Value) {
+    let mut all = vec!["verify"];
+    all.extend_from_slice(args);
+    t.tab_json(&all)
+}
+
+/// The single check verdict of the single commit of a verify answer.
+fn only_verdict(v: &Value) -> String {
+    assert_eq!(v["commits"].as_array().unwrap().len(), 1, "{v}");
+    v["commits"][0]["checks"][0]["verdict"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn tree_of(t: &TestEnv, commit: &str) -> String {
+    t.git_out(&["rev-parse", &format!("{commit}^{{tree}}")])
+}
+
+/// Replace the evidence note on `object` with `text` using stock git.
+fn set_note(t: &TestEnv, object: &str, text: &str) {
+    let file = t.path().join("note.txt");
+    std::fs::write(&file, text).unwrap();
+    t.git(&[
+        "notes",
+        "--ref=tabellio/evidence",
+        "add",
+        "-f",
+        "-F",
+        file.to_str().unwrap(),
+        object,
+    ])
+    .ok();
+}
+
+fn note(t: &TestEnv, object: &str) -> String {
+    t.git_out(&["notes", "--ref=tabellio/evidence", "show", object])
+}
+
+fn scratch_dir(t: &TestEnv) -> std::path::PathBuf {
+    t.repo.join(".git").join("tabellio").join("tmp")
+}
+
+fn scratch_entries(t: &TestEnv) -> Vec<String> {
+    std::fs::read_dir(scratch_dir(t))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("validate-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn validated_commit_verifies_and_an_unvalidated_one_does_not() {
+    let t = with_policy();
+    let head = t.git_out(&["rev-parse", "HEAD"]);
+    let (code, v) = verify_json(&t, &[]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["verified"], false);
+    assert_eq!(v["commits"][0]["commit"], head);
+    assert_eq!(v["commits"][0]["verified"], false);
+    assert_eq!(
+        v["commits"][0]["checks"],
+        json!([{"name": "readme", "verdict": "missing", "record": null}])
+    );
+
+    let (code, val) = t.tab_json(&["validate"]);
+    assert_eq!(code, 0, "{val}");
+    assert_eq!(val["verdict"], "passed");
+    assert_eq!(val["commit"], head);
+    assert_eq!(val["evidence"][0]["check"]["name"], "readme");
+    assert_eq!(val["evidence"][0]["run_id"], Value::Null);
+    let digest = val["evidence"][0]["digest"].clone();
+
+    let (code, v) = verify_json(&t, &[]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["verified"], true);
+    assert_eq!(v["policy_from"], Value::Null);
+    assert_eq!(
+        v["commits"],
+        json!([{"commit": head, "tree": tree_of(&t, &head), "verified": true,
+                "checks": [{"name": "readme", "verdict": "satisfied", "record": digest}]}])
+    );
+    // Human output says the same.
+    let r = t.tab(&["verify", "HEAD"]);
+    r.ok();
+    assert!(
+        r.stdout.starts_with("verified") && r.stdout.contains("readme: satisfied"),
+        "{}",
+        r.desc
+    );
+
+    // A new commit has no evidence.
+    let next = commit_file(&t, "a.txt", "a\n");
+    let (code, v) = verify_json(&t, &[&next]);
+    assert_eq!((code, only_verdict(&v)), (1, "missing".into()), "{v}");
+    let r = t.tab(&["verify", &next]);
+    r.code(1);
+    assert!(
+        r.stdout.contains("NOT VERIFIED") && r.stdout.contains("readme: missing"),
+        "{}",
+        r.desc
+    );
+
+    // Stock git reads the notes validate wrote, on the commit and on its tree.
+    let rec: Value = serde_json::from_str(&note(&t, &head)).unwrap();
+    assert_eq!(rec["commit"], head);
+    assert_eq!(note(&t, &tree_of(&t, &head)), note(&t, &head));
+    t.fsck();
+}
+
+#[test]
+fn a_hand_edited_record_is_tampered_whatever_field_changed() {
+    let t = with_policy();
+    let head = t.git_out(&["rev-parse", "HEAD"]);
+    t.tab(&["validate"]).ok();
+    let original = note(&t, &head);
+    let tree = tree_of(&t, &head);
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let edits: [(&str, Edit); 6] = [
+        (
+            "duration_ms",
+            Box::new(|r| r["duration_ms"] = json!(r["duration_ms"].as_u64().unwrap() + 1000)),
+        ),
+        (
+            "output.excerpt",
+            Box::new(|r| r["output"]["excerpt"] = json!("all good")),
+        ),
+        (
+            "check.argv",
+            Box::new(|r| r["check"]["argv"] = json!(["true"])),
+        ),
+        ("tree", Box::new(|r| r["tree"] = json!("0".repeat(40)))),
+        (
+            "unknown extra field",
+            Box::new(|r| r["extra"] = json!(true)),
+        ),
+        (
+            "schema",
+            Box::new(|r| r["schema"] = json!("tabellio.evidence/v9")),
+        ),
+    ];
+    for (what, edit) in edits {
+        let mut rec: Value = serde_json::from_str(&original).unwrap();
+        edit(&mut rec);
+        let line = serde_json::to_string(&rec).unwrap();
+        set_note(&t, &head, &line);
+        set_note(&t, &tree, &line);
+        let (code, v) = verify_json(&t, &[&head]);
+        assert_eq!(
+            (code, only_verdict(&v)),
+            (1, "tampered".into()),
+            "edit of {what}: {v}"
+        );
+    }
+    // A failed record edited to say "passed" is tampered, not satisfied.
+    let next = commit_file(&t, "b.txt", "b\n");
+    t.tab(&["validate", &next, "--check", "readme", "--", "false"])
+        .code(1);
+    let line = note(&t, &next).replace("\"status\":\"failed\"", "\"status\":\"passed\"");
+    set_note(&t, &next, &line);
+    set_note(&t, &tree_of(&t, &next), &line);
+    let (code, v) = verify_json(&t, &[&next, "--check", "readme"]);
+    assert_eq!((code, only_verdict(&v)), (1, "tampered".into()), "{v}");
+}
+
+#[test]
+fn a_record_copied_onto_another_commit_is_mismatched() {
+    let t = with_policy();
+    let validated = t.git_out(&["rev-parse", "HEAD"]);
+    t.tab(&["validate"]).ok();
+    let other = commit_file(&t, "c.txt", "c\n");
+    set_note(&t, &other, &note(&t, &validated));
+    let (code, v) = verify_json(&t, &[&other]);
+    assert_eq!(
+        (code, only_verdict(&v)),
+        (1, "mismatched-object".into()),
+        "{v}"
+    );
+    // The original still verifies.
+    assert_eq!(verify_json(&t, &[&validated]).0, 0);
+}
+
+#[test]
+fn an_amended_commit_with_the_same_tree_keeps_its_evidence() {
+    let t = with_policy();
+    let before = t.git_out(&["rev-parse", "HEAD"]);
+    t.tab(&["validate"]).ok();
+    t.git(&["commit", "-q", "--amend", "-m", "reworded"]).ok();
+    let after = t.git_out(&["rev-parse", "HEAD"]);
+    assert_ne!(before, after);
+    assert!(
+        t.git(&["notes", "--ref=tabellio/evidence", "show", &after])
+            .code
+            != 0,
+        "no note on the new commit itself"
+    );
+    let (code, v) = verify_json(&t, &[&after]);
+    assert_eq!((code, only_verdict(&v)), (0, "satisfied".into()), "{v}");
+}
+
+#[test]
+fn a_changed_check_definition_makes_old_evidence_stale() {
+    let t = with_policy();
+    let validated = t.git_out(&["rev-parse", "HEAD"]);
+    t.tab(&["validate"]).ok();
+    // The same check, now with another timeout: a different definition.
+    let changed = policy(&[("readme", &["test", "-f", "README.md"])])
+        .replace("\"timeout_s\":60", "\"timeout_s\":61");
+    let newer = commit_file(&t, ".tabellio/policy.json", &changed);
+    let (code, v) = verify_json(&t, &[&validated, "--policy-from", &newer]);
+    assert_eq!((code, only_verdict(&v)), (1, "stale-check".into()), "{v}");
+    assert_eq!(v["policy_from"], newer);
+    // Under its own policy it still verifies.
+    assert_eq!(verify_json(&t, &[&validated]).0, 0);
+}
+
+#[test]
+fn a_failed_record_never_verifies() {
+    let t = TestEnv::new();
+    // No policy: any passing record would do, but the only record failed.
+    let r = t.tab(&["--json", "validate", "--check", "unit", "--", "false"]);
+    r.code(1);
+    let j = r.json();
+    assert_eq!(j["verdict"], "failed");
+    assert_eq!(j["evidence"][0]["status"], "failed");
+    assert_eq!(j["evidence"][0]["exit_code"], 1);
+    let (code, v) = verify_json(&t, &[]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        v["commits"][0]["checks"],
+        json!([{"name": "unit", "verdict": "failed", "record": j["evidence"][0]["digest"]}])
+    );
+    let (code, v) = verify_json(&t, &["--check", "unit"]);
+    assert_eq!((code, only_verdict(&v)), (1, "failed".into()));
+    // Without any record the any-check requirement is missing.
+    let fresh = commit_file(&t, "x", "x");
+    let (_, v) = verify_json(&t, &[&fresh]);
+    assert_eq!(
+        v["commits"][0]["checks"],
+        json!([{"name": "*", "verdict": "missing", "record": null}])
+    );
+    // A passing record next to the failed one verifies.
+    t.tab(&["validate", "--check", "unit", "--", "true"]).ok();
+    let (code, v) = verify_json(&t, &["--check", "unit"]);
+    assert_eq!((code, only_verdict(&v)), (0, "satisfied".into()), "{v}");
+}
+
+#[test]
+fn ranges_list_every_commit_newest_first() {
+    let t = with_policy();
+    let base = t.git_out(&["rev-parse", "HEAD"]);
+    let mut commits = Vec::new();
+    for i in 0..4 {
+        t.write(&format!("f{i}"), &format!("{i}\n"));
+        t.git(&["add", "-A"]).ok();
+        // Distinct commit dates, so newest-first is well defined.
+        let date = format!("GIT_COMMITTER_DATE=2026-01-0{}T00:00:00Z", i + 2);
+        t.command(
+            "env",
+            &t.repo,
+            &[&date, "git", "commit", "-q", "-m", &format!("c{i}")],
+        )
+        .ok();
+        commits.push(t.git_out(&["rev-parse", "HEAD"]));
+    }
+    for c in &commits[..3] {
+        t.tab(&["validate", c]).ok();
+    }
+    let range = format!("{base}..{}", commits[3]);
+    let (code, v) = verify_json(&t, &[&range]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["verified"], false);
+    let listed: Vec<(&str, bool)> = v["commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["commit"].as_str().unwrap(),
+                c["verified"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    let want: Vec<(&str, bool)> = commits
+        .iter()
+        .rev()
+        .map(|c| (c.as_str(), c != &commits[3]))
+        .collect();
+    assert_eq!(listed, want);
+
+    t.tab(&["validate", &commits[3]]).ok();
+    let (code, v) = verify_json(&t, &[&range]);
+    assert_eq!((code, v["verified"].clone()), (0, json!(true)), "{v}");
+    // The base is not in the range; alone it does not verify.
+    assert_eq!(verify_json(&t, &[&base]).0, 1);
+    // A range and single revisions together: each commit once.
+    let (_, v) = verify_json(&t, &[&range, &commits[3], "HEAD"]);
+    assert_eq!(v["commits"].as_array().unwrap().len(), 4);
+    // `a..` means a..HEAD; an empty range verifies vacuously.
+    let (_, v) = verify_json(&t, &[&format!("{}..", commits[1])]);
+    assert_eq!(v["commits"].as_array().unwrap().len(), 2);
+    let (code, v) = verify_json(&t, &["HEAD..HEAD"]);
+    assert_eq!((code, v["commits"].clone()), (0, json!([])));
+}
+
+#[test]
+fn verify_usage_errors() {
+    let t = with_policy();
+    let (code, v) = verify_json(&t, &["no-such-rev"]);
+    assert_eq!(code, 5, "{v}");
+    assert_eq!(v["ok"], false);
+    assert!(!v["error"]["message"].as_str().unwrap().is_empty());
+    let (code, _) = verify_json(&t, &["HEAD~1...HEAD"]);
+    assert_eq!(code, 2);
+    let (code, _) = verify_json(&t, &["--check", "bad name"]);
+    assert_eq!(code, 2);
+    // An invalid policy names the commit and the file.
+    let bad = commit_file(
+        &t,
+        ".tabellio/policy.json",
+        "{\"schema\":\"tabellio.policy/v1\",\"required\":[\"nope\"]}",
+    );
+    let (code, v) = verify_json(&t, &[&bad]);
+    assert_eq!(code, 2, "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&bad) && msg.contains(".tabellio/policy.json"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn validate_never_touches_the_checkout_or_index_and_removes_its_worktree() {
+    let t = with_policy();
+    let head = t.git_out(&["rev-parse", "HEAD"]);
+    // A dirty checkout: staged, unstaged and untracked changes.
+    t.write("staged.txt", "staged\n");
+    t.git(&["add", "staged.txt"]).ok();
+    t.write("README.md", "changed, not staged\n");
+    t.write("untracked.txt", "u\n");
+    let status = t.git_out(&["status", "--porcelain"]);
+    let index = std::fs::read(t.repo.join(".git/index")).unwrap();
+    let worktrees = t.git_out(&["worktree", "list", "--porcelain"]);
+    let marker = t.path().join("cwd.txt");
+    let script = format!("pwd > {}; test -f .tabellio/policy.json && ! test -e staged.txt && ! test -e untracked.txt", marker.display());
+    let r = t.tab(&[
+        "--json", "validate", "--check", "clean", "--", "sh", "-c", &script,
+    ]);
+    r.ok();
+    let cwd = std::fs::read_to_string(&marker).unwrap().trim().to_string();
+    assert!(
+        cwd.starts_with(&scratch_dir(&t).display().to_string()),
+        "checks ran in {cwd}"
+    );
+    assert!(
+        !Path::new(&cwd).exists(),
+        "the temporary worktree {cwd} is gone"
+    );
+    assert_eq!(t.git_out(&["status", "--porcelain"]), status);
+    assert_eq!(std::fs::read(t.repo.join(".git/index")).unwrap(), index);
+    assert_eq!(t.git_out(&["rev-parse", "HEAD"]), head);
+    assert_eq!(t.git_out(&["worktree", "list", "--porcelain"]), worktrees);
+    assert!(scratch_entries(&t).is_empty(), "{:?}", scratch_entries(&t));
+
+    // After a failing check too.
+    std::fs::remove_file(&marker).unwrap();
+    let script = format!("pwd > {}; exit 3", marker.display());
+    let r = t.tab(&[
+        "--json", "validate", "--check", "failing", "--", "sh", "-c", &script,
+    ]);
+    r.code(1);
+    assert_eq!(r.json()["evidence"][0]["exit_code"], 3);
+    let cwd = std::fs::read_to_string(&marker).unwrap().trim().to_string();
+    assert!(
+        !Path::new(&cwd).exists(),
+        "the temporary worktree {cwd} is gone"
+    );
+    assert_eq!(t.git_out(&["worktree", "list", "--porcelain"]), worktrees);
+    assert!(scratch_entries(&t).is_empty());
+    assert_eq!(t.git_out(&["status", "--porcelain"]), status);
+
+    // A check that leaves files behind fails as workspace_mutated, and is still cleaned up.
+    let r = t.tab(&[
+        "--json",
+        "validate",
+        "--check",
+        "messy",
+        "--",
+        "touch",
+        "litter.txt",
+    ]);
+    r.code(1);
+    assert_eq!(
+        r.json()["evidence"][0]["stopped"]["tabellio"],
+        "workspace_mutated"
+    );
+    assert!(scratch_entries(&t).is_empty());
+    t.fsck();
+}
+
+#[test]
+fn validate_refusals_write_nothing() {
+    let t = with_policy();
+    let before = t.snapshot();
+    let (code, v) = t.tab_json(&["validate", "--check", "undefined"]);
+    assert_eq!(code, 2, "{v}");
+    assert!(
+        v["error"]["hint"].as_str().unwrap().contains("readme"),
+        "{v}"
+    );
+    let (code, _) = t.tab_json(&["validate", "no-such-commit"]);
+    assert_eq!(code, 5);
+    assert_eq!(t.snapshot(), before);
+    assert!(scratch_entries(&t).is_empty());
+}
+
+#[test]
+fn validate_with_policy_from_uses_that_policy() {
+    let t = with_policy();
+    let main_policy = t.git_out(&["rev-parse", "HEAD"]);
+    t.git(&["checkout", "-q", "-b", "pr"]).ok();
+    // The pull request weakens its own check definition.
+    let weak = policy(&[("readme", &["true"])]);
+    let pr = commit_file(&t, ".tabellio/policy.json", &weak);
+    t.tab(&["validate", &pr]).ok();
+    // Judged by main's policy, evidence made with the weakened definition is stale.
+    let (code, v) = verify_json(&t, &[&pr, "--policy-from", &main_policy]);
+    assert_eq!((code, only_verdict(&v)), (1, "stale-check".into()), "{v}");
+    // Validating with main's definitions fixes that.
+    t.tab(&["validate", &pr, "--policy-from", &main_policy])
+        .ok();
+    let (code, _) = verify_json(&t, &[&pr, "--policy-from", &main_policy]);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn sigint_during_validate_removes_the_worktree_and_writes_nothing() {
+    let t = with_policy();
+    let before = t.snapshot();
+    let marker = t.path().join("started");
+    let script = format!(
+        "echo $$ > {m}.tmp && mv {m}.tmp {m} && exec sleep 60",
+        m = marker.display()
+    );
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.args([
+        "validate",
+        "--check",
+        "slow",
+        "--timeout",
+        "120",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ])
+    .current_dir(&t.repo)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    hermetic(&mut cmd, &t.home);
+    let child = cmd.spawn().unwrap();
+    // Wait (bounded) until the check runs: the marker is written by the check itself.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !marker.exists() {
+        assert!(Instant::now() < deadline, "the check never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let check_pid: i32 = std::fs::read_to_string(&marker)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        scratch_entries(&t).len(),
+        1,
+        "the temporary worktree exists while the check runs"
+    );
+    assert_ne!(t.snapshot(), before, "git worktree list shows it meanwhile");
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGINT),
+        "validate ends by the signal: {out:?}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(scratch_entries(&t).is_empty(), "{:?}", scratch_entries(&t));
+    assert_eq!(t.snapshot(), before, "no evidence, no worktree left");
+    // The check was stopped too (it was in its own process group).
+    let alive = unsafe { libc::kill(check_pid, 0) } == 0;
+    assert!(!alive, "the check {check_pid} still runs");
+    t.fsck();
+}
+
+#[test]
+fn sixteen_concurrent_validates_keep_all_records() {
+    let t = TestEnv::new();
+    let mut commits = Vec::new();
+    for i in 0..16 {
+        commits.push(commit_file(&t, &format!("f{i}.txt"), &format!("{i}\n")));
+    }
+    let children: Vec<_> = commits
+        .iter()
+        .map(|c| {
+            let mut cmd = std::process::Command::new(BIN);
+            cmd.args(["--json", "validate", c, "--check", "unit", "--", "true"])
+                .current_dir(&t.repo)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            hermetic(&mut cmd, &t.home);
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for c in &commits {
+        let lines = note(&t, c);
+        assert_eq!(lines.lines().count(), 1, "{c}: {lines}");
+        assert_eq!(note(&t, &tree_of(&t, c)), lines);
+    }
+    let (code, v) = verify_json(&t, &[&format!("{}~1..{}", commits[0], commits[15])]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["commits"].as_array().unwrap().len(), 16);
+    assert!(scratch_entries(&t).is_empty());
+    assert_eq!(t.git_out(&["worktree", "list"]).lines().count(), 1);
+    t.fsck();
+}
