@@ -91,6 +91,27 @@ impl Bench {
         start.elapsed()
     }
 
+    /// Feed `script` to `git fast-import` in the repository.
+    fn fast_import(&self, script: &str) {
+        use std::io::Write;
+        let mut cmd = Command::new("git");
+        cmd.args(["fast-import", "--quiet"])
+            .current_dir(&self.repo)
+            .stdin(Stdio::piped());
+        env(&mut cmd, self.dir.path());
+        let mut child = cmd.spawn().expect("fast-import");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(script.as_bytes())
+            .expect("write");
+        assert!(
+            child.wait().expect("wait").success(),
+            "git fast-import failed"
+        );
+    }
+
     fn git(&self, args: &[&str]) -> String {
         self.run("git", &self.repo, args).1
     }
@@ -269,20 +290,7 @@ fn populate_scale(b: &Bench) {
         let note = format!("{{\"bench\":{i}}}\n");
         script.push_str(&format!("N inline :{m}\ndata {}\n{note}\n", note.len()));
     }
-    let mut cmd = Command::new("git");
-    cmd.args(["fast-import", "--quiet"])
-        .current_dir(&b.repo)
-        .stdin(Stdio::piped());
-    env(&mut cmd, b.dir.path());
-    let mut child = cmd.spawn().expect("fast-import");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    b.fast_import(&script);
 }
 
 /// `verify` of one validated commit and of a 1,000-commit range, and the
@@ -317,22 +325,7 @@ fn evidence(b: &Bench, n: usize) {
             content.len()
         ));
     }
-    let mut cmd = Command::new("git");
-    cmd.args(["fast-import", "--quiet"])
-        .current_dir(&b.repo)
-        .stdin(Stdio::piped());
-    env(&mut cmd, b.dir.path());
-    let mut child = cmd.spawn().expect("fast-import");
-    {
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(script.as_bytes())
-            .unwrap();
-    }
-    assert!(child.wait().unwrap().success());
+    b.fast_import(&script);
     let range = "main..bench-range";
     let (mut ours, mut theirs) = (vec![], vec![]);
     for _ in 0..n.min(7) {

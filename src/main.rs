@@ -1,6 +1,9 @@
 //! `git-tabellio`: parse the command line, call the library, render, exit with the contract's
 //! code (DESIGN.md section 4).
 
+// Doc comments on clap arguments are the `--help` text, where `<run>` is a placeholder, not HTML.
+#![allow(rustdoc::invalid_html_tags)]
+
 mod cli;
 
 use clap::Parser;

@@ -109,27 +109,7 @@ pub fn validate(a: &ValidateArgs, cwd: &Path, stream: Stream) -> Result<Output> 
             return Err(e);
         }
     };
-    let mut human = String::new();
-    for r in &o.evidence {
-        human.push_str(&format!(
-            "{:<9} {} ({}{} in {} ms)\n",
-            r.status,
-            r.check.name,
-            r.exit_code
-                .map_or_else(|| r.stopped.command.clone(), |c| format!("exit {c}")),
-            r.stopped
-                .tabellio
-                .as_deref()
-                .map_or(String::new(), |t| format!(", {t}")),
-            r.duration_ms
-        ));
-        if !r.passed() && !r.output.excerpt.is_empty() {
-            let tail: Vec<&str> = r.output.excerpt.lines().rev().take(10).collect();
-            for l in tail.into_iter().rev() {
-                human.push_str(&format!("  | {l}\n"));
-            }
-        }
-    }
+    let mut human = super::render::evidence_lines(&o.evidence);
     human.push_str(&format!(
         "{} {}: evidence noted on the commit and its tree in refs/notes/tabellio/evidence",
         if o.passed { "validated" } else { "FAILED" },

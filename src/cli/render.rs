@@ -93,3 +93,29 @@ pub fn run_json(
     }
     Value::Object(m)
 }
+
+/// One line per evidence record, with the tail of the output of each that did not pass.
+pub fn evidence_lines(records: &[tabellio::model::EvidenceRecord]) -> String {
+    let mut human = String::new();
+    for r in records {
+        let how = r
+            .exit_code
+            .map_or_else(|| r.stopped.command.clone(), |c| format!("exit {c}"));
+        let why = r
+            .stopped
+            .tabellio
+            .as_deref()
+            .map_or(String::new(), |t| format!(", {t}"));
+        human.push_str(&format!(
+            "{:<9} {} ({how}{why} in {} ms)\n",
+            r.status, r.check.name, r.duration_ms
+        ));
+        if !r.passed() && !r.output.excerpt.is_empty() {
+            let tail: Vec<&str> = r.output.excerpt.lines().rev().take(10).collect();
+            for l in tail.into_iter().rev() {
+                human.push_str(&format!("  | {l}\n"));
+            }
+        }
+    }
+    human
+}

@@ -103,27 +103,7 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
                 timeout_s: a.timeout,
             };
             let o = lifecycle::finish::finish(&env, a.run.as_deref(), &sel, stream)?;
-            let mut human = String::new();
-            for r in &o.evidence {
-                human.push_str(&format!(
-                    "{:<9} {} ({}{} in {} ms)\n",
-                    r.status,
-                    r.check.name,
-                    r.exit_code
-                        .map_or_else(|| r.stopped.command.clone(), |c| format!("exit {c}")),
-                    r.stopped
-                        .tabellio
-                        .as_deref()
-                        .map_or(String::new(), |t| format!(", {t}")),
-                    r.duration_ms
-                ));
-                if !r.passed() && !r.output.excerpt.is_empty() {
-                    let tail: Vec<&str> = r.output.excerpt.lines().rev().take(10).collect();
-                    for l in tail.into_iter().rev() {
-                        human.push_str(&format!("  | {l}\n"));
-                    }
-                }
-            }
+            let mut human = super::render::evidence_lines(&o.evidence);
             let passed = o.passed();
             human.push_str(&format!(
                 "run {} is {} (attempt {} on {})",

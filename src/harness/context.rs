@@ -9,7 +9,7 @@
 //! canonical JSON of the packet without `integrity`, so anyone can check it. The markdown form
 //! is rendered from the same JSON value and ends with the same digest.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use gix::bstr::ByteSlice;
 use serde_json::{json, Map, Value};
@@ -182,7 +182,8 @@ pub fn build(store: &Store, ledger: &Ledger, audience: Audience) -> Result<Value
     );
 
     let mut packet = Value::Object(packet);
-    scrub(&mut packet, &local_paths(store, workspace.as_deref()));
+    crate::store::paths::LocalPaths::new(store, workspace.as_deref())
+        .apply_json(&mut packet, "task");
     let integrity = integrity_of(&packet);
     if let Value::Object(m) = &mut packet {
         m.insert("integrity".into(), integrity.into());
@@ -322,68 +323,6 @@ fn loop_summary(run: &RunRecord) -> Value {
             "fingerprint": h.fingerprint,
         })).collect::<Vec<_>>(),
     })
-}
-
-/// Local directories that must not appear in the packet, longest first, with what replaces
-/// them.
-fn local_paths(store: &Store, workspace: Option<&Path>) -> Vec<(String, &'static str)> {
-    let mut out: Vec<(String, &'static str)> = Vec::new();
-    let mut add = |p: &Path, label: &'static str| {
-        for candidate in [Some(p.to_path_buf()), std::fs::canonicalize(p).ok()]
-            .into_iter()
-            .flatten()
-        {
-            let s = candidate.display().to_string();
-            let s = s.trim_end_matches('/').to_string();
-            if s.len() > 1 {
-                out.push((s, label));
-            }
-        }
-    };
-    if let Some(w) = workspace {
-        add(w, "<worktree>");
-    }
-    if let Ok(Some(main)) = store.main_workdir() {
-        add(&main, "<repository>");
-    }
-    add(store.repo.common_dir(), "<git-dir>");
-    add(store.repo.git_dir(), "<git-dir>");
-    if let Ok(root) = store.worktree_root() {
-        add(&root, "<worktrees>");
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        add(Path::new(&home), "~");
-    }
-    out.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
-    out.dedup();
-    out
-}
-
-/// Replace local paths in every string of `value` except the verbatim task.
-fn scrub(value: &mut Value, paths: &[(String, &'static str)]) {
-    fn walk(v: &mut Value, paths: &[(String, &'static str)], in_task: bool) {
-        match v {
-            Value::String(s) if !in_task => {
-                for (p, label) in paths {
-                    if s.contains(p.as_str()) {
-                        *s = s.replace(p.as_str(), label);
-                    }
-                }
-            }
-            Value::Array(items) => items.iter_mut().for_each(|i| walk(i, paths, in_task)),
-            Value::Object(m) => {
-                for (k, item) in m.iter_mut() {
-                    walk(item, paths, in_task || k == "task");
-                }
-            }
-            _ => {}
-        }
-    }
-    if let Value::Object(m) = value {
-        for (k, item) in m.iter_mut() {
-            walk(item, paths, k == "task");
-        }
-    }
 }
 
 /// The markdown form of a packet: the same content, for a prompt.

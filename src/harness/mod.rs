@@ -283,11 +283,15 @@ fn start(env: &Env, opts: &LoopOptions, limits: Limits, ledger: Ledger) -> Resul
     };
     resolve_checks(store, head, &sel)?;
 
+    // Stored without secrets and without this machine's directories; `argv_sha256` pins the
+    // exact command for `--resume`.
     let redactor = validate::Redactor::from_env();
+    let paths =
+        crate::store::paths::LocalPaths::new(store, run_workspace(store, &ledger)?.as_deref());
     let stored_argv: Vec<String> = opts
         .agent_argv
         .iter()
-        .map(|a| redactor.redact(a).0)
+        .map(|a| paths.apply(&redactor.redact(a).0))
         .collect();
     let state = LoopState {
         iteration: 1,
@@ -377,7 +381,7 @@ fn prepare_resume(env: &Env, opts: &LoopOptions, ledger: Ledger) -> Result<Resum
         opts.agent_argv.clone()
     } else if state.agent.redacted {
         return Err(Error::usage(
-            "the loop's agent command was stored with secrets redacted; give it again after --",
+            "the loop's agent command was stored redacted (secrets or local paths); give it again after --",
         )
         .hint(format!(
             "`git tabellio loop {id} --resume -- <the same agent command>`"
@@ -431,7 +435,7 @@ fn finish_outcome(env: &Env, ledger: Ledger, invocation: Invocation) -> Result<L
     let workspace = run_workspace(store, &ledger)?;
     let status = status_of(store, &ledger)?;
     let rec = ledger.record;
-    let next_action = loop_next_action(&rec).unwrap_or(status.next_action);
+    let next_action = status.next_action;
     Ok(LoopOutcome {
         promoted: rec.state == RunState::Promoted
             && rec.loop_state.as_ref().is_some_and(|l| l.promote),
@@ -439,34 +443,6 @@ fn finish_outcome(env: &Env, ledger: Ledger, invocation: Invocation) -> Result<L
         workspace,
         invocation,
         next_action,
-    })
-}
-
-/// What a person should do after a loop stopped blocked.
-fn loop_next_action(rec: &RunRecord) -> Option<NextAction> {
-    let l = rec.loop_state.as_ref()?;
-    if rec.state != RunState::Blocked {
-        return None;
-    }
-    let id = &rec.run_id;
-    let reason = rec
-        .reason
-        .clone()
-        .unwrap_or_else(|| "the loop stopped".into());
-    let (action, command) = match l.why_harness_stopped? {
-        HarnessStop::Interrupted => ("loop", format!("git tabellio loop {id} --resume")),
-        HarnessStop::ExecutorFailure => (
-            "loop",
-            format!("git tabellio loop {id} -- <a working agent command>"),
-        ),
-        HarnessStop::Error => ("status", format!("git tabellio status {id}")),
-        _ => ("review", format!("git tabellio context {id}")),
-    };
-    Some(NextAction {
-        action: action.into(),
-        blocking: true,
-        reason,
-        command: Some(command),
     })
 }
 
@@ -547,9 +523,9 @@ impl Driver<'_> {
     /// Run phases until the loop stops.
     fn drive(&mut self, mut ledger: Ledger) -> Result<Ledger> {
         loop {
-            let state = loop_of(&ledger)?.clone();
+            let phase = loop_of(&ledger)?.phase;
             let before = ledger.tip;
-            ledger = match state.phase {
+            ledger = match phase {
                 Phase::Execute => self.execute(ledger)?,
                 Phase::Collect => self.collect(ledger)?,
                 Phase::Evaluate => self.evaluate(ledger)?,
@@ -587,6 +563,7 @@ impl Driver<'_> {
             argv: self.argv.clone(),
             timeout: Duration::from_secs(state.agent.timeout_s),
         };
+        let paths = crate::store::paths::LocalPaths::new(store, Some(&path));
         let opts = RunOptions {
             cwd: path,
             excerpt_cap: AGENT_EXCERPT_BYTES,
@@ -632,7 +609,7 @@ impl Driver<'_> {
             output: AgentOutput {
                 bytes: outcome.output.bytes,
                 sha256: outcome.output.sha256.clone(),
-                excerpt: outcome.output.excerpt.clone(),
+                excerpt: paths.apply(&outcome.output.excerpt),
                 truncated: outcome.output.truncated,
                 redactions: outcome.output.redactions,
             },

@@ -134,6 +134,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
     // Secrets passed on a check's command line must not be stored either; the check digest is
     // computed from the definition, so a redacted argv does not change what it proves.
     let redactor = validate::Redactor::from_env();
+    let scrub = crate::store::paths::LocalPaths::new(ctx.store, Some(ctx.worktree));
     let mut records = Vec::new();
     for check in checks {
         let cmd = CheckCommand {
@@ -166,7 +167,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
                     .def
                     .argv
                     .iter()
-                    .map(|a| redactor.redact(a).0)
+                    .map(|a| scrub.apply(&redactor.redact(a).0))
                     .collect(),
                 digest: check.def.digest(),
             },
@@ -179,7 +180,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
             output: OutputRecord {
                 bytes: outcome.output.bytes,
                 sha256: outcome.output.sha256.clone(),
-                excerpt: outcome.output.excerpt.clone(),
+                excerpt: scrub.apply(&outcome.output.excerpt),
                 truncated: outcome.output.truncated,
                 redactions: outcome.output.redactions,
             },

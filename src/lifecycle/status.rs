@@ -219,6 +219,8 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
             "the run worktree has uncommitted changes".into(),
             Some(format!("git -C {wt} add -A && git -C {wt} commit")),
         )
+    } else if let Some(action) = loop_next_action(run) {
+        action
     } else {
         match run.state {
             RunState::Looping => next(
@@ -314,5 +316,37 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
             .and_then(|w| super::plans::report_if_any(&w.path))
             .map(|r| r.to_json()),
         live,
+    })
+}
+
+/// What a person should do after a loop stopped blocked.
+pub fn loop_next_action(rec: &RunRecord) -> Option<NextAction> {
+    let l = rec.loop_state.as_ref()?;
+    if rec.state != RunState::Blocked {
+        return None;
+    }
+    let id = &rec.run_id;
+    let reason = rec
+        .reason
+        .clone()
+        .unwrap_or_else(|| "the loop stopped".into());
+    let (action, command) = match l.why_harness_stopped? {
+        crate::model::loop_state::HarnessStop::Interrupted => {
+            ("loop", format!("git tabellio loop {id} --resume"))
+        }
+        crate::model::loop_state::HarnessStop::ExecutorFailure => (
+            "loop",
+            format!("git tabellio loop {id} -- <a working agent command>"),
+        ),
+        crate::model::loop_state::HarnessStop::Error => {
+            ("status", format!("git tabellio status {id}"))
+        }
+        _ => ("review", format!("git tabellio context {id}")),
+    };
+    Some(NextAction {
+        action: action.into(),
+        blocking: true,
+        reason,
+        command: Some(command),
     })
 }

@@ -9,6 +9,7 @@
 pub mod ledger;
 pub mod notes;
 pub mod notes_view;
+pub mod paths;
 pub mod repo;
 pub mod tx;
 pub mod worktree;

@@ -606,6 +606,13 @@ fn interrupt_stops_the_agent_and_resume_continues() {
         out["next_action"]["command"],
         "git tabellio loop r1 --resume"
     );
+    // The interrupted agent's changes wait for the resumed collect, and status says so.
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert_ne!(st["next_action"]["action"], "commit", "{st:#}");
+    assert!(st["next_action"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("--resume"));
 
     let (code, out) = run_loop(&t, &["r1", "--resume"]);
     assert_eq!(code, 0, "{out:#}");

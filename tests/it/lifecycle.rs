@@ -102,6 +102,14 @@ fn start_commit_checkpoint_finish_then_stock_git_reads_it() {
     let (_, log) = t.tab_json(&["log", "r1"]);
     assert_eq!(log["log"].as_array().unwrap().len(), 3);
 
+    // A check that prints where it runs: the stored excerpt names no local path.
+    let wt_pwd = t.tab_in(&wt, &["--json", "finish", "--check", "where", "--", "pwd"]);
+    wt_pwd.ok();
+    assert_eq!(
+        wt_pwd.json()["evidence"][0]["output"]["excerpt"],
+        "<worktree>\n"
+    );
+
     t.fsck();
     assert_no_local_paths(&t);
 }
