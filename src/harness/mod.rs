@@ -39,7 +39,7 @@ use crate::lifecycle::finish::{
     record_attempt, resolve_checks, run_checks, CheckContext, CheckSelection, NewAttempt,
 };
 use crate::lifecycle::status::{requirements_for, status_of, NextAction};
-use crate::lifecycle::{publish, resolve_run, run_workspace, Env};
+use crate::lifecycle::{resolve_run, run_workspace, Env};
 use crate::model::canonical::{self, sha256_hex};
 use crate::model::loop_state::{
     AgentOutput, AgentRun, AgentSpec, AgentStop, Collected, CommittedBy, DoneReason, Evaluated,
@@ -47,7 +47,6 @@ use crate::model::loop_state::{
 };
 use crate::model::{time, EvidenceRecord, RunRecord, RunState};
 use crate::store::ledger::{self, Ledger};
-use crate::store::tx::Cas;
 use crate::store::{worktree, Store};
 use crate::validate::{self, CheckCommand, CommandStop, RunOptions, Stream};
 
@@ -449,20 +448,7 @@ fn finish_outcome(env: &Env, ledger: Ledger, invocation: Invocation) -> Result<L
 /// Write `next` as a ledger commit on top of `ledger` (compare-and-swap) and return the new
 /// ledger.
 fn commit(store: &Store, ledger: &Ledger, next: RunRecord, command: &str) -> Result<Ledger> {
-    let tip = store.write_ledger_commit(Some(ledger), &next, command)?;
-    let message = format!("tabellio: {command} {}", next.run_id);
-    publish(
-        store,
-        Some(Cas::update(
-            ledger::ref_name(&next.run_id),
-            Some(ledger.tip),
-            tip,
-            &message,
-        )),
-        &[],
-        &message,
-    )?;
-    Ok(Ledger { tip, record: next })
+    crate::lifecycle::advance(store, ledger, next, command, &[])
 }
 
 fn loop_of(ledger: &Ledger) -> Result<&LoopState> {

@@ -8,10 +8,9 @@ use crate::model::run::CheckpointEntry;
 use crate::model::{time, CheckpointRecord, RunRecord, RunState};
 use crate::store::ledger::{self, Ledger};
 use crate::store::notes::CHECKPOINTS;
-use crate::store::tx::Cas;
 use crate::store::{worktree, Store};
 
-use super::{publish, resolve_run, run_workspace, Env};
+use super::{resolve_run, run_workspace, Env};
 
 #[derive(Debug, Serialize)]
 pub struct CheckpointOutcome {
@@ -62,6 +61,28 @@ pub fn clean_workspace(env: &Env, ledger: &Ledger) -> Result<(std::path::PathBuf
     Ok((path, head))
 }
 
+/// [`clean_workspace`], and a head with work on it: beyond the base, and descending from it.
+pub fn workspace_with_work(
+    env: &Env,
+    ledger: &Ledger,
+) -> Result<(std::path::PathBuf, gix::ObjectId)> {
+    let (path, head) = clean_workspace(env, ledger)?;
+    let base = env.store.parse_oid(&ledger.record.base.commit)?;
+    if head == base {
+        return Err(
+            Error::refused("the run branch has no commits beyond its base yet")
+                .hint("commit your work in the run worktree first"),
+        );
+    }
+    if !env.store.is_ancestor(base, head)? {
+        return Err(Error::refused(format!(
+            "the run head {head} does not descend from the run's base {base}"
+        ))
+        .hint("the run branch was rewritten; rebase it onto the base commit or start a new run"));
+    }
+    Ok((path, head))
+}
+
 pub fn checkpoint(
     env: &Env,
     run: Option<&str>,
@@ -81,20 +102,7 @@ pub fn checkpoint(
             "a finished run takes no more checkpoints"
         }));
     }
-    let (path, head) = clean_workspace(env, &ledger)?;
-    let base = store.parse_oid(&rec.base.commit)?;
-    if head == base {
-        return Err(
-            Error::refused("the run branch has no commits beyond its base yet")
-                .hint("commit your work in the run worktree, then checkpoint"),
-        );
-    }
-    if !store.is_ancestor(base, head)? {
-        return Err(Error::refused(format!(
-            "the run head {head} does not descend from the run's base {base}"
-        ))
-        .hint("the run branch was rewritten; rebase it onto the base commit or start a new run"));
-    }
+    let (path, head) = workspace_with_work(env, &ledger)?;
     let head_hex = head.to_string();
     if rec.checkpoints.iter().any(|c| c.commit == head_hex) {
         return Ok(CheckpointOutcome {
@@ -154,24 +162,12 @@ pub fn record_checkpoint(
         summary,
         at,
     });
-    let ledger_commit = store.write_ledger_commit(Some(ledger), &next, command)?;
-    let message = format!("tabellio: {command} {}", rec.run_id);
-    publish(
+    let advanced = super::advance(
         store,
-        Some(Cas::update(
-            ledger::ref_name(&rec.run_id),
-            Some(ledger.tip),
-            ledger_commit,
-            &message,
-        )),
+        ledger,
+        next,
+        command,
         &[(CHECKPOINTS, vec![(head, vec![note.to_line()])])],
-        &message,
     )?;
-    Ok((
-        next.clone(),
-        Ledger {
-            tip: ledger_commit,
-            record: next,
-        },
-    ))
+    Ok((advanced.record.clone(), advanced))
 }

@@ -181,3 +181,39 @@ fn judge_unreadable(line: &str, name: &str) -> Option<(Verdict, String)> {
     let genuine = crate::model::canonical::digest_without_field(&value).is_ok_and(|d| d == claimed);
     (!genuine).then_some((Verdict::Tampered, claimed))
 }
+
+/// The policy's required checks at `commit`, each with the digest its definition has there;
+/// `None` when there is no policy or it requires nothing.
+pub fn policy_requirements(
+    store: &Store,
+    commit: gix::ObjectId,
+) -> Result<Option<Vec<Requirement>>> {
+    let Some(policy) = super::finish::policy_at(store, commit)? else {
+        return Ok(None);
+    };
+    if policy.required.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(
+        policy
+            .required
+            .iter()
+            .map(|n| Requirement {
+                name: n.clone(),
+                digest: policy.checks.get(n).map(|d| d.digest()),
+            })
+            .collect(),
+    ))
+}
+
+/// The checks an attempt ran, with the digests their definitions had.
+pub fn attempt_requirements(attempt: &crate::model::run::Attempt) -> Vec<Requirement> {
+    attempt
+        .checks
+        .iter()
+        .map(|c| Requirement {
+            name: c.name.clone(),
+            digest: Some(c.digest.clone()),
+        })
+        .collect()
+}

@@ -16,12 +16,11 @@ use crate::model::run::{Attempt, AttemptCheck, Validated};
 use crate::model::{time, EvidenceRecord, RunRecord, RunState};
 use crate::store::ledger::{self, Ledger};
 use crate::store::notes::EVIDENCE;
-use crate::store::tx::Cas;
 use crate::store::{worktree, Store};
 use crate::validate::{self, CheckCommand, RunOptions, Stream};
 
-use super::checkpoint::clean_workspace;
-use super::{publish, resolve_run, Env};
+use super::checkpoint::workspace_with_work;
+use super::{resolve_run, Env};
 
 /// Which checks to run, as the command line said.
 #[derive(Debug, Clone, Default)]
@@ -240,20 +239,7 @@ pub fn finish(
             "a promoted or abandoned run is over"
         }));
     }
-    let (path, head) = clean_workspace(env, &ledger)?;
-    let base = store.parse_oid(&rec.base.commit)?;
-    if head == base {
-        return Err(Error::refused(
-            "the run branch has no commits beyond its base: nothing to validate",
-        )
-        .hint("commit your work in the run worktree first"));
-    }
-    if !store.is_ancestor(base, head)? {
-        return Err(Error::refused(format!(
-            "the run head {head} does not descend from the run's base {base}"
-        ))
-        .hint("rebase the run branch onto its base, or start a new run"));
-    }
+    let (path, head) = workspace_with_work(env, &ledger)?;
     let (checks, cap) = resolve_checks(store, head, sel)?;
     let plans_gate = super::plans::gate(store, head)?;
 
@@ -362,24 +348,12 @@ pub fn record_attempt(
     next.reason = gate;
     update(&mut next);
     let lines: Vec<String> = records.iter().map(EvidenceRecord::to_line).collect();
-    let ledger_commit = store.write_ledger_commit(Some(ledger), &next, command)?;
-    let message = format!("tabellio: {command} {}", rec.run_id);
-    publish(
+    let advanced = super::advance(
         store,
-        Some(Cas::update(
-            ledger::ref_name(&rec.run_id),
-            Some(ledger.tip),
-            ledger_commit,
-            &message,
-        )),
+        ledger,
+        next,
+        command,
         &[(EVIDENCE, vec![(head, lines.clone()), (tree, lines)])],
-        &message,
     )?;
-    Ok((
-        attempt,
-        Ledger {
-            tip: ledger_commit,
-            record: next,
-        },
-    ))
+    Ok((attempt, advanced))
 }

@@ -33,20 +33,10 @@ pub fn abandon(env: &Env, run: Option<&str>, why: Option<&str>) -> Result<RunOut
     }
     let mut next = ledger::transition(rec, RunState::Abandoned);
     next.reason = super::non_empty(why).or_else(|| Some("abandoned".into()));
-    let commit = store.write_ledger_commit(Some(&ledger), &next, "abandon")?;
-    tx::apply(
-        store,
-        &[Cas::update(
-            ledger::ref_name(&rec.run_id),
-            Some(ledger.tip),
-            commit,
-            format!("tabellio: abandon {}", rec.run_id),
-        )],
-    )
-    .map_err(|e| e.into_error())?;
+    let advanced = super::advance(store, &ledger, next, "abandon", &[])?;
     Ok(RunOutcome {
         workspace: run_workspace(store, &ledger)?,
-        run: next,
+        run: advanced.record,
     })
 }
 

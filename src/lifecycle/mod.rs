@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::model::ids::check_run_id;
+use crate::model::RunRecord;
 use crate::store::ledger::Ledger;
 use crate::store::notes::PreparedNotes;
 use crate::store::tx::{self, Cas, TxError};
@@ -104,6 +105,27 @@ pub fn run_workspace(store: &Store, ledger: &Ledger) -> Result<Option<PathBuf>> 
     }
     // The branch may be switched away; the worktree still exists at its usual place.
     Ok(usual.exists().then_some(usual))
+}
+
+/// Extend `ledger` with `next` (a ledger commit whose message names `command`) and add
+/// `notes`, in one transaction; the ledger is compare-and-swap on its current tip.
+pub fn advance(
+    store: &Store,
+    ledger: &Ledger,
+    next: RunRecord,
+    command: &str,
+    notes: &[NotesAdditions],
+) -> Result<Ledger> {
+    let tip = store.write_ledger_commit(Some(ledger), &next, command)?;
+    let message = format!("tabellio: {command} {}", next.run_id);
+    let cas = Cas::update(
+        crate::store::ledger::ref_name(&next.run_id),
+        Some(ledger.tip),
+        tip,
+        &message,
+    );
+    publish(store, Some(cas), notes, &message)?;
+    Ok(Ledger { tip, record: next })
 }
 
 /// How many times a lost race on a shared notes ref is re-read and re-applied.

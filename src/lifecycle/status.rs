@@ -10,8 +10,7 @@ use crate::model::{RunRecord, RunState};
 use crate::store::ledger::Ledger;
 use crate::store::{worktree, Store};
 
-use super::evidence::{evaluate, Requirement, Verdict};
-use super::finish::policy_at;
+use super::evidence::{attempt_requirements, evaluate, policy_requirements, Requirement, Verdict};
 use super::{resolve_run, run_workspace, Env};
 
 #[derive(Debug, Clone, Serialize)]
@@ -60,30 +59,13 @@ pub fn requirements_for(
     run: &RunRecord,
     commit: gix::ObjectId,
 ) -> Result<Vec<Requirement>> {
-    if let Some(policy) = policy_at(store, commit)? {
-        if !policy.required.is_empty() {
-            return Ok(policy
-                .required
-                .iter()
-                .map(|n| Requirement {
-                    name: n.clone(),
-                    digest: policy.checks.get(n).map(|d| d.digest()),
-                })
-                .collect());
-        }
-    }
-    Ok(run
-        .last_attempt()
-        .map(|a| {
-            a.checks
-                .iter()
-                .map(|c| Requirement {
-                    name: c.name.clone(),
-                    digest: Some(c.digest.clone()),
-                })
-                .collect()
-        })
-        .unwrap_or_default())
+    Ok(match policy_requirements(store, commit)? {
+        Some(reqs) => reqs,
+        None => run
+            .last_attempt()
+            .map(attempt_requirements)
+            .unwrap_or_default(),
+    })
 }
 
 pub fn allowed_actions(state: RunState) -> Vec<String> {

@@ -15,8 +15,9 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::lifecycle::evidence::{evaluate, Requirement, Verdict};
-use crate::lifecycle::finish::policy_at;
+use crate::lifecycle::evidence::{
+    attempt_requirements, evaluate, policy_requirements, Requirement, Verdict,
+};
 use crate::lifecycle::{resolve_run, Env};
 use crate::model::run::Promotion;
 use crate::model::{time, RunRecord, RunState};
@@ -76,17 +77,8 @@ pub fn promotion_requirements(
     run: &RunRecord,
     validated: gix::ObjectId,
 ) -> Result<Vec<Requirement>> {
-    if let Some(policy) = policy_at(store, validated)? {
-        if !policy.required.is_empty() {
-            return Ok(policy
-                .required
-                .iter()
-                .map(|n| Requirement {
-                    name: n.clone(),
-                    digest: policy.checks.get(n).map(|d| d.digest()),
-                })
-                .collect());
-        }
+    if let Some(reqs) = policy_requirements(store, validated)? {
+        return Ok(reqs);
     }
     let hex = validated.to_string();
     Ok(run
@@ -94,15 +86,7 @@ pub fn promotion_requirements(
         .iter()
         .rev()
         .find(|a| a.commit == hex && a.status == "passed")
-        .map(|a| {
-            a.checks
-                .iter()
-                .map(|c| Requirement {
-                    name: c.name.clone(),
-                    digest: Some(c.digest.clone()),
-                })
-                .collect()
-        })
+        .map(attempt_requirements)
         .unwrap_or_default())
 }
 
