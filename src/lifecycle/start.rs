@@ -76,6 +76,22 @@ fn summarize(task: &str) -> String {
     s
 }
 
+/// `name` as a full, valid `refs/heads/…` name (`flag` and `hint` for the error).
+fn local_branch(flag: &str, name: &str, hint: &str) -> Result<String> {
+    let full = if name.starts_with("refs/") {
+        name.to_string()
+    } else {
+        format!("refs/heads/{name}")
+    };
+    if !full.starts_with("refs/heads/") {
+        return Err(Error::usage(format!("{flag} {name:?} is not a local branch")).hint(hint));
+    }
+    if gix::validate::reference::name(full.as_bytes().into()).is_err() {
+        return Err(Error::usage(format!("{flag} {name:?} is not a valid branch name")).hint(hint));
+    }
+    Ok(full)
+}
+
 pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
     let store = &env.store;
     // Every precondition first: nothing is written until all of them hold.
@@ -97,46 +113,23 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
             .hint("choose another run id, or omit it to have one generated"));
     }
     let branch = match &opts.branch {
-        Some(b) => {
-            let full = if b.starts_with("refs/") {
-                b.clone()
-            } else {
-                format!("refs/heads/{b}")
-            };
-            if !full.starts_with("refs/heads/") {
-                return Err(
-                    Error::usage(format!("--branch {b:?} is not a local branch"))
-                        .hint("give a name like my-run, which becomes refs/heads/my-run"),
-                );
-            }
-            full
-        }
+        Some(b) => local_branch(
+            "--branch",
+            b,
+            "give a name like my-run, which becomes refs/heads/my-run",
+        )?,
         None => format!("refs/heads/tabellio/{run_id}"),
     };
-    if gix::refs::FullName::try_from(branch.as_str()).is_err()
-        || gix::validate::reference::name(branch.as_bytes().into()).is_err()
-    {
-        return Err(Error::usage(format!(
-            "{branch:?} is not a valid branch name"
-        )));
-    }
     if store.ref_target(&branch)?.is_some() {
         return Err(Error::usage(format!("branch {branch} already exists"))
             .hint("a run needs a branch of its own; choose another --branch or run id"));
     }
     let base_ref = match &opts.base {
-        Some(b) => {
-            let full = if b.starts_with("refs/") {
-                b.clone()
-            } else {
-                format!("refs/heads/{b}")
-            };
-            if !full.starts_with("refs/heads/") {
-                return Err(Error::usage(format!("--base {b:?} is not a local branch"))
-                    .hint("the base must be a branch under refs/heads/, the target of promote"));
-            }
-            full
-        }
+        Some(b) => local_branch(
+            "--base",
+            b,
+            "the base must be a branch under refs/heads/, the target of promote",
+        )?,
         None => {
             let head = store.repo.head_name().ok().flatten().ok_or_else(|| {
                 Error::usage("HEAD is detached, so there is no base branch to start from")
