@@ -1,7 +1,8 @@
 //! `git tabellio demo`: the whole life of a run in a throwaway repository, step by step.
 //!
 //! The person's and the agent's own actions (making the repository, editing, committing) are
-//! done with the git CLI, as they would be; every tabellio step goes through the library.
+//! done with the git CLI, as they would be; every tabellio step goes through the library. The
+//! demo needs nothing but git and this binary: its check is `git grep`, not `grep`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,7 +24,7 @@ pub struct Step {
 const POLICY: &str = r#"{
   "schema": "tabellio.policy/v1",
   "checks": {
-    "greeting": {"argv": ["grep", "-q", "Hello, tabellio!", "greeting.txt"], "timeout_s": 30}
+    "greeting": {"argv": ["git", "grep", "-q", "-F", "Hello, tabellio!", "--", "greeting.txt"], "timeout_s": 30}
   },
   "required": ["greeting"],
   "protect": ["refs/heads/main"]
@@ -89,7 +90,7 @@ pub fn run(dir: &Path, on_step: &mut dyn FnMut(&Step)) -> Result<PathBuf> {
         &repo,
         &["commit", "-q", "-m", "A tiny project with a policy"],
     )?;
-    emit("setup", format!("made a repository at {} with greeting.txt and a policy requiring the check `greeting` (grep for \"Hello, tabellio!\")", repo.display()), serde_json::json!({"repository": repo}));
+    emit("setup", format!("made a repository at {} with greeting.txt and a policy requiring the check `greeting` (`git grep` for \"Hello, tabellio!\")", repo.display()), serde_json::json!({"repository": repo}));
 
     let env = Env::discover(&repo)?;
     let task = "Make greeting.txt greet tabellio: it must say \"Hello, tabellio!\"";

@@ -43,7 +43,7 @@ pub enum Command {
     Abandon(AbandonArgs),
     /// Remove the worktree and branch of a promoted or abandoned run.
     Cleanup(CleanupArgs),
-    /// Show the evidence records on a commit (and its tree).
+    /// Show the evidence records on a commit (and its tree), or on a tree.
     Evidence(EvidenceArgs),
     /// Show the whole life of a run in a throwaway repository.
     Demo(DemoArgs),
@@ -168,7 +168,7 @@ pub struct DemoArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct EvidenceArgs {
-    /// A commit (default: HEAD).
+    /// A commit or a tree (default: HEAD).
     #[arg(default_value = "HEAD")]
     pub rev: String,
 }

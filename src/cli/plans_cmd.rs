@@ -55,11 +55,11 @@ fn target(t: &TargetArgs) -> PlanTarget<'_> {
 }
 
 pub fn run(args: &PlansArgs, cwd: &std::path::Path) -> Result<Output> {
-    let env = Env::discover(cwd)?;
     match &args.action {
-        None => status(&env, &args.target),
-        Some(PlansAction::Status(t)) => status(&env, t),
+        None => status(&args.target, cwd),
+        Some(PlansAction::Status(t)) => status(t, cwd),
         Some(PlansAction::Reconcile(r)) => {
+            let env = Env::discover(cwd)?;
             let done = run_plans::reconcile(&env, target(&r.target), r.commit)?;
             let mut human = String::new();
             for m in &done.outcome.moved {
@@ -83,8 +83,12 @@ pub fn run(args: &PlansArgs, cwd: &std::path::Path) -> Result<Output> {
     }
 }
 
-fn status(env: &Env, t: &TargetArgs) -> Result<Output> {
-    let (path, run) = run_plans::locate(env, target(t))?;
+fn status(t: &TargetArgs, cwd: &std::path::Path) -> Result<Output> {
+    // Scanning a named directory reads files only: it works outside any repository.
+    let (path, run) = match (&t.run, &t.dir) {
+        (None, Some(dir)) => (run_plans::locate_dir(dir)?, None),
+        _ => run_plans::locate(&Env::discover(cwd)?, target(t))?,
+    };
     let report = tabellio::plans::scan_dir(&path);
     let mut human = format!("{}\n", report.bar());
     for p in &report.plans {

@@ -37,7 +37,8 @@ impl Output {
     }
 }
 
-fn print_stdout(text: &str) {
+/// Write `text` to stdout; a closed stdout is ignored.
+pub fn print_stdout(text: &str) {
     let mut out = std::io::stdout().lock();
     // A broken pipe means the reader has seen enough: not our failure.
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());

@@ -8,7 +8,7 @@ use tabellio::lifecycle::{self, finish::CheckSelection, Env};
 use tabellio::validate::Stream;
 use tabellio::{Error, Result};
 
-use super::render::{run_json, Output};
+use super::render::{print_stdout, run_json, Output};
 use super::{Cli, Command};
 
 fn to_json<T: serde::Serialize>(v: &T) -> serde_json::Value {
@@ -227,13 +227,22 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
         }
         Command::List(a) => {
             let env = Env::discover(&cwd)?;
-            let runs = lifecycle::manage::list(&env, a.state.as_deref())?;
-            let human = runs
+            let o = lifecycle::manage::list(&env, a.state.as_deref())?;
+            let human = o
+                .runs
                 .iter()
                 .map(|r| format!("{:<24} {:<18} {}", r.run_id, r.state.as_str(), r.summary))
+                .chain(
+                    o.unreadable
+                        .iter()
+                        .map(|u| format!("{:<24} {:<18} {}", u.run_id, "unreadable", u.message)),
+                )
                 .collect::<Vec<_>>()
                 .join("\n");
-            Ok(Output::new(json!({"runs": to_json(&runs)}), human))
+            Ok(Output::new(
+                json!({"runs": to_json(&o.runs), "unreadable": to_json(&o.unreadable)}),
+                human,
+            ))
         }
         Command::Log(a) => {
             let env = Env::discover(&cwd)?;
@@ -294,12 +303,15 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
         Command::Evidence(a) => {
             let env = Env::discover(&cwd)?;
             let o = lifecycle::manage::evidence(&env, &a.rev)?;
-            let mut human = format!(
-                "commit {} (tree {}): {} record(s)\n",
-                o.commit,
-                short(&o.tree),
-                o.records.len()
-            );
+            let mut human = match &o.commit {
+                Some(commit) => format!(
+                    "commit {} (tree {}): {} record(s)\n",
+                    commit,
+                    short(&o.tree),
+                    o.records.len()
+                ),
+                None => format!("tree {}: {} record(s)\n", o.tree, o.records.len()),
+            };
             for e in &o.records {
                 match &e.record {
                     Some(r) => human.push_str(&format!(
@@ -314,7 +326,10 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
                             "  TAMPERED (digest mismatch)"
                         }
                     )),
-                    None => human.push_str("unreadable record (unknown schema or not JSON)\n"),
+                    None => human.push_str(&format!(
+                        "unreadable record: {}\n",
+                        e.problem.as_deref().unwrap_or("not a record")
+                    )),
                 }
             }
             Ok(Output::new(to_json(&o), human))
@@ -331,13 +346,14 @@ fn demo(cli: &Cli, keep: bool) -> Result<Output> {
     let mut n = 0;
     let result = tabellio::demo::run(dir.path(), &mut |step| {
         n += 1;
+        // Not `println!`: it panics when the reader went away (`demo | head -1`).
         if cli.json {
-            println!(
-                "{}",
+            print_stdout(&format!(
+                "{}\n",
                 json!({"ok": true, "n": n, "step": step.step, "say": step.say, "data": step.data})
-            );
+            ));
         } else if !cli.quiet {
-            println!("{n}. {:<10} {}", step.step, step.say);
+            print_stdout(&format!("{n}. {:<10} {}\n", step.step, step.say));
         }
     });
     let repo = result?;

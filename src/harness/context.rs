@@ -21,8 +21,8 @@ use crate::lifecycle::{resolve_run, run_workspace, Env};
 use crate::model::canonical;
 use crate::model::run::Attempt;
 use crate::model::RunRecord;
-use crate::promote::preview::merge_preview;
 use crate::store::ledger::Ledger;
+use crate::store::merge::merge_preview;
 use crate::store::Store;
 
 pub const SCHEMA: &str = "tabellio.context/v1";
@@ -105,7 +105,8 @@ pub fn build(store: &Store, ledger: &Ledger, audience: Audience) -> Result<Value
             "action": "edit",
             "blocking": false,
             "reason": format!(
-                "iteration {iteration} of {max_loops}: change the worktree so that the checks pass; \
+                "iteration {iteration} of {max_loops}: change the worktree so that the checks pass \
+                 (and the plan-hygiene gate, when the last failure names it); \
                  the harness commits what you leave behind and runs the checks after you exit. \
                  Print DONE as the last line when you believe the task is done (a claim the \
                  checks still decide)."
@@ -151,9 +152,26 @@ pub fn build(store: &Store, ledger: &Ledger, audience: Audience) -> Result<Value
         run.attempts
             .iter()
             .map(|a| {
+                let gate = plan_gate_of(run, a);
+                let mut checks: Vec<Value> = a
+                    .checks
+                    .iter()
+                    .map(|c| json!({"name": c.name, "status": c.status, "exit_code": c.exit_code}))
+                    .collect();
+                if gate.is_some() {
+                    checks.push(
+                        json!({"name": PLAN_GATE, "status": "failed", "exit_code": Value::Null}),
+                    );
+                }
+                // An attempt the plan gate held back did not pass, whatever its checks did.
+                let status = if gate.is_some() {
+                    "failed"
+                } else {
+                    a.status.as_str()
+                };
                 json!({
-                    "n": a.n, "commit": a.commit, "status": a.status, "at": a.at,
-                    "checks": a.checks.iter().map(|c| json!({"name": c.name, "status": c.status, "exit_code": c.exit_code})).collect::<Vec<_>>(),
+                    "n": a.n, "commit": a.commit, "status": status, "at": a.at,
+                    "checks": checks,
                 })
             })
             .collect(),
@@ -259,15 +277,77 @@ fn changes_between(store: &Store, base: gix::ObjectId, head: gix::ObjectId) -> R
     Ok(out.into_iter().map(|(_, v)| v).collect())
 }
 
-/// The failing checks of the most recent failed attempt, with their excerpts.
+/// The name the plan-hygiene gate goes by among the checks of an attempt in the packet.
+pub const PLAN_GATE: &str = "plan-hygiene";
+
+/// The plan-hygiene gate's reason when it kept `attempt` from completing the run, else `None`.
+///
+/// Known from the loop's evaluate record of that attempt, or — for the last attempt — from the
+/// run's `reason` (a gated `finish` sets it to `plan-hygiene: …`). An attempt recorded as
+/// failed whose checks all passed was held back by the gate too, its reason no longer known.
+fn plan_gate_of(run: &RunRecord, attempt: &Attempt) -> Option<String> {
+    if let Some(l) = &run.loop_state {
+        let evaluated = l
+            .history
+            .iter()
+            .chain(l.current.as_ref())
+            .filter_map(|i| i.evaluate.as_ref())
+            .find(|e| e.attempt == Some(attempt.n));
+        if let Some(e) = evaluated {
+            if let Some(gate) = &e.plan_gate {
+                return Some(gate.clone());
+            }
+            if e.missing_evidence.iter().any(|m| m == PLAN_GATE) {
+                // Recorded before the reason was kept: its masked form is in the signature.
+                return Some(
+                    e.failure_signature
+                        .iter()
+                        .find(|s| s.starts_with(PLAN_GATE))
+                        .cloned()
+                        .unwrap_or_else(|| format!("{PLAN_GATE}: the plans block completion")),
+                );
+            }
+        }
+    }
+    if run.last_attempt().is_some_and(|last| last.n == attempt.n) {
+        if let Some(reason) = run
+            .reason
+            .as_deref()
+            .filter(|r| r.starts_with(&format!("{PLAN_GATE}:")))
+        {
+            return Some(reason.to_string());
+        }
+    }
+    (attempt.status != "passed"
+        && !attempt.checks.is_empty()
+        && attempt.checks.iter().all(|c| c.status == "passed"))
+    .then(|| format!("{PLAN_GATE}: the plans blocked completion (`git tabellio plans` names them)"))
+}
+
+/// The most recent attempt that did not pass — a failing check, or the plan-hygiene gate —
+/// with the failing checks' excerpts, and the gate's reason as the excerpt of a `plan-hygiene`
+/// entry when the gate held it back.
 fn last_failure(store: &Store, run: &RunRecord) -> Result<Value> {
-    let Some(attempt) = run.attempts.iter().rev().find(|a| a.status != "passed") else {
+    let Some((attempt, gate)) = run.attempts.iter().rev().find_map(|a| {
+        let gate = plan_gate_of(run, a);
+        (a.status != "passed" || gate.is_some()).then_some((a, gate))
+    }) else {
         return Ok(Value::Null);
     };
+    let mut checks = failing_excerpts(store, &run.run_id, attempt)?;
+    if let Some(gate) = gate {
+        checks.push(json!({
+            "name": PLAN_GATE,
+            "status": "failed",
+            "exit_code": Value::Null,
+            "excerpt": gate,
+            "truncated": false,
+        }));
+    }
     Ok(json!({
         "attempt": attempt.n,
         "commit": attempt.commit,
-        "checks": failing_excerpts(store, &run.run_id, attempt)?,
+        "checks": checks,
     }))
 }
 
@@ -318,7 +398,13 @@ fn loop_summary(run: &RunRecord) -> Value {
             "status": h.status.map(|s| s.as_str()),
             "changed": h.collect.as_ref().map(|c| c.changed),
             "verdict": h.evaluate.as_ref().map(|e| e.verdict.clone()),
-            "failing": h.evaluate.as_ref().map(|e| e.checks.iter().filter(|c| c.status != "passed").map(|c| c.name.clone()).collect::<Vec<_>>()),
+            "failing": h.evaluate.as_ref().map(|e| {
+                let mut failing: Vec<String> = e.checks.iter().filter(|c| c.status != "passed").map(|c| c.name.clone()).collect();
+                if e.plan_gate.is_some() || e.missing_evidence.iter().any(|m| m == PLAN_GATE) {
+                    failing.push(PLAN_GATE.to_string());
+                }
+                failing
+            }),
             "claimed_done": h.agent.as_ref().map(|a| a.claimed_done),
             "fingerprint": h.fingerprint,
         })).collect::<Vec<_>>(),
@@ -546,6 +632,10 @@ pub fn write_agent_context(store: &Store, ledger: &Ledger, audience: Audience) -
     let dir = store.repo.common_dir().join("tabellio").join("context");
     std::fs::create_dir_all(&dir)
         .map_err(|e| crate::Error::internal(format!("could not create {}: {e}", dir.display())))?;
+    // The agent gets a plain absolute path: with GIT_DIR in a linked worktree the common dir
+    // reads `.git/worktrees/<name>/../..`.
+    let dir = std::fs::canonicalize(&dir)
+        .map_err(|e| crate::Error::internal(format!("could not resolve {}: {e}", dir.display())))?;
     let path = dir.join(format!("{}.md", ledger.record.run_id));
     let tmp = dir.join(format!("{}.md.tmp", ledger.record.run_id));
     std::fs::write(&tmp, to_markdown(&packet))

@@ -161,12 +161,19 @@ fn temp_path_len(s: &str, temp_dir: &str) -> Option<usize> {
     )
 }
 
-/// Mask one alphanumeric run: a hex id (7+ hex digits with a digit among them, or 16+ hex
-/// digits) becomes `<hex>`, otherwise every digit sequence becomes `<n>`.
+/// Mask one alphanumeric run: a hex id becomes `<hex>`, otherwise every digit sequence becomes
+/// `<n>`. Hex ids are `0x…` addresses, runs of hex digits mixing digits and the letters a–f
+/// (object ids, UUID groups, pointers), and 16+ hex digits of any kind.
 fn mask_run(run: &str) -> String {
-    let all_hex = run.bytes().all(|b| b.is_ascii_hexdigit());
+    let is_hex = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit());
+    if let Some(rest) = run.strip_prefix("0x").or_else(|| run.strip_prefix("0X")) {
+        if is_hex(rest) {
+            return "<hex>".into();
+        }
+    }
     let has_digit = run.bytes().any(|b| b.is_ascii_digit());
-    if all_hex && ((run.len() >= 7 && has_digit) || run.len() >= 16) {
+    let has_letter = run.bytes().any(|b| b.is_ascii_alphabetic());
+    if is_hex(run) && ((has_digit && has_letter) || run.len() >= 16) {
         return "<hex>".into();
     }
     let mut out = String::new();
@@ -204,6 +211,11 @@ mod tests {
             "object <hex> not found; see '<hex>'"
         );
         assert_eq!(mask("  lots   of\tspace "), "lots of space");
+        assert_eq!(mask("addr 0x7f3a2b1c0d10 and 0x10"), "addr <hex> and <hex>");
+        assert_eq!(
+            mask("request 3b1e5c2a-f4b1-4b7c-9d2e-0a1b2c3d4e5f failed"),
+            "request <hex>-<hex>-<hex>-<hex>-<hex> failed"
+        );
         assert_eq!(mask("decade facade"), "decade facade");
         assert_eq!(mask("x86_64 utf8"), "x<n>_<n> utf<n>");
     }

@@ -141,6 +141,8 @@ struct Driver<'a> {
     /// The agent argv to run (the stored argv is redacted; this one is not).
     argv: Vec<String>,
     interrupt: &'a AtomicBool,
+    /// An interrupt stopped the agent in flight (its run was discarded).
+    agent_interrupted: bool,
     on_event: &'a mut dyn FnMut(&LoopEvent),
 }
 
@@ -182,6 +184,7 @@ pub fn run_loop(
         opts,
         argv,
         interrupt,
+        agent_interrupted: false,
         on_event,
     };
     let ledger = driver.drive(ledger)?;
@@ -287,10 +290,10 @@ fn start(env: &Env, opts: &LoopOptions, limits: Limits, ledger: Ledger) -> Resul
     let redactor = validate::Redactor::from_env();
     let paths =
         crate::store::paths::LocalPaths::new(store, run_workspace(store, &ledger)?.as_deref());
-    let stored_argv: Vec<String> = opts
-        .agent_argv
+    let stored_argv: Vec<String> = redactor
+        .redact_argv(&opts.agent_argv)
         .iter()
-        .map(|a| paths.apply(&redactor.redact(a).0))
+        .map(|a| paths.apply(a))
         .collect();
     let state = LoopState {
         iteration: 1,
@@ -429,12 +432,18 @@ fn promote_if_asked(env: &Env, ledger: Ledger) -> Result<Ledger> {
     Ok(ledger)
 }
 
+/// The loop's outcome: the run as the ledger has it now, and `status`'s next action. The loop
+/// has stopped and its record is final, so the outcome never depends on `status` working: when
+/// it cannot be computed (e.g. the agent committed a policy that does not parse), the next
+/// action is derived from the loop state alone.
 fn finish_outcome(env: &Env, ledger: Ledger, invocation: Invocation) -> Result<LoopOutcome> {
     let store = &env.store;
     let workspace = run_workspace(store, &ledger)?;
-    let status = status_of(store, &ledger)?;
+    let next_action = match status_of(store, &ledger) {
+        Ok(status) => status.next_action,
+        Err(e) => next_action_from_loop(&ledger.record, &e.message),
+    };
     let rec = ledger.record;
-    let next_action = status.next_action;
     Ok(LoopOutcome {
         promoted: rec.state == RunState::Promoted
             && rec.loop_state.as_ref().is_some_and(|l| l.promote),
@@ -443,6 +452,53 @@ fn finish_outcome(env: &Env, ledger: Ledger, invocation: Invocation) -> Result<L
         invocation,
         next_action,
     })
+}
+
+/// What a person does next, from the run's state and its loop alone (no policy, no worktree):
+/// the fallback when `status` cannot be computed. `why` is what kept `status` from working.
+fn next_action_from_loop(rec: &RunRecord, why: &str) -> NextAction {
+    let id = &rec.run_id;
+    let reason = rec
+        .reason
+        .clone()
+        .unwrap_or_else(|| format!("the run is {}", rec.state));
+    let reason = format!("{reason} (status could not be computed: {why})");
+    let action = |action: &str, blocking: bool, command: Option<String>| NextAction {
+        action: action.into(),
+        blocking,
+        reason: reason.clone(),
+        command,
+    };
+    let harness = rec.loop_state.as_ref().and_then(|l| l.why_harness_stopped);
+    match (rec.state, harness) {
+        (RunState::Blocked, Some(HarnessStop::Interrupted)) | (RunState::Looping, _) => action(
+            "loop",
+            true,
+            Some(format!("git tabellio loop {id} --resume")),
+        ),
+        (RunState::Blocked, Some(HarnessStop::ExecutorFailure)) => action(
+            "loop",
+            true,
+            Some(format!(
+                "git tabellio loop {id} -- <a working agent command>"
+            )),
+        ),
+        // The run head is not usable as it is (a broken policy): fix it in the run worktree,
+        // commit, then validate.
+        (RunState::Blocked, Some(HarnessStop::Error)) => {
+            action("finish", true, Some(format!("git tabellio finish {id}")))
+        }
+        (RunState::Blocked, _) => {
+            action("review", true, Some(format!("git tabellio context {id}")))
+        }
+        (RunState::Completed, _) => {
+            action("promote", false, Some(format!("git tabellio promote {id}")))
+        }
+        (RunState::Promoted | RunState::Abandoned, _) => {
+            action("cleanup", false, Some(format!("git tabellio cleanup {id}")))
+        }
+        _ => action("finish", false, Some(format!("git tabellio finish {id}"))),
+    }
 }
 
 /// Write `next` as a ledger commit on top of `ledger` (compare-and-swap) and return the new
@@ -523,7 +579,10 @@ impl Driver<'_> {
                 // The phase was interrupted and discarded: record the stop.
                 return self.stop_interrupted(ledger);
             }
-            if self.interrupt.load(Ordering::SeqCst) {
+            // Once `decide` has decided a stop, what is left (`persist`, `finalize`) is ledger
+            // commits only: finish it, so that an interrupted loop is always one that was
+            // progressing, and a stop is never hidden behind an interrupt.
+            if self.interrupt.load(Ordering::SeqCst) && !stop_decided(loop_of(&ledger)?) {
                 return self.stop_interrupted(ledger);
             }
         }
@@ -535,6 +594,10 @@ impl Driver<'_> {
         let rec = &ledger.record;
         let state = loop_of(&ledger)?;
         let n = state.iteration;
+        if self.interrupt.load(Ordering::SeqCst) {
+            // Interrupted before the agent started: do not start it.
+            return Ok(ledger);
+        }
         let path = self.workspace(&ledger)?;
         let context_file = context::write_agent_context(
             store,
@@ -575,6 +638,7 @@ impl Driver<'_> {
             .map_err(|e| Error::internal(format!("could not run the agent: {e}")))?;
         if self.interrupt.load(Ordering::SeqCst) {
             // We stopped the agent ourselves: not its failure. Execute runs again on resume.
+            self.agent_interrupted = true;
             return Ok(ledger);
         }
         let stopped = match (outcome.stop, outcome.exit_code) {
@@ -773,6 +837,7 @@ impl Driver<'_> {
                 missing_evidence: missing,
                 failure_signature: Vec::new(),
                 skipped: Some(why),
+                plan_gate: None,
             };
             let (next, command) = next_phase(rec, Phase::Decide, |l| {
                 if let Some(cur) = l.current.as_mut() {
@@ -805,6 +870,7 @@ impl Driver<'_> {
                     missing_evidence: requirements.iter().map(|r| r.name.clone()).collect(),
                     failure_signature: Vec::new(),
                     skipped: Some(e.message),
+                    plan_gate: None,
                 };
                 let (next, command) = next_phase(rec, Phase::Decide, |l| {
                     if let Some(cur) = l.current.as_mut() {
@@ -868,6 +934,7 @@ impl Driver<'_> {
             missing_evidence: missing,
             failure_signature: signature,
             skipped: None,
+            plan_gate: gate.clone(),
         };
         self.say(
             n,
@@ -947,7 +1014,7 @@ impl Driver<'_> {
                 Some(HarnessStop::ExecutorFailure),
             )
         } else if evaluated.verdict == "error" {
-            (state.status, Some(HarnessStop::Error))
+            (LoopStatus::Error, Some(HarnessStop::Error))
         } else if evaluated.verdict == "passed" {
             (LoopStatus::Terminal, Some(HarnessStop::Validated))
         } else if previous.and_then(|p| p.fingerprint.as_deref()) == Some(fp.as_str()) {
@@ -1031,8 +1098,12 @@ impl Driver<'_> {
         let last = state.history.last().cloned().ok_or_else(|| {
             Error::internal("the loop reached finalize without any iteration in its history")
         })?;
-        let harness = last.why_harness_stopped.unwrap_or(HarnessStop::Error);
-        let status = last.status.unwrap_or(state.status);
+        // `decide` recorded both; a history entry without them (or an `error` stop recorded
+        // before `error` was a status) is the harness's own failure.
+        let (status, harness) = match (last.status, last.why_harness_stopped) {
+            (Some(s), Some(h)) if h != HarnessStop::Error => (s, h),
+            _ => (LoopStatus::Error, HarnessStop::Error),
+        };
         let completed = status == LoopStatus::Terminal;
         let reason = (!completed).then(|| stop_reason(state, &last, harness));
         let mut next = ledger::transition(
@@ -1078,6 +1149,13 @@ impl Driver<'_> {
     }
 
     /// Record that a signal stopped the loop before `phase` (which runs on resume).
+    ///
+    /// The loop had not decided a stop (see [`stop_decided`]), so `status` stays `progressing`:
+    /// an interrupted loop is a progressing loop paused, resumable with `--resume`. The agent's
+    /// side describes the iteration in flight: `signaled` when we stopped its agent (that run is
+    /// discarded and runs again on resume), the agent's own stop when the interrupt came after
+    /// it, and before this iteration's agent ran, the stop of the last agent that ran
+    /// (`signaled` when none has).
     fn stop_interrupted(&mut self, ledger: Ledger) -> Result<Ledger> {
         let env = self.env;
         let store = &env.store;
@@ -1086,17 +1164,39 @@ impl Driver<'_> {
         let phase = state.phase;
         let iteration = state.iteration;
         let reason = format!(
-            "loop: interrupted by a signal before the {phase} phase of iteration {iteration}; `git tabellio loop {} --resume` continues it",
+            "loop: interrupted at iteration {iteration} before its {phase} phase (the loop was progressing); `git tabellio loop {} --resume` continues it",
             rec.run_id
         );
+        let agent_interrupted = self.agent_interrupted;
         let mut next = ledger::transition(rec, RunState::Blocked);
         let l = next.loop_state.as_mut().expect("checked above");
+        l.status = LoopStatus::Progressing;
         l.why_harness_stopped = Some(HarnessStop::Interrupted);
-        l.why_agent_stopped = l
-            .why_agent_stopped
-            .or_else(|| l.current.as_ref().and_then(|c| c.why_agent_stopped))
-            .or(Some(AgentStop::Signaled));
-        l.done_reason = l.done_reason.or(Some(DoneReason::NoClaim));
+        let ran = l.current.as_ref().and_then(|c| c.agent.clone());
+        let (agent, done) = if agent_interrupted {
+            (AgentStop::Signaled, DoneReason::NoClaim)
+        } else if let Some(run) = &ran {
+            (
+                run.stopped,
+                if run.claimed_done {
+                    DoneReason::ClaimedNotValidated
+                } else {
+                    DoneReason::NoClaim
+                },
+            )
+        } else {
+            (
+                l.why_agent_stopped.unwrap_or(AgentStop::Signaled),
+                l.done_reason.unwrap_or(DoneReason::NoClaim),
+            )
+        };
+        l.why_agent_stopped = Some(agent);
+        l.done_reason = Some(done);
+        if agent_interrupted {
+            if let Some(cur) = l.current.as_mut() {
+                cur.why_agent_stopped = Some(AgentStop::Signaled);
+            }
+        }
         l.stopped_at = Some(time::now());
         next.reason = Some(reason.clone());
         let ledger = commit(
@@ -1107,6 +1207,18 @@ impl Driver<'_> {
         )?;
         self.say(iteration, phase, reason);
         Ok(ledger)
+    }
+}
+
+/// Has `decide` decided that the loop stops (so only ledger commits are left)?
+fn stop_decided(state: &LoopState) -> bool {
+    match state.phase {
+        Phase::Finalize => true,
+        Phase::Persist => state
+            .current
+            .as_ref()
+            .is_some_and(|c| c.why_harness_stopped.is_some()),
+        _ => false,
     }
 }
 
@@ -1184,10 +1296,12 @@ fn stop_reason(state: &LoopState, last: &LoopIteration, harness: HarnessStop) ->
         HarnessStop::Interrupted => "interrupted".into(),
         HarnessStop::Validated => "validated".into(),
     };
-    format!(
-        "loop: {} at iteration {n}: {detail}",
+    let status = if harness == HarnessStop::Error {
+        LoopStatus::Error
+    } else {
         last.status.unwrap_or(state.status)
-    )
+    };
+    format!("loop: {status} at iteration {n}: {detail}")
 }
 
 /// Required checks that will lack satisfied evidence on `head` once `fresh` is recorded.
@@ -1231,4 +1345,104 @@ fn subject(store: &Store, commit: gix::ObjectId) -> String {
 
 fn short(hex: &str) -> &str {
     &hex[..hex.len().min(12)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A blocked run whose loop stopped with `harness`.
+    fn blocked(harness: HarnessStop, reason: &str) -> RunRecord {
+        let mut iteration = LoopIteration::new(1, "0".repeat(40));
+        iteration.status = Some(LoopStatus::Error);
+        iteration.why_harness_stopped = Some(harness);
+        let state = LoopState {
+            iteration: 1,
+            phase: Phase::Finalize,
+            max_loops: 5,
+            no_progress_limit: 2,
+            status: LoopStatus::Error,
+            why_agent_stopped: Some(AgentStop::Exited),
+            why_harness_stopped: Some(harness),
+            done_reason: Some(DoneReason::NoClaim),
+            agent: AgentSpec {
+                argv: vec!["agent".into()],
+                argv_sha256: argv_digest(&["agent".into()]),
+                redacted: false,
+                timeout_s: 60,
+            },
+            task_sha256: sha256_hex(b"t"),
+            checks: Vec::new(),
+            promote: false,
+            started_at: time::now(),
+            stopped_at: Some(time::now()),
+            resumes: 0,
+            current: None,
+            history: vec![iteration],
+        };
+        let mut rec: RunRecord = serde_json::from_value(serde_json::json!({
+            "schema": "tabellio.run/v1", "run_id": "r1", "state": "blocked",
+            "previous_state": "looping",
+            "task": {"summary": "t", "text": "t", "sha256": sha256_hex(b"t")},
+            "actor": {"type": "human", "id": "me"}, "repository": "repo",
+            "base": {"ref": "refs/heads/main", "commit": "0".repeat(40)},
+            "branch": "refs/heads/tabellio/r1", "checkpoints": [], "attempts": [],
+            "validated": null, "promotion": null, "loop": null, "reason": reason,
+            "created_at": time::now(), "updated_at": time::now(),
+        }))
+        .unwrap();
+        rec.loop_state = Some(state);
+        rec
+    }
+
+    #[test]
+    fn the_fallback_next_action_comes_from_the_loop_state() {
+        let why = ".tabellio/policy.json: not valid JSON";
+        let rec = blocked(HarnessStop::Error, "loop: error at iteration 1: policy");
+        let a = next_action_from_loop(&rec, why);
+        assert_eq!(a.action, "finish");
+        assert!(a.blocking);
+        assert_eq!(a.command.as_deref(), Some("git tabellio finish r1"));
+        assert!(a.reason.starts_with("loop: error at iteration 1") && a.reason.contains(why));
+
+        let rec = blocked(HarnessStop::Interrupted, "loop: interrupted");
+        let a = next_action_from_loop(&rec, why);
+        assert_eq!(a.command.as_deref(), Some("git tabellio loop r1 --resume"));
+        let rec = blocked(HarnessStop::RepeatedState, "loop: repeated-state");
+        assert_eq!(next_action_from_loop(&rec, why).action, "review");
+        let rec = blocked(HarnessStop::ExecutorFailure, "loop: executor-failure");
+        assert!(next_action_from_loop(&rec, why)
+            .command
+            .unwrap()
+            .contains("working agent command"));
+    }
+
+    #[test]
+    fn an_interrupt_after_a_decided_stop_does_not_interrupt() {
+        let mut state = blocked(HarnessStop::Error, "x").loop_state.unwrap();
+        assert!(stop_decided(&state), "finalize");
+        state.phase = Phase::Persist;
+        let mut cur = LoopIteration::new(2, "0".repeat(40));
+        state.current = Some(cur.clone());
+        assert!(!stop_decided(&state), "persist of a progressing iteration");
+        cur.why_harness_stopped = Some(HarnessStop::MaxLoops);
+        state.current = Some(cur);
+        assert!(stop_decided(&state), "persist of a stopping iteration");
+        for phase in [
+            Phase::Execute,
+            Phase::Collect,
+            Phase::Evaluate,
+            Phase::Decide,
+        ] {
+            state.phase = phase;
+            assert!(!stop_decided(&state), "{phase}");
+        }
+    }
+
+    #[test]
+    fn every_status_but_progressing_names_its_harness_stop() {
+        assert_eq!(LoopStatus::Error.as_str(), "error");
+        assert_eq!(LoopStatus::Error.harness_stop(), Some(HarnessStop::Error));
+        assert_eq!(LoopStatus::Progressing.harness_stop(), None);
+    }
 }

@@ -284,7 +284,7 @@ impl<'s> Gatekeeper<'s> {
         if !self.notes_loaded {
             let store = self.verifier.store();
             let notes = match self.source {
-                EvidenceSource::CurrentRef => NotesView::at_ref(store, EVIDENCE)?,
+                EvidenceSource::CurrentRef => NotesView::at_ref_and_tracking(store, EVIDENCE)?,
                 EvidenceSource::Commit(tip) => NotesView::at_commit(store, tip, EVIDENCE)?,
             };
             self.verifier.set_notes(notes);

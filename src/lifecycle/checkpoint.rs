@@ -146,6 +146,10 @@ pub fn record_checkpoint(
             .and_then(|m| m.lines().next().map(str::to_string))
             .unwrap_or_default()
     });
+    // A summary written in the worktree may name it; the record travels, the path must not.
+    let summary =
+        crate::store::paths::LocalPaths::new(store, run_workspace(store, ledger)?.as_deref())
+            .apply(&summary);
     let at = time::now();
     let note = CheckpointRecord::new(
         &rec.run_id,

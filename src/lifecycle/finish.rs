@@ -162,11 +162,10 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
             tree: tree.to_string(),
             check: CheckRef {
                 name: check.name.clone(),
-                argv: check
-                    .def
-                    .argv
+                argv: redactor
+                    .redact_argv(&check.def.argv)
                     .iter()
-                    .map(|a| scrub.apply(&redactor.redact(a).0))
+                    .map(|a| scrub.apply(a))
                     .collect(),
                 digest: check.def.digest(),
             },
@@ -314,7 +313,8 @@ pub fn record_attempt(
     } = new;
     let rec = &ledger.record;
     let tree = store.tree_of(head)?;
-    let all_passed = records.iter().all(EvidenceRecord::passed);
+    // An attempt passes when every check passed and the plan gate let it through.
+    let completed = records.iter().all(EvidenceRecord::passed) && gate.is_none();
     let evidence_digest = set_digest(records.iter().map(|r| r.digest.as_str()));
     let attempt = Attempt {
         n: rec.attempts.len() as u32 + 1,
@@ -329,15 +329,10 @@ pub fn record_attempt(
                 exit_code: r.exit_code,
             })
             .collect(),
-        status: if all_passed {
-            "passed".into()
-        } else {
-            "failed".into()
-        },
+        status: if completed { "passed" } else { "failed" }.into(),
         evidence_digest: evidence_digest.clone(),
         at: time::now(),
     };
-    let completed = all_passed && gate.is_none();
     let mut next = ledger::transition(rec, state(completed));
     next.attempts.push(attempt.clone());
     next.validated = completed.then(|| Validated {

@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::model::{EvidenceRecord, RunRecord, RunState};
+use crate::model::{evidence, EvidenceRecord, RunRecord, RunState, SchemaError};
 use crate::store::ledger;
+use crate::store::notes::EVIDENCE;
+use crate::store::repo::CommitOrTree;
 use crate::store::tx::{self, Cas};
 use crate::store::worktree;
 
@@ -126,7 +128,21 @@ pub struct ListEntry {
     pub updated_at: String,
 }
 
-pub fn list(env: &Env, state: Option<&str>) -> Result<Vec<ListEntry>> {
+/// A ledger `list` could not read (a newer schema fetched from a teammate, a hand-edited
+/// ledger): reported, not fatal to the listing.
+#[derive(Debug, Serialize)]
+pub struct UnreadableRun {
+    pub run_id: String,
+    pub message: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ListOutcome {
+    pub runs: Vec<ListEntry>,
+    pub unreadable: Vec<UnreadableRun>,
+}
+
+pub fn list(env: &Env, state: Option<&str>) -> Result<ListOutcome> {
     let filter = match state {
         None => None,
         Some(s) => Some(RunState::parse(s).ok_or_else(|| {
@@ -140,13 +156,26 @@ pub fn list(env: &Env, state: Option<&str>) -> Result<Vec<ListEntry>> {
             ))
         })?),
     };
-    let mut out = Vec::new();
+    let mut out = ListOutcome {
+        runs: Vec::new(),
+        unreadable: Vec::new(),
+    };
     for (id, tip) in env.store.list_ledgers()? {
-        let rec = env.store.read_run_json(tip)?;
+        // One unreadable ledger must not hide every other run.
+        let rec = match env.store.read_ledger_record(&id, tip) {
+            Ok(rec) => rec,
+            Err(e) => {
+                out.unreadable.push(UnreadableRun {
+                    run_id: id,
+                    message: e.message,
+                });
+                continue;
+            }
+        };
         if filter.is_some_and(|f| f != rec.state) {
             continue;
         }
-        out.push(ListEntry {
+        out.runs.push(ListEntry {
             run_id: id,
             state: rec.state,
             branch: rec.branch,
@@ -195,38 +224,82 @@ pub struct EvidenceEntry {
     pub valid: bool,
     /// The line as stored, when it could not be read as a record.
     pub raw: Option<String>,
+    /// Why the line could not be read (`unknown schema "…"`, `not JSON`, …).
+    pub problem: Option<String>,
     pub record: Option<EvidenceRecord>,
 }
 
 #[derive(Debug, Serialize)]
 pub struct EvidenceOutcome {
-    pub commit: String,
+    /// The commit asked about; `None` when a tree was named.
+    pub commit: Option<String>,
     pub tree: String,
     pub records: Vec<EvidenceEntry>,
 }
 
-/// The evidence records on a commit and on its tree.
+/// The evidence records on a commit and on its tree, or on a tree alone.
 pub fn evidence(env: &Env, rev: &str) -> Result<EvidenceOutcome> {
-    let commit = env.store.resolve_commit(rev)?;
-    let tree = env.store.tree_of(commit)?;
-    let records = records_for(&env.store, commit, tree)?
+    let store = &env.store;
+    let (commit, tree, lines) = match store.resolve_commit_or_tree(rev)? {
+        CommitOrTree::Commit(commit) => {
+            let tree = store.tree_of(commit)?;
+            (Some(commit), tree, records_for(store, commit, tree)?)
+        }
+        CommitOrTree::Tree(tree) => {
+            let mut lines = store.note_lines(EVIDENCE, tree)?;
+            lines.sort();
+            lines.dedup();
+            let lines = lines
+                .into_iter()
+                .map(|l| {
+                    let rec = EvidenceRecord::from_line(&l).ok();
+                    (l, rec)
+                })
+                .collect();
+            (None, tree, lines)
+        }
+    };
+    let records = lines
         .into_iter()
         .map(|(line, rec)| match rec {
             Some(r) => EvidenceEntry {
                 valid: r.digest_is_valid(),
                 raw: None,
+                problem: None,
                 record: Some(r),
             },
             None => EvidenceEntry {
                 valid: false,
+                problem: Some(unreadable_because(&line)),
                 raw: Some(line),
                 record: None,
             },
         })
         .collect();
     Ok(EvidenceOutcome {
-        commit: commit.to_string(),
+        commit: commit.map(|c| c.to_string()),
         tree: tree.to_string(),
         records,
     })
+}
+
+/// What was found on a line that is not a readable evidence record: the schema it names when
+/// it has one (an unknown schema is named, never guessed at).
+fn unreadable_because(line: &str) -> String {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
+        return "not JSON".into();
+    };
+    match value.get("schema") {
+        Some(serde_json::Value::String(s)) if s == evidence::SCHEMA => {
+            match EvidenceRecord::from_line(line) {
+                Err(SchemaError::Invalid { message, .. }) => {
+                    format!("malformed {} record: {message}", evidence::SCHEMA)
+                }
+                _ => format!("malformed {} record", evidence::SCHEMA),
+            }
+        }
+        Some(serde_json::Value::String(s)) => format!("unknown schema {s:?}"),
+        Some(other) => format!("unknown schema {other}"),
+        None => "JSON without a \"schema\" field".into(),
+    }
 }

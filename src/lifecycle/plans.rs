@@ -23,15 +23,7 @@ pub enum PlanTarget<'a> {
 /// The worktree whose plans are meant, and the run when there is one.
 pub fn locate(env: &Env, target: PlanTarget<'_>) -> Result<(PathBuf, Option<String>)> {
     match target {
-        PlanTarget::Dir(d) => {
-            if !d.is_dir() {
-                return Err(Error::not_found(format!(
-                    "{} is not a directory",
-                    d.display()
-                )));
-            }
-            Ok((d.to_path_buf(), None))
-        }
+        PlanTarget::Dir(d) => Ok((locate_dir(d)?, None)),
         PlanTarget::Run(id) => {
             let ledger = resolve_run(env, Some(id))?;
             let path = run_workspace(&env.store, &ledger)?
@@ -54,15 +46,26 @@ pub fn locate(env: &Env, target: PlanTarget<'_>) -> Result<(PathBuf, Option<Stri
     }
 }
 
+/// An explicit plans directory: it must be one, and needs no repository.
+pub fn locate_dir(d: &Path) -> Result<PathBuf> {
+    if !d.is_dir() {
+        return Err(Error::not_found(format!(
+            "{} is not a directory",
+            d.display()
+        )));
+    }
+    Ok(d.to_path_buf())
+}
+
 /// The plans of a worktree, when it has any plan folder at all.
 pub fn report_if_any(path: &Path) -> Option<PlanReport> {
     (path.join(plans::PLANS_DIR).is_dir() || path.join(plans::COMPLETED_DIR).is_dir())
         .then(|| plans::scan_dir(path))
 }
 
-/// The plan-hygiene gate at `commit`: `Some(reason)` when the policy requires hygiene and the
-/// committed plans are not hygiene-clean (or cannot all be read).
-pub fn gate(store: &Store, commit: gix::ObjectId) -> Result<Option<String>> {
+/// The plans at `commit` when the policy there requires hygiene and they are not
+/// hygiene-clean (or cannot all be read); `None` when the gate lets the commit through.
+pub fn gate_report(store: &Store, commit: gix::ObjectId) -> Result<Option<PlanReport>> {
     let Some(policy) = policy_at(store, commit)? else {
         return Ok(None);
     };
@@ -71,10 +74,12 @@ pub fn gate(store: &Store, commit: gix::ObjectId) -> Result<Option<String>> {
     }
     let report = plans::scan_tree(&store.repo, commit)
         .map_err(|e| Error::internal(format!("could not read the plans at {commit}: {e}")))?;
-    if report.hygiene_clean() && report.errors.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(format!("plan-hygiene: {}", fault_summary(&report))))
+    Ok((!report.hygiene_clean() || !report.errors.is_empty()).then_some(report))
+}
+
+/// The plan-hygiene gate at `commit`: `Some(reason)` when it blocks completion.
+pub fn gate(store: &Store, commit: gix::ObjectId) -> Result<Option<String>> {
+    Ok(gate_report(store, commit)?.map(|r| format!("plan-hygiene: {}", fault_summary(&r))))
 }
 
 /// The plans at fault, in a line.
@@ -88,7 +93,10 @@ pub fn fault_summary(report: &PlanReport) -> String {
     };
     let active = list(PlanClass::Active);
     if !active.is_empty() {
-        parts.push(format!("open plans {}", active.join(", ")));
+        parts.push(format!(
+            "open tasks in {} (tick them or finish the work)",
+            active.join(", ")
+        ));
     }
     let misplaced = list(PlanClass::Misplaced);
     if !misplaced.is_empty() {

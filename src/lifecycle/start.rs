@@ -219,11 +219,9 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
 
 fn add_worktree_and_exclude(env: &Env, worktree: &std::path::Path, branch: &str) -> Result<()> {
     let store = &env.store;
-    if let Some(main) = store.main_workdir()? {
-        if worktree.starts_with(&main) {
-            store.ensure_excluded()?;
-        }
-    }
+    // Excludes the worktree root when it lies inside the main worktree (default or configured),
+    // so `git status` there does not list the run worktrees.
+    store.ensure_excluded()?;
     if let Some(parent) = worktree.parent() {
         std::fs::create_dir_all(parent)
             .map_err(|e| Error::internal(format!("could not create {}: {e}", parent.display())))?;

@@ -35,6 +35,12 @@ pub struct LiveState {
     pub head_changed_since_validation: bool,
     /// The target's current tip, when it moved since the run started.
     pub target_moved: Option<String>,
+    /// The target branch no longer exists.
+    pub target_deleted: bool,
+    /// When the target moved: would the run merge cleanly onto its new tip?
+    pub merge_preview: Option<crate::store::merge::MergePreview>,
+    /// The policy at the head cannot be read (the run cannot be validated until it is fixed).
+    pub policy_error: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -107,13 +113,48 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
     let target_tip = store.ref_target(&run.base.reference)?;
     let target_moved = match (target_tip, run.state) {
         (_, RunState::Promoted) => None,
-        (Some(t), _) if t != run.base.commit => Some(t.to_string()),
+        (Some(t), _) if t != run.base.commit => Some(t),
         _ => None,
     };
+    let target_deleted = target_tip.is_none() && run.state != RunState::Promoted;
     let head_changed = match (&run.validated, head) {
         (Some(v), Some(h)) => v.commit != h,
         _ => false,
     };
+    let merge_preview = match (target_moved, head) {
+        (Some(tip), Some(h)) if !run.state.is_terminal() => {
+            Some(crate::store::merge::merge_preview(store, tip, h)?)
+        }
+        _ => None,
+    };
+
+    // Evidence and the plan gate are judged live, from the notes and the committed plans at
+    // the head: the ledger's word is never enough. A policy that cannot be read is reported,
+    // not fatal: status is where a person learns that it must be fixed.
+    let (mut satisfied, mut missing) = (Vec::new(), Vec::new());
+    let mut policy_error = None;
+    let mut plan_faults = None;
+    if let Some(h) = head.filter(|h| *h != run.base.commit) {
+        match requirements_for(store, run, h) {
+            Ok(reqs) => {
+                for v in evaluate(store, h, &reqs)? {
+                    if v.verdict == Verdict::Satisfied {
+                        satisfied.push(v.name);
+                    } else {
+                        missing.push(v.name);
+                    }
+                }
+                if let Some(report) = super::plans::gate_report(store, h)? {
+                    missing.push("plan-hygiene".into());
+                    plan_faults = Some(report);
+                }
+            }
+            Err(e) => {
+                missing.push("policy".into());
+                policy_error = Some(e.message);
+            }
+        }
+    }
     let live = LiveState {
         worktree_exists: ws.is_some(),
         head: head.map(|h| h.to_string()),
@@ -124,27 +165,11 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
         dirty: ws.as_ref().map(|w| w.changed.clone()).unwrap_or_default(),
         untracked: ws.as_ref().map(|w| w.untracked.clone()).unwrap_or_default(),
         head_changed_since_validation: head_changed,
-        target_moved,
+        target_moved: target_moved.map(|t| t.to_string()),
+        target_deleted,
+        merge_preview,
+        policy_error,
     };
-
-    let (mut satisfied, mut missing) = (Vec::new(), Vec::new());
-    if let Some(h) = head.filter(|h| *h != run.base.commit) {
-        let reqs = requirements_for(store, run, h)?;
-        for v in evaluate(store, h, &reqs)? {
-            if v.verdict == Verdict::Satisfied {
-                satisfied.push(v.name);
-            } else {
-                missing.push(v.name);
-            }
-        }
-    }
-    if run
-        .reason
-        .as_deref()
-        .is_some_and(|r| r.starts_with("plan-hygiene"))
-    {
-        missing.push("plan-hygiene".into());
-    }
 
     let wt = workspace
         .as_ref()
@@ -203,6 +228,13 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
         )
     } else if let Some(action) = loop_next_action(run) {
         action
+    } else if let Some(err) = &live.policy_error {
+        next(
+            "fix-policy",
+            true,
+            format!("the policy at the run head cannot be used: {err}"),
+            None,
+        )
     } else {
         match run.state {
             RunState::Looping => next(
@@ -217,13 +249,22 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
                 "the run branch changed after validation; validate the new head".into(),
                 Some(format!("git tabellio finish {id}")),
             ),
+            RunState::Completed if live.target_deleted => next(
+                "rebase",
+                true,
+                format!("the target {} no longer exists", run.base.reference),
+                None,
+            ),
             RunState::Completed if live.target_moved.is_some() => next(
                 "rebase",
                 true,
                 format!(
-                    "the target {} moved to {} since the run started",
+                    "the target {} moved to {} since the run started; {}",
                     run.base.reference,
-                    live.target_moved.clone().unwrap_or_default()
+                    live.target_moved.clone().unwrap_or_default(),
+                    live.merge_preview
+                        .as_ref()
+                        .map_or_else(String::new, |p| p.describe())
                 ),
                 None,
             ),
@@ -245,20 +286,24 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
                 "no commits on the run branch yet; do the work in the run worktree".into(),
                 None,
             ),
-            RunState::ValidationFailed
-                if run
-                    .reason
-                    .as_deref()
-                    .is_some_and(|r| r.starts_with("plan-hygiene")) =>
-            {
+            RunState::ValidationFailed if plan_faults.is_some() => {
+                let report = plan_faults.as_ref().expect("guarded");
+                let misplaced = report
+                    .with_class(crate::plans::PlanClass::Misplaced)
+                    .next()
+                    .is_some();
                 next(
                     "plans",
                     true,
                     format!(
-                        "the checks passed but the plans block completion: {}",
-                        run.reason.clone().unwrap_or_default()
+                        "the plans block completion: {}",
+                        super::plans::fault_summary(report)
                     ),
-                    Some(format!("git tabellio plans reconcile {id} --commit")),
+                    if misplaced {
+                        Some(format!("git tabellio plans reconcile {id} --commit"))
+                    } else {
+                        Some(format!("git tabellio plans status {id}"))
+                    },
                 )
             }
             RunState::ValidationFailed => next(

@@ -40,6 +40,10 @@ impl std::fmt::Display for Phase {
 }
 
 /// The convergence verdict of `decide`.
+///
+/// Issue 6's values, plus `error`: the harness itself could not go on (the agent's commit made
+/// the policy unusable, so there is nothing to evaluate with). `progressing` is also the status
+/// of an interrupted loop: it had not reached a stop verdict, and `--resume` goes on with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LoopStatus {
@@ -49,6 +53,8 @@ pub enum LoopStatus {
     RepeatedState,
     NoProgress,
     MaxLoopsReached,
+    /// The harness could not evaluate the iteration (`why_harness_stopped: error`).
+    Error,
 }
 
 impl LoopStatus {
@@ -60,6 +66,7 @@ impl LoopStatus {
             LoopStatus::RepeatedState => "repeated-state",
             LoopStatus::NoProgress => "no-progress",
             LoopStatus::MaxLoopsReached => "max-loops-reached",
+            LoopStatus::Error => "error",
         }
     }
 
@@ -72,6 +79,7 @@ impl LoopStatus {
             LoopStatus::RepeatedState => Some(HarnessStop::RepeatedState),
             LoopStatus::NoProgress => Some(HarnessStop::NoProgress),
             LoopStatus::MaxLoopsReached => Some(HarnessStop::MaxLoops),
+            LoopStatus::Error => Some(HarnessStop::Error),
         }
     }
 }
@@ -90,7 +98,8 @@ pub enum AgentStop {
     Exited,
     /// Exited with another code.
     Nonzero,
-    /// Killed by a signal it did not get from us.
+    /// Killed by a signal: one it did not get from us, or the SIGTERM the loop sent it on an
+    /// interrupt (the loop discards that run; `--resume` runs the agent again).
     Signaled,
     /// Stopped by us at `--agent-timeout`.
     TimedOut,
@@ -245,6 +254,10 @@ pub struct Evaluated {
     pub failure_signature: Vec<String>,
     /// Why evaluation was skipped.
     pub skipped: Option<String>,
+    /// The plan-hygiene gate's reason (`plan-hygiene: …`, naming the plans at fault) when it
+    /// kept this iteration from completing; the agent's next context shows it.
+    #[serde(default)]
+    pub plan_gate: Option<String>,
 }
 
 /// One iteration: filled phase by phase while in flight (`LoopState::current`), complete in
@@ -288,7 +301,7 @@ pub struct LoopState {
     pub phase: Phase,
     pub max_loops: u32,
     pub no_progress_limit: u32,
-    /// The last `decide` verdict (`progressing` until the first one).
+    /// The last `decide` verdict (`progressing` until the first one, and while interrupted).
     pub status: LoopStatus,
     pub why_agent_stopped: Option<AgentStop>,
     pub why_harness_stopped: Option<HarnessStop>,

@@ -54,7 +54,7 @@ pub struct PlansPolicy {
 #[serde(deny_unknown_fields)]
 pub struct Policy {
     pub schema: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys")]
     pub checks: BTreeMap<String, CheckDef>,
     #[serde(default)]
     pub required: Vec<String>,
@@ -66,6 +66,37 @@ pub struct Policy {
     pub plans: PlansPolicy,
 }
 
+/// A map whose keys must be unique (serde_json would keep the last of two).
+fn unique_keys<'de, D>(de: D) -> Result<BTreeMap<String, CheckDef>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Unique;
+    impl<'de> serde::de::Visitor<'de> for Unique {
+        type Value = BTreeMap<String, CheckDef>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object of check definitions")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(name) = map.next_key::<String>()? {
+                if out.contains_key(&name) {
+                    return Err(serde::de::Error::custom(format!(
+                        "check {name:?} is defined twice"
+                    )));
+                }
+                let def = map.next_value::<CheckDef>()?;
+                out.insert(name, def);
+            }
+            Ok(out)
+        }
+    }
+    de.deserialize_map(Unique)
+}
+
 /// A policy file that cannot be used; the message names the file and the field.
 #[derive(Debug, thiserror::Error)]
 #[error("{PATH}: {0}")]
@@ -75,15 +106,51 @@ impl Policy {
     pub fn parse(text: &str) -> Result<Policy, PolicyError> {
         let value: serde_json::Value =
             serde_json::from_str(text).map_err(|e| PolicyError(format!("not valid JSON: {e}")))?;
-        let policy: Policy = super::parse_value(value, SCHEMA, PATH).map_err(|e| match e {
-            super::SchemaError::Invalid { message, .. } => PolicyError(message),
-            other => PolicyError(
-                other
-                    .to_string()
-                    .trim_start_matches(&format!("{PATH}: "))
-                    .to_string(),
-            ),
+        match value.get("schema") {
+            None => return Err(PolicyError("no \"schema\" field".into())),
+            Some(serde_json::Value::String(found)) if found != SCHEMA => {
+                return Err(PolicyError(format!(
+                    "unsupported schema {found:?} (this tabellio reads {SCHEMA:?}); upgrade git-tabellio"
+                )))
+            }
+            Some(serde_json::Value::String(_)) => {}
+            Some(other) => return Err(PolicyError(format!("schema: must be a string, not {other}"))),
+        }
+        // Parsed from the text, not from the value: a duplicate key (two definitions of one
+        // check) must be an error, not "the last one wins". The path names the field at fault.
+        let mut de = serde_json::Deserializer::from_str(text);
+        let policy: Policy = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner().to_string();
+            let inner = inner
+                .split(" at line ")
+                .next()
+                .unwrap_or(&inner)
+                .to_string();
+            if path.is_empty() || path == "." {
+                PolicyError(inner)
+            } else {
+                PolicyError(format!("{path}: {inner}"))
+            }
         })?;
+        for (i, pattern) in policy.protect.iter().enumerate() {
+            if !pattern.starts_with("refs/") {
+                return Err(PolicyError(format!(
+                    "protect[{i}]: {pattern:?} is not a full ref name and would protect nothing; write \"refs/heads/{pattern}\""
+                )));
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for name in &policy.required {
+            if !seen.insert(name) {
+                return Err(PolicyError(format!("required: {name:?} is listed twice")));
+            }
+        }
+        if policy.output.excerpt_bytes == Some(0) {
+            return Err(PolicyError(
+                "output.excerpt_bytes: must be at least 1".into(),
+            ));
+        }
         for (name, def) in &policy.checks {
             if super::ids::check_run_id(name).is_err() {
                 return Err(PolicyError(format!(

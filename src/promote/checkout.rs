@@ -76,8 +76,73 @@ pub fn untracked_in_the_way(
     Ok(out)
 }
 
-/// Move the worktree at `path` (index and files) from `old_tree` to `new_tree`.
+/// Why a checked-out worktree cannot be moved, found before anything is written: an index
+/// lock held by a running git (exit 4), or a sparse checkout, whose skip-worktree entries
+/// moving the worktree would materialise (exit 3).
+pub fn refuse_unmovable(path: &Path) -> Result<()> {
+    let repo =
+        gix::open(path).context(|| format!("could not open the worktree {}", path.display()))?;
+    let lock = repo.index_path().with_extension("lock");
+    if lock.exists() {
+        return Err(Error::conflict(format!(
+            "the index of {} is locked: {} exists",
+            path.display(),
+            lock.display()
+        ))
+        .hint(format!(
+            "another git process is working there; if none is, remove the stale lock with `rm {}`",
+            lock.display()
+        )));
+    }
+    let index = repo
+        .index_or_empty()
+        .context(|| format!("could not read the index of {}", path.display()))?;
+    let sparse = index
+        .entries()
+        .iter()
+        .any(|e| e.flags.contains(gix::index::entry::Flags::SKIP_WORKTREE));
+    if sparse
+        || repo
+            .config_snapshot()
+            .boolean("core.sparseCheckout")
+            .unwrap_or(false)
+    {
+        return Err(Error::refused(format!("{} uses a sparse checkout, which promote does not move yet", path.display()))
+            .hint("promote with the target branch checked out nowhere (e.g. switch that worktree to another branch), or disable the sparse checkout"));
+    }
+    Ok(())
+}
+
+/// Move the worktree at `path` (index and files) from `old_tree` to `new_tree`. On failure
+/// every file touched is put back (the index is written last, so it still describes the old
+/// tree) and the error is returned.
 pub fn move_worktree(path: &Path, old_tree: gix::ObjectId, new_tree: gix::ObjectId) -> Result<()> {
+    match try_move(path, old_tree, new_tree, true) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            if let Err(undo) = try_move(path, new_tree, old_tree, false) {
+                return Err(Error::internal(format!(
+                    "{}; moving {} back to {old_tree} failed too: {}",
+                    e.message,
+                    path.display(),
+                    undo.message
+                ))
+                .hint(format!(
+                    "inspect {} with `git status` and restore it with `git checkout -f`",
+                    path.display()
+                )));
+            }
+            Err(e)
+        }
+    }
+}
+
+fn try_move(
+    path: &Path,
+    old_tree: gix::ObjectId,
+    new_tree: gix::ObjectId,
+    write_index: bool,
+) -> Result<()> {
     let repo =
         gix::open(path).context(|| format!("could not open the worktree {}", path.display()))?;
     let workdir = repo
@@ -91,6 +156,28 @@ pub fn move_worktree(path: &Path, old_tree: gix::ObjectId, new_tree: gix::Object
     let mut index = repo
         .index_from_tree(&new_tree)
         .context(|| format!("could not read tree {new_tree}"))?;
+
+    // Removals first, as git does: a file that becomes a directory (or the reverse) must be
+    // out of the way before the new entries are written.
+    for p in &removed {
+        let file = workdir.join(p.to_str_lossy().as_ref());
+        match std::fs::symlink_metadata(&file) {
+            Ok(md) if md.is_dir() => {}
+            Ok(_) => {
+                std::fs::remove_file(&file).map_err(|e| {
+                    Error::internal(format!("could not remove {}: {e}", file.display()))
+                })?;
+                prune_empty_parents(&workdir, &file);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(Error::internal(format!(
+                    "could not read {}: {e}",
+                    file.display()
+                )))
+            }
+        }
+    }
 
     // Check out only what differs.
     let mut subset: gix::index::State = (*index).clone();
@@ -123,21 +210,12 @@ pub fn move_worktree(path: &Path, old_tree: gix::ObjectId, new_tree: gix::Object
             e.error
         )));
     }
-    for p in &removed {
-        let file = workdir.join(p.to_str_lossy().as_ref());
-        match std::fs::remove_file(&file) {
-            Ok(()) => prune_empty_parents(&workdir, &file),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(Error::internal(format!(
-                    "could not remove {}: {e}",
-                    file.display()
-                )))
-            }
-        }
+    if !write_index {
+        return Ok(());
     }
 
-    // Stat data: fresh for what we wrote, kept from the old index for what we did not touch.
+    // Stat data: fresh for what we wrote, kept from the old index for what we did not touch
+    // (with its flags: assume-unchanged stays set).
     let fresh: std::collections::HashMap<BString, gix::index::entry::Stat> = subset
         .entries()
         .iter()
@@ -149,8 +227,9 @@ pub fn move_worktree(path: &Path, old_tree: gix::ObjectId, new_tree: gix::Object
         if let Some(s) = fresh.get(p) {
             e.stat = *s;
         } else if let Some(old) = current.entry_by_path(p) {
-            if old.id == e.id {
+            if old.id == e.id && old.mode == e.mode {
                 e.stat = old.stat;
+                e.flags |= old.flags & gix::index::entry::Flags::ASSUME_VALID;
             }
         }
     }

@@ -8,7 +8,6 @@
 //! in between; if the files cannot be moved, they are put back and the transaction is dropped.
 
 pub mod checkout;
-pub mod preview;
 
 use std::path::PathBuf;
 
@@ -25,7 +24,7 @@ use crate::store::ledger::{self, Ledger};
 use crate::store::tx::{self, Cas};
 use crate::store::{worktree, Store};
 
-pub use preview::MergePreview;
+pub use crate::store::merge::{merge_preview, MergePreview};
 
 /// How the target moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -167,7 +166,7 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan> {
             run.base.commit
         ));
         if let Some(tip) = current {
-            let preview = preview::merge_preview(store, tip, validated_id)?;
+            let preview = merge_preview(store, tip, validated_id)?;
             err.message.push_str(&format!("; {}", preview.describe()));
         }
         return Err(err
@@ -179,37 +178,26 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan> {
         ))
         .hint("promote only fast-forwards; rebase the run onto its base"));
     }
+    if let Some((what, path)) = store.branch_in_operation(&target)? {
+        return Err(Error::refused(format!(
+            "{target} is being {what} in {}: moving it now would break that operation",
+            path.display()
+        ))
+        .hint("finish or abort it there (e.g. `git rebase --continue` / `--abort`), then promote again"));
+    }
     let target_worktree = store.worktrees_of_branch(&target)?.into_iter().next();
     if let Some(path) = &target_worktree {
-        let ws = worktree::inspect(path)?;
-        if !ws.changed.is_empty() {
-            return Err(Error::refused(format!(
-                "{target} is checked out in {} with uncommitted changes: {}",
-                path.display(),
-                ws.changed
-                    .iter()
-                    .take(10)
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-            .hint("commit or stash them there, then promote again"));
-        }
-        if ws.head != Some(base) {
-            return Err(Error::refused(format!(
-                "the worktree {} is not at {base}",
-                path.display()
-            )));
-        }
-        let in_the_way =
-            checkout::untracked_in_the_way(store, path, base, validated_id, &ws.untracked)?;
-        if !in_the_way.is_empty() {
-            return Err(Error::refused(format!(
-                "untracked files in {} would be overwritten: {}",
-                path.display(),
-                in_the_way.join(", ")
-            ))
-            .hint("move or delete them, then promote again"));
+        if let Err(e) = check_target_worktree(store, path, &target, base, validated_id) {
+            // A worktree seen mid-move by a concurrent promoter looks dirty or ahead: if the
+            // target moved or is locked meanwhile, that is the race we lost, not a dirty tree.
+            let lock = store.repo.common_dir().join(format!("{target}.lock"));
+            if store.ref_target(&target)? != Some(base) || lock.exists() {
+                return Err(Error::conflict(format!(
+                    "target moved: another promotion of {target} is under way or just happened"
+                ))
+                .hint("look at the new state with `git tabellio status`"));
+            }
+            return Err(e);
         }
     }
     Ok(Plan {
@@ -219,6 +207,54 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan> {
         validated: validated_id,
         target_worktree,
     })
+}
+
+/// The checked-out target must be movable: present, clean, at the base, nothing untracked in
+/// the way, no index lock, no sparse checkout.
+fn check_target_worktree(
+    store: &Store,
+    path: &std::path::Path,
+    target: &str,
+    base: gix::ObjectId,
+    validated: gix::ObjectId,
+) -> Result<()> {
+    if !path.exists() {
+        return Err(Error::refused(format!(
+            "{target} is checked out in a worktree that no longer exists: {}",
+            path.display()
+        ))
+        .hint("remove its registration with `git worktree prune`, then promote again"));
+    }
+    let ws = worktree::inspect(path)?;
+    if !ws.changed.is_empty() {
+        return Err(Error::refused(format!(
+            "{target} is checked out in {} with uncommitted changes: {}",
+            path.display(),
+            ws.changed
+                .iter()
+                .take(10)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+        .hint("commit or stash them there, then promote again"));
+    }
+    if ws.head != Some(base) {
+        return Err(Error::refused(format!(
+            "the worktree {} is not at {base}",
+            path.display()
+        )));
+    }
+    let in_the_way = checkout::untracked_in_the_way(store, path, base, validated, &ws.untracked)?;
+    if !in_the_way.is_empty() {
+        return Err(Error::refused(format!(
+            "untracked files in {} would be overwritten: {}",
+            path.display(),
+            in_the_way.join(", ")
+        ))
+        .hint("move or delete them, then promote again"));
+    }
+    checkout::refuse_unmovable(path)
 }
 
 pub fn promote(env: &Env, run: Option<&str>, dry_run: bool) -> Result<PromoteOutcome> {

@@ -37,8 +37,26 @@ impl Store {
         let Some(tip) = self.ref_target(&ref_name(run_id))? else {
             return Ok(None);
         };
-        let record = self.read_run_json(tip)?;
+        let record = self.read_ledger_record(run_id, tip)?;
         Ok(Some(Ledger { tip, record }))
+    }
+
+    /// `run.json` of the ledger tip `tip` of run `run_id`, refused when it names another run: a
+    /// ledger copied or edited by hand would otherwise be written back under the wrong name.
+    pub fn read_ledger_record(&self, run_id: &str, tip: gix::ObjectId) -> Result<RunRecord> {
+        let record = self.read_run_json(tip)?;
+        if record.run_id != run_id {
+            return Err(Error::refused(format!(
+                "the ledger {} holds run {:?}, not {run_id:?} (run.json of {tip})",
+                ref_name(run_id),
+                record.run_id
+            ))
+            .hint(format!(
+                "the ledger was edited by hand; restore {} from a clone that has it right, or delete the ref",
+                ref_name(run_id)
+            )));
+        }
+        Ok(record)
     }
 
     /// The run's ledger; a missing run is exit 5.

@@ -7,6 +7,7 @@
 //! visible through a ref.
 
 pub mod ledger;
+pub mod merge;
 pub mod notes;
 pub mod notes_view;
 pub mod paths;

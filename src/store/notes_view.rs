@@ -13,11 +13,13 @@ use crate::error::{Context, Error, Result};
 
 use super::Store;
 
-/// The notes of one notes commit; empty when there is none.
+/// The notes of one notes commit (or the union of several); empty when there is none.
 pub struct NotesView {
     state: Option<State>,
     /// What the view shows, for error messages.
     what: String,
+    /// Further notes commits read together with this one (the remote-tracking copies).
+    more: Vec<NotesView>,
 }
 
 impl NotesView {
@@ -27,12 +29,29 @@ impl NotesView {
         Self::at_commit(store, tip, notes_ref)
     }
 
+    /// The notes of `notes_ref` together with its remote-tracking copies
+    /// (`refs/notes/tabellio/remotes/<remote>/<name>`, written by `fetch` after `init`): evidence
+    /// a teammate's machine or CI recorded counts before a `sync` merges it. Records are judged
+    /// the same wherever they were read (digest, object, check definition).
+    pub fn at_ref_and_tracking(store: &Store, notes_ref: &str) -> Result<NotesView> {
+        let mut view = Self::at_ref(store, notes_ref)?;
+        let name = notes_ref.rsplit('/').next().unwrap_or(notes_ref);
+        for (tracking, tip) in store.refs_under("refs/notes/tabellio/remotes/")? {
+            if tracking.rsplit('/').next() == Some(name) {
+                view.more
+                    .push(Self::at_commit(store, Some(tip), &tracking)?);
+            }
+        }
+        Ok(view)
+    }
+
     /// The notes of the notes commit `tip` (`None`: no notes at all).
     pub fn at_commit(store: &Store, tip: Option<gix::ObjectId>, what: &str) -> Result<NotesView> {
         let Some(tip) = tip else {
             return Ok(NotesView {
                 state: None,
                 what: what.to_string(),
+                more: Vec::new(),
             });
         };
         let tree = store.repo.find_commit(tip).map_err(|e| {
@@ -48,11 +67,22 @@ impl NotesView {
         Ok(NotesView {
             state: Some(state),
             what: what.to_string(),
+            more: Vec::new(),
         })
     }
 
-    /// The non-empty lines of the note on `object`.
+    /// The non-empty lines of the note on `object` (in every notes commit of the view).
     pub fn lines(&mut self, store: &Store, object: gix::ObjectId) -> Result<Vec<String>> {
+        let mut lines = self.own_lines(store, object)?;
+        for more in &mut self.more {
+            lines.extend(more.own_lines(store, object)?);
+        }
+        lines.sort();
+        lines.dedup();
+        Ok(lines)
+    }
+
+    fn own_lines(&mut self, store: &Store, object: gix::ObjectId) -> Result<Vec<String>> {
         let Some(state) = self.state.as_mut() else {
             return Ok(Vec::new());
         };

@@ -13,6 +13,13 @@ use crate::model::canonical::sha256_hex;
 pub const FALLBACK_NAME: &str = "tabellio";
 pub const FALLBACK_EMAIL: &str = "tabellio@localhost";
 
+/// What a revision names, for commands that read the records of a commit or a tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitOrTree {
+    Commit(gix::ObjectId),
+    Tree(gix::ObjectId),
+}
+
 /// An open repository, seen from wherever the command was started.
 pub struct Store {
     pub repo: gix::Repository,
@@ -31,10 +38,26 @@ impl Store {
                 if let Some(git_dir) = find_reftable_git_dir(dir) {
                     return Err(reftable_error(&git_dir));
                 }
-                return Err(Error::not_found(format!(
-                    "not a git repository (or any parent up to the root): {e:#}"
-                ))
-                .hint("run git tabellio inside a git repository, or use git -C <path>"));
+                use gix::discover::upwards::Error as Upwards;
+                let message = match e.downcast_any_ref::<Upwards>() {
+                    Some(
+                        Upwards::NoGitRepository { .. }
+                        | Upwards::NoGitRepositoryWithinCeiling { .. }
+                        | Upwards::NoGitRepositoryWithinFs { .. },
+                    ) => format!(
+                        "not a git repository (or any parent up to /): {}",
+                        dir.display()
+                    ),
+                    // Found but not usable (not trusted, unreadable): say what gix says, in
+                    // words rather than its error tree.
+                    _ => format!(
+                        "could not open the git repository at or above {}: {}",
+                        dir.display(),
+                        e.probable_cause()
+                    ),
+                };
+                return Err(Error::not_found(message)
+                    .hint("run git tabellio inside a git repository, or use git -C <path>"));
             }
         };
         Self::from_repo(repo)
@@ -116,14 +139,16 @@ impl Store {
         if let Some(id) = self.config_string("tabellio.repoId") {
             return id;
         }
-        if let Some(url) = self.config_string("remote.origin.url") {
-            return identity_from_url(&url);
-        }
+        // Where git resolves a relative remote path from: the main worktree, or the git dir of
+        // a bare repository.
         let dir = self
             .main_workdir()
             .ok()
             .flatten()
             .unwrap_or_else(|| self.repo.common_dir().to_path_buf());
+        if let Some(url) = self.config_string("remote.origin.url") {
+            return identity_from_url(&url, &dir);
+        }
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().trim_end_matches(".git").to_string())
@@ -153,6 +178,27 @@ impl Store {
             .peel_to_kind(gix::object::Kind::Commit)
             .map_err(|_| Error::not_found(format!("{rev:?} does not name a commit")))?;
         Ok(commit.id)
+    }
+
+    /// Resolve a revision to a commit, or to a tree when it names one (`main^{tree}`, a tree
+    /// id, a tag of a tree). A blob is not found as either.
+    pub fn resolve_commit_or_tree(&self, rev: &str) -> Result<CommitOrTree> {
+        let id = self.repo.rev_parse_single(rev).map_err(|e| {
+            Error::not_found(format!("revision {rev:?} not found: {e:#}"))
+                .hint("name a branch, tag, commit or tree that exists in this repository")
+        })?;
+        let object = id
+            .object()
+            .context(|| format!("could not read {rev}"))?
+            .peel_tags_to_end()
+            .context(|| format!("could not peel {rev}"))?;
+        match object.kind {
+            gix::object::Kind::Commit => Ok(CommitOrTree::Commit(object.id)),
+            gix::object::Kind::Tree => Ok(CommitOrTree::Tree(object.id)),
+            other => Err(Error::not_found(format!(
+                "{rev:?} names a {other}, not a commit or tree"
+            ))),
+        }
     }
 
     /// The tree of a commit.
@@ -231,10 +277,18 @@ impl Store {
         Ok(out)
     }
 
-    /// Add `/.tabellio/worktrees/` to `info/exclude` once.
+    /// Add the worktree root to `info/exclude` once, when it lies inside the main worktree:
+    /// `/.tabellio/worktrees/` by default, `/<root relative to the main worktree>/` for a
+    /// `tabellio.worktreeRoot` there. `Ok(false)` when the line was there already or there is
+    /// nothing to exclude (a bare repository, a root outside the main worktree).
     pub fn ensure_excluded(&self) -> Result<bool> {
+        let Some(main) = self.main_workdir()? else {
+            return Ok(false);
+        };
+        let Some(line) = exclude_line(&main, &self.worktree_root()?) else {
+            return Ok(false);
+        };
         let path = self.repo.common_dir().join("info").join("exclude");
-        let line = "/.tabellio/worktrees/";
         let current = std::fs::read_to_string(&path).unwrap_or_default();
         if current.lines().any(|l| l.trim() == line) {
             return Ok(false);
@@ -247,11 +301,52 @@ impl Store {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
-        text.push_str(line);
+        text.push_str(&line);
         text.push('\n');
         std::fs::write(&path, text).context(|| format!("could not write {}", path.display()))?;
         Ok(true)
     }
+}
+
+/// The `info/exclude` line for the worktree root `root` when it lies strictly inside the main
+/// worktree `main` (compared lexically, `.` and `..` resolved): anchored, a directory, with the
+/// gitignore glob characters escaped.
+fn exclude_line(main: &Path, root: &Path) -> Option<String> {
+    let relative = normalize(root)
+        .strip_prefix(normalize(main))
+        .ok()?
+        .to_path_buf();
+    if relative.as_os_str().is_empty() {
+        return None;
+    }
+    let mut line = String::from("/");
+    for c in relative.to_str()?.chars() {
+        if matches!(c, '\\' | '*' | '?' | '[') {
+            line.push('\\');
+        }
+        line.push(c);
+    }
+    line.push('/');
+    Some(line)
+}
+
+/// `path` with `.` dropped and `..` taken back lexically (no file system access: the root may
+/// not exist yet).
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push(c);
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// Open options carrying the fallback identity as configuration *fallbacks* (a configured
@@ -273,8 +368,11 @@ fn open_options() -> gix::sec::trust::Mapping<gix::open::Options> {
     }
 }
 
-/// `github.com/o/n` from any URL form; local paths become `local/<16 hex of sha256>`.
-pub fn identity_from_url(url: &str) -> String {
+/// `github.com/o/n` from any URL form (credentials, port, `?query` and `.git` dropped). A local
+/// path (plain or `file://`) becomes `local/<16 hex of sha256>` of the path resolved against
+/// `base` (where git resolves a relative remote from), canonicalized when it exists, without a
+/// trailing `/` or `.git`: `../src`, `/abs/src/` and `file:///abs/src` are one repository.
+pub fn identity_from_url(url: &str, base: &Path) -> String {
     let url = url.trim();
     let (rest, is_network) = if let Some(i) = url.find("://") {
         let scheme = &url[..i];
@@ -290,14 +388,24 @@ pub fn identity_from_url(url: &str) -> String {
         (url, false)
     };
     if !is_network {
-        let path = rest.trim_end_matches('/');
-        return format!("local/{}", &sha256_hex(path.as_bytes())[..16]);
+        let path = base.join(rest);
+        let path = std::fs::canonicalize(&path).unwrap_or_else(|_| normalize(&path));
+        let text = path.to_string_lossy();
+        let text = text.trim_end_matches('/');
+        let text = text
+            .strip_suffix(".git")
+            .unwrap_or(text)
+            .trim_end_matches('/');
+        return format!("local/{}", &sha256_hex(text.as_bytes())[..16]);
     }
     // Drop credentials, normalise `host:path` and a port.
     let rest = match rest.rfind('@') {
         Some(at) if rest[..at].find('/').is_none() => &rest[at + 1..],
         _ => rest,
     };
+    // After the credentials, which may hold a `?`: a query or fragment names no part of the
+    // repository.
+    let rest = rest.split(['?', '#']).next().unwrap_or(rest);
     let rest = rest.replacen(':', "/", 1);
     let mut parts: Vec<&str> = rest.split('/').filter(|p| !p.is_empty()).collect();
     if let Some(host) = parts.first_mut() {
@@ -348,29 +456,85 @@ fn reftable_error(git_dir: &Path) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use super::identity_from_url;
+    use std::path::{Path, PathBuf};
+
+    use super::{exclude_line, identity_from_url};
 
     #[test]
     fn url_identities() {
+        let base = Path::new("/nonexistent-tabellio-base/repo");
         for (url, want) in [
             ("https://github.com/o/n.git", "github.com/o/n"),
             ("https://user:secret@github.com/o/n", "github.com/o/n"),
+            ("https://user:p?ss@github.com/o/n.git", "github.com/o/n"),
+            ("https://github.com/o/n.git?ref=main", "github.com/o/n"),
+            ("https://github.com/o/n?x=a@b", "github.com/o/n"),
             ("git@github.com:o/n.git", "github.com/o/n"),
             (
                 "ssh://git@example.org:2222/team/repo.git",
                 "example.org/team/repo",
             ),
         ] {
-            assert_eq!(identity_from_url(url), want, "{url}");
+            assert_eq!(identity_from_url(url, base), want, "{url}");
         }
-        let local = identity_from_url("/srv/git/repo.git");
+        let local = identity_from_url("/srv/git/repo.git", base);
         assert!(
             local.starts_with("local/") && local.len() == 6 + 16,
             "{local}"
         );
+        for same in [
+            "file:///srv/git/repo.git",
+            "/srv/git/repo",
+            "/srv/git/repo/",
+            "/srv/git/repo.git/",
+            "/srv/git/./x/../repo.git",
+            "../../srv/git/repo.git",
+        ] {
+            assert_eq!(
+                identity_from_url(same, Path::new("/home/u")),
+                local,
+                "{same}"
+            );
+        }
+        assert_ne!(identity_from_url("/srv/git/repo2", base), local);
+    }
+
+    #[test]
+    fn local_remotes_resolve_against_the_base_and_through_symlinks() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let real = std::fs::canonicalize(dir.path()).expect("canonical temp dir");
+        let (src, repo) = (real.join("src"), real.join("repo"));
+        std::fs::create_dir_all(&src).expect("src");
+        std::fs::create_dir_all(&repo).expect("repo");
+        std::os::unix::fs::symlink(&src, real.join("alias")).expect("symlink");
+        let want = identity_from_url(&format!("file://{}", src.display()), &repo);
+        for url in [
+            "../src".to_string(),
+            "../src/".to_string(),
+            "../alias".to_string(),
+            format!("{}/", src.display()),
+            format!("{}/./src", real.display()),
+        ] {
+            assert_eq!(identity_from_url(&url, &repo), want, "{url}");
+        }
+        // Relative to the base, not to wherever the process runs.
+        assert_ne!(identity_from_url("../src", &repo.join("sub")), want);
+    }
+
+    #[test]
+    fn exclude_lines_for_roots_inside_the_main_worktree() {
+        let main = Path::new("/w/repo");
+        let line = |root: &str| exclude_line(main, &PathBuf::from(root));
         assert_eq!(
-            identity_from_url("file:///srv/git/repo.git"),
-            identity_from_url("/srv/git/repo.git")
+            line("/w/repo/.tabellio/worktrees").as_deref(),
+            Some("/.tabellio/worktrees/")
         );
+        assert_eq!(line("/w/repo/wts").as_deref(), Some("/wts/"));
+        assert_eq!(line("/w/repo/./a/../wts/").as_deref(), Some("/wts/"));
+        assert_eq!(line("/w/repo/odd[1]*").as_deref(), Some("/odd\\[1]\\*/"));
+        assert_eq!(line("/w/repo"), None);
+        assert_eq!(line("/w/repo/../wts"), None);
+        assert_eq!(line("/w/repo2/wts"), None);
+        assert_eq!(line("/elsewhere"), None);
     }
 }

@@ -62,6 +62,41 @@ impl Store {
             .collect())
     }
 
+    /// A rebase or bisect in some worktree that holds `branch` while its HEAD is detached:
+    /// `("rebased" | "bisected", worktree)`. Moving the branch under it breaks the operation.
+    pub fn branch_in_operation(&self, branch: &str) -> Result<Option<(&'static str, PathBuf)>> {
+        let mut admin = Vec::new();
+        if let Some(main) = self.main_workdir()? {
+            admin.push((self.repo.common_dir().to_path_buf(), main));
+        }
+        for proxy in self
+            .repo
+            .worktrees()
+            .context(|| "could not list worktrees".into())?
+        {
+            let base = proxy
+                .base()
+                .unwrap_or_else(|_| proxy.git_dir().to_path_buf());
+            admin.push((proxy.git_dir().to_path_buf(), base));
+        }
+        let short = branch.trim_start_matches("refs/heads/");
+        for (git_dir, worktree) in admin {
+            for (file, what) in [
+                ("rebase-merge/head-name", "rebased"),
+                ("rebase-apply/head-name", "rebased"),
+                ("BISECT_START", "bisected"),
+            ] {
+                if let Ok(text) = std::fs::read_to_string(git_dir.join(file)) {
+                    let name = text.trim();
+                    if name == branch || name == short {
+                        return Ok(Some((what, worktree)));
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// Add a linked worktree at `path` with `branch` checked out.
     pub fn add_worktree(&self, path: &Path, branch: &str) -> Result<()> {
         let name = gix::refs::FullName::try_from(branch)

@@ -123,12 +123,15 @@ pub fn fetch(store: &Store, remote: &str) -> Result<()> {
         )));
     }
     // git may have rewritten packed-refs within the same clock tick as our last read; make
-    // sure the next ref read sees what it wrote.
-    store
-        .repo
-        .refs
-        .force_refresh_packed_buffer()
-        .context(|| "could not re-read packed-refs after the fetch".into())?;
+    // sure the next ref read sees what it wrote. A repository without a packed-refs file (a
+    // fresh clone of an empty repository, `git init` + `git fetch`) has nothing to re-read.
+    if store.repo.common_dir().join("packed-refs").exists() {
+        store
+            .repo
+            .refs
+            .force_refresh_packed_buffer()
+            .context(|| "could not re-read packed-refs after the fetch".into())?;
+    }
     Ok(())
 }
 

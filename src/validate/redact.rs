@@ -23,6 +23,18 @@ pub fn is_secret_name(name: &str) -> bool {
     SECRET_NAME_PARTS.iter().any(|part| upper.contains(part))
 }
 
+/// Whether a command-line option names a secret: one of its words (split at `-`, `_`, `.`) is,
+/// or ends in, TOKEN, SECRET, PASSWORD, PASSWD or KEY (`--api-key`, `--authtoken`), but not
+/// `--keyboard`.
+fn is_secret_option(name: &str) -> bool {
+    name.split(['-', '_', '.']).any(|word| {
+        let w = word.to_ascii_uppercase();
+        ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY"]
+            .iter()
+            .any(|p| w.ends_with(p))
+    })
+}
+
 /// Whether one end of a piece of text is the real end of the output or a truncation cut.
 /// Next to a cut, a secret may be incomplete, so shorter fragments are redacted there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +95,35 @@ impl Redactor {
     }
 
     /// The redacted text and the number of replacements.
+    /// Redact a command line: each argument as text, plus the values of secret-named options
+    /// (`--token=…`, `--api-key …`, `-password …`), whatever their length — a command line is
+    /// where people pass credentials by hand.
+    pub fn redact_argv(&self, argv: &[String]) -> Vec<String> {
+        let mut out = Vec::with_capacity(argv.len());
+        let mut secret_next = false;
+        for arg in argv {
+            if secret_next {
+                out.push(REDACTED.to_string());
+                secret_next = false;
+                continue;
+            }
+            let option = arg.trim_start_matches('-');
+            if arg.starts_with('-') && !option.is_empty() {
+                match option.split_once('=') {
+                    Some((name, value)) if is_secret_option(name) && !value.is_empty() => {
+                        let prefix = &arg[..arg.len() - value.len()];
+                        out.push(format!("{prefix}{REDACTED}"));
+                        continue;
+                    }
+                    None if is_secret_option(option) => secret_next = true,
+                    _ => {}
+                }
+            }
+            out.push(self.redact(arg).0);
+        }
+        out
+    }
+
     pub fn redact(&self, text: &str) -> (String, u64) {
         self.redact_piece(text, Edge::Whole, Edge::Whole)
     }
@@ -356,6 +397,44 @@ fn is_blank(b: u8) -> bool {
 /// RFC 6750 `b64token` characters.
 fn is_token68(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/' | b'=')
+}
+
+#[cfg(test)]
+mod argv_tests {
+    use super::*;
+
+    #[test]
+    fn secret_options_on_a_command_line() {
+        let argv: Vec<String> = [
+            "agent",
+            "--token=sekrit123",
+            "--api-key",
+            "abc",
+            "-password",
+            "hunter2",
+            "--verbose",
+            "--keyboard=us",
+            "plain",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let out = Redactor::default().redact_argv(&argv);
+        assert_eq!(
+            out,
+            [
+                "agent",
+                "--token=[REDACTED]",
+                "--api-key",
+                "[REDACTED]",
+                "-password",
+                "[REDACTED]",
+                "--verbose",
+                "--keyboard=us",
+                "plain"
+            ]
+        );
+    }
 }
 
 #[cfg(test)]

@@ -52,6 +52,12 @@ pub fn run_command(cmd: &CheckCommand, opts: &RunOptions) -> Result<RunOutcome, 
     for (key, value) in &opts.env_add {
         command.env(key, value);
     }
+    // As a shell would: `$PWD` names the directory the check runs in. Inherited, it would be
+    // the caller's logical directory (a symlinked spelling no scrubbing knows).
+    command.env(
+        "PWD",
+        std::path::absolute(&opts.cwd).unwrap_or_else(|_| opts.cwd.clone()),
+    );
     // After `env_add`, so a scrubbed key cannot be added back.
     for key in scrubbed_env_keys() {
         command.env_remove(key);
@@ -904,6 +910,9 @@ mod tests {
             Path::new(outcome.output.excerpt.trim_end()),
             canonical.as_path()
         );
+        // `$PWD` is where the check runs, not the directory we were started from.
+        let outcome = run(&check(&["printenv", "PWD"], secs(60)), &opts);
+        assert_eq!(outcome.output.excerpt, format!("{}\n", dir.0.display()));
         // `cat` would block on an inherited or piped stdin; /dev/null ends it at once.
         let outcome = run(&check(&["cat"], secs(60)), &opts);
         assert_eq!(outcome.status, CheckStatus::Passed, "{outcome:?}");

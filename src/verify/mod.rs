@@ -98,7 +98,10 @@ pub struct Verifier<'s> {
 impl<'s> Verifier<'s> {
     /// Judge by the current value of `refs/notes/tabellio/evidence`.
     pub fn new(store: &'s Store) -> Result<Self> {
-        Ok(Self::with_notes(store, NotesView::at_ref(store, EVIDENCE)?))
+        Ok(Self::with_notes(
+            store,
+            NotesView::at_ref_and_tracking(store, EVIDENCE)?,
+        ))
     }
 
     /// Judge by the notes of `notes`.

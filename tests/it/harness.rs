@@ -601,7 +601,10 @@ fn interrupt_stops_the_agent_and_resume_continues() {
     assert_eq!(l["phase"], "execute", "the interrupted execute runs again");
     assert_eq!(l["iteration"], 2);
     assert_eq!(l["history"].as_array().unwrap().len(), 1);
-    assert!(l["why_agent_stopped"].is_string() && l["done_reason"].is_string());
+    // The loop stopped iteration 2's agent itself; iteration 1's "exited" is not carried on.
+    assert_eq!(l["why_agent_stopped"], "signaled", "{out:#}");
+    assert_eq!(l["done_reason"], "none");
+    assert_eq!(l["status"], "progressing");
     assert_eq!(
         out["next_action"]["command"],
         "git tabellio loop r1 --resume"
@@ -1063,5 +1066,303 @@ fn secrets_in_the_agent_argv_are_not_stored() {
         ])
         .0,
         3
+    );
+}
+
+#[test]
+fn sigterm_during_iteration_two_records_the_agent_the_loop_stopped() {
+    // Iteration 1's agent exits normally; iteration 2's agent marks that it is running (by
+    // opening the FIFO, which the test blocks on) and sleeps until the loop stops it.
+    let t = repo_with_check(VALUE_IS_TWO);
+    start(&t, "r1");
+    let marker = t.path().join("running.fifo");
+    mkfifo(&marker);
+    let a = agent(
+        &t,
+        "sleeper.py",
+        &format!(
+            "n = os.environ['TABELLIO_ITERATION']\n\
+             open('value.txt', 'w').write(n + '\\n')\n\
+             if n == '2' and not os.path.exists({once:?}):\n\
+             \x20   open({once:?}, 'w').close()\n\
+             \x20   open({marker:?}, 'w').close()\n\
+             \x20   time.sleep(120)",
+            marker = marker.display().to_string(),
+            once = t.path().join("slept-once").display().to_string(),
+        ),
+    );
+    let child = spawn_loop(&t, &["r1", "--", a.to_str().unwrap()]);
+    // Returns once the agent of iteration 2 has opened and closed the marker.
+    std::fs::read(&marker).unwrap();
+    // SAFETY: signalling the loop process we started.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let out: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let l = &out["run"]["loop"];
+    assert_eq!(out["run"]["state"], "blocked");
+    assert_eq!(l["iteration"], 2);
+    assert_eq!(l["phase"], "execute");
+    assert_eq!(l["why_harness_stopped"], "interrupted", "{out:#}");
+    assert_eq!(l["why_agent_stopped"], "signaled", "{out:#}");
+    assert_eq!(l["current"]["why_agent_stopped"], "signaled", "{out:#}");
+    assert_eq!(l["done_reason"], "none");
+    // An interrupted loop was progressing and is resumable; the reason says both.
+    assert_eq!(l["status"], "progressing");
+    assert_eq!(out["status"], "progressing");
+    assert_eq!(out["why_agent_stopped"], "signaled");
+    let reason = out["run"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("interrupted")
+            && reason.contains("progressing")
+            && reason.contains("--resume"),
+        "{reason}"
+    );
+    // Iteration 1 keeps what its own agent did.
+    assert_eq!(l["history"][0]["why_agent_stopped"], "exited");
+    assert_eq!(l["history"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        out["next_action"]["command"],
+        "git tabellio loop r1 --resume"
+    );
+    assert_ledger_consistent(&t, "r1");
+
+    // The resumed loop runs iteration 2's agent again, which completes this time.
+    let (code, out) = run_loop(&t, &["r1", "--resume"]);
+    assert_eq!(code, 0, "{out:#}");
+    assert_stopped(&out, "terminal", "validated", "exited", "validated");
+    assert_ledger_consistent(&t, "r1");
+}
+
+#[test]
+fn agent_committing_a_broken_policy_stops_the_loop_with_an_error() {
+    let t = repo_with_check(VALUE_IS_TWO);
+    start(&t, "r1");
+    let a = agent(
+        &t,
+        "breaker.py",
+        "import subprocess\n\
+         open('value.txt', 'w').write('2\\n')\n\
+         open('.tabellio/policy.json', 'w').write('{not json\\n')\n\
+         subprocess.run(['git', 'add', '-A'], check=True)\n\
+         subprocess.run(['git', 'commit', '-q', '-m', 'break the policy'], check=True)",
+    );
+    let (code, out) = run_loop(&t, &["r1", "--", a.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out:#}");
+    assert_eq!(out["ok"], true, "{out:#}");
+    assert_eq!(out["run"]["state"], "blocked");
+    // A harness error is its own status, never "progressing".
+    assert_stopped(&out, "error", "error", "exited", "none");
+    let it = &out["run"]["loop"]["history"][0];
+    assert_eq!(it["collect"]["committed_by"], "agent");
+    assert_eq!(it["evaluate"]["verdict"], "error");
+    let reason = out["run"]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("loop: error at iteration 1: ")
+            && reason.contains(".tabellio/policy.json"),
+        "{reason}"
+    );
+    assert_eq!(out["next_action"]["blocking"], true, "{out:#}");
+    assert!(out["next_action"]["command"].is_string(), "{out:#}");
+    assert_ledger_consistent(&t, "r1");
+
+    // Replaying the stopped loop gives the same outcome, whatever the policy at the head says.
+    let (code, again) = run_loop(&t, &["r1", "--resume"]);
+    assert_eq!(code, 1, "{again:#}");
+    assert_eq!(again["invocation"], "replayed");
+    assert_eq!(again["run"], out["run"]);
+    t.fsck();
+}
+
+/// A plan whose every task is ticked.
+const TICKED_PLAN: &str = "# Plan\n\n- [x] make value.txt say 2\n";
+
+/// A repository requiring `VALUE_IS_TWO` and plan hygiene, with a finished plan left in
+/// `plans/` (it belongs in `plans_completed/`).
+fn repo_with_plan_gate() -> TestEnv {
+    let t = TestEnv::new();
+    let policy = serde_json::json!({
+        "schema": "tabellio.policy/v1",
+        "checks": {"test": {"argv": ["python3", "-c", VALUE_IS_TWO], "timeout_s": 60}},
+        "required": ["test"],
+        "plans": {"require_hygiene": true}
+    });
+    t.write(".tabellio/policy.json", &policy.to_string());
+    t.write("plans/value-plan.md", TICKED_PLAN);
+    t.git(&["add", "-A"]).ok();
+    t.git(&["commit", "-q", "-m", "policy and a finished plan"])
+        .ok();
+    t
+}
+
+#[test]
+fn the_plan_gate_is_in_the_agents_context_and_fixing_it_completes() {
+    let t = repo_with_plan_gate();
+    start(&t, "r1");
+    // Fixes the check at once; moves the plan only when its context names it.
+    let a = agent(
+        &t,
+        "planner.py",
+        &format!(
+            "n = os.environ['TABELLIO_ITERATION']\n\
+             ctx = open(os.environ['TABELLIO_CONTEXT']).read()\n\
+             open(os.path.join({dir:?}, 'ctx-' + n + '.md'), 'w').write(ctx)\n\
+             open('value.txt', 'w').write('2\\n')\n\
+             if 'plans/value-plan.md' in ctx:\n\
+             \x20   os.makedirs('plans_completed', exist_ok=True)\n\
+             \x20   os.rename('plans/value-plan.md', 'plans_completed/value-plan.md')",
+            dir = t.path().display().to_string()
+        ),
+    );
+    let (code, out) = run_loop(&t, &["r1", "--", a.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out:#}");
+    assert_eq!(out["run"]["state"], "completed");
+    assert_stopped(&out, "terminal", "validated", "exited", "validated");
+    let h = out["run"]["loop"]["history"].as_array().unwrap();
+    assert_eq!(h.len(), 2);
+    assert!(h[0]["evaluate"]["plan_gate"]
+        .as_str()
+        .unwrap()
+        .contains("plans/value-plan.md"));
+    assert_eq!(h[1]["evaluate"]["plan_gate"], Value::Null);
+
+    // Iteration 1 saw no failure; iteration 2 was told the plan gate failed, and which plan.
+    let ctx1 = std::fs::read_to_string(t.path().join("ctx-1.md")).unwrap();
+    assert!(!ctx1.contains("plans/value-plan.md"), "{ctx1}");
+    let ctx2 = std::fs::read_to_string(t.path().join("ctx-2.md")).unwrap();
+    let last_failure = &ctx2[ctx2.find("## Last failure").unwrap()..ctx2.find("## Loop").unwrap()];
+    assert!(
+        last_failure.contains("### plan-hygiene (failed")
+            && last_failure.contains("plan-hygiene: ")
+            && last_failure.contains("plans/value-plan.md"),
+        "{ctx2}"
+    );
+    assert!(!last_failure.contains("\nnone\n"), "{ctx2}");
+    let attempts = &ctx2[ctx2.find("## Attempts").unwrap()..ctx2.find("## Last failure").unwrap()];
+    assert!(
+        attempts.contains("- attempt 1 on ")
+            && attempts.contains(": failed — test passed (exit 0), plan-hygiene failed"),
+        "{attempts}"
+    );
+    let loop_part = &ctx2[ctx2.find("## Loop").unwrap()..];
+    assert!(loop_part.contains("failing: plan-hygiene"), "{ctx2}");
+    assert!(t
+        .git_out(&["ls-tree", "-r", "--name-only", "tabellio/r1"])
+        .contains("plans_completed/value-plan.md"));
+    t.fsck();
+}
+
+#[test]
+fn a_loop_stopped_by_the_plan_gate_names_the_plan_in_context() {
+    // The agent fixes the check but never the plan: `git tabellio context` tells the person.
+    let t = repo_with_plan_gate();
+    start(&t, "r1");
+    let a = agent(&t, "fixer.py", "open('value.txt', 'w').write('2\\n')");
+    let (code, out) = run_loop(&t, &["r1", "--max-loops", "1", "--", a.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out:#}");
+    assert_stopped(&out, "max-loops-reached", "max_loops", "exited", "none");
+    let reason = out["run"]["reason"].as_str().unwrap();
+    assert!(reason.contains("failing: plan-hygiene"), "{reason}");
+
+    let r = t.tab(&["context", "r1", "--format", "json"]);
+    r.ok();
+    let packet: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(packet["attempts"][0]["status"], "failed", "{packet:#}");
+    let checks = packet["last_failure"]["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 1, "{packet:#}");
+    assert_eq!(checks[0]["name"], "plan-hygiene");
+    let excerpt = checks[0]["excerpt"].as_str().unwrap();
+    assert!(
+        excerpt.starts_with("plan-hygiene: ") && excerpt.contains("plans/value-plan.md"),
+        "{excerpt}"
+    );
+    assert_eq!(
+        packet["loop"]["history"][0]["failing"],
+        serde_json::json!(["plan-hygiene"])
+    );
+
+    // After a gated `finish` the run's reason carries the gate, and context shows it too.
+    t.start_with_commit("r2", "value.txt", "2\n");
+    t.tab(&["finish", "r2"]).code(1);
+    let r = t.tab(&["context", "r2", "--format", "json"]);
+    r.ok();
+    let packet: Value = serde_json::from_str(&r.stdout).unwrap();
+    let checks = packet["last_failure"]["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 1, "{packet:#}");
+    assert_eq!(checks[0]["name"], "plan-hygiene");
+    assert!(checks[0]["excerpt"]
+        .as_str()
+        .unwrap()
+        .contains("plans/value-plan.md"));
+}
+
+#[test]
+fn the_context_path_is_plain_when_git_dir_is_a_linked_worktree() {
+    let t = repo_with_check(VALUE_IS_TWO);
+    start(&t, "r1");
+    let wt = t.worktree("r1");
+    let git_dir = t.git_out_in(&wt, &["rev-parse", "--absolute-git-dir"]);
+    assert!(git_dir.contains("/worktrees/"), "{git_dir}");
+    let seen = t.path().join("context-path.txt");
+    let a = agent(
+        &t,
+        "where.py",
+        &format!(
+            "open({seen:?}, 'w').write(os.environ['TABELLIO_CONTEXT'])\n\
+             open('value.txt', 'w').write('2\\n')",
+            seen = seen.display().to_string()
+        ),
+    );
+    let r = t.command_with_env(
+        BIN,
+        &wt,
+        &[("GIT_DIR", std::ffi::OsStr::new(&git_dir))],
+        &["--json", "loop", "--", a.to_str().unwrap()],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let path = std::fs::read_to_string(&seen).unwrap();
+    assert!(!path.contains("/../") && !path.contains("/./"), "{path}");
+    let want = std::fs::canonicalize(t.repo.join(".git/tabellio/context/r1.md")).unwrap();
+    assert_eq!(Path::new(&path), want);
+}
+
+#[test]
+fn the_stored_argv_loses_option_secrets_and_local_directories() {
+    let t = repo_with_check(VALUE_IS_TWO);
+    start(&t, "r1");
+    let a = agent(&t, "args.py", "open('value.txt', 'w').write('1\\n')");
+    let wt = t.worktree("r1");
+    let in_worktree = wt.join("notes.txt").display().to_string();
+    let in_home = t.home.join("agent.cfg").display().to_string();
+    let (code, out) = run_loop(
+        &t,
+        &[
+            "r1",
+            "--max-loops",
+            "1",
+            "--",
+            a.to_str().unwrap(),
+            "--api-key",
+            "abc",
+            "--keyboard=us",
+            &in_worktree,
+            &in_home,
+        ],
+    );
+    assert_eq!(code, 1, "{out:#}");
+    let agent = &out["run"]["loop"]["agent"];
+    assert_eq!(agent["redacted"], true);
+    assert_eq!(
+        agent["argv"],
+        serde_json::json!([
+            a.to_str().unwrap(),
+            "--api-key",
+            "[REDACTED]",
+            "--keyboard=us",
+            "<worktree>/notes.txt",
+            "~/agent.cfg"
+        ])
     );
 }

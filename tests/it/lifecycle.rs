@@ -114,6 +114,47 @@ fn start_commit_checkpoint_finish_then_stock_git_reads_it() {
     assert_no_local_paths(&t);
 }
 
+/// Working through a symlink: a shell's `$PWD` is the logical spelling, which names no
+/// directory the repository knows. The check still sees where it runs, and the logical
+/// spelling of known directories is scrubbed too.
+#[test]
+fn a_symlinked_working_directory_leaves_no_path_in_evidence() {
+    let t = TestEnv::new();
+    t.start_with_commit("r1", "a.txt", "a\n");
+    let link = t.path().join("link");
+    std::os::unix::fs::symlink(t.path(), &link).unwrap();
+    let logical = link
+        .join("repo")
+        .join(".tabellio")
+        .join("worktrees")
+        .join("r1");
+    let in_link =
+        |args: &[&str]| t.command_with_env(BIN, &logical, &[("PWD", logical.as_os_str())], args);
+
+    let r = in_link(&[
+        "--json", "finish", "--check", "pwd", "--", "printenv", "PWD",
+    ]);
+    r.ok();
+    assert_eq!(r.json()["evidence"][0]["output"]["excerpt"], "<worktree>\n");
+
+    let file = logical.join("a.txt").display().to_string();
+    let readme = link.join("repo").join("README.md").display().to_string();
+    let r = in_link(&[
+        "--json", "finish", "--check", "echo", "--", "echo", &file, &readme,
+    ]);
+    r.ok();
+    let evidence = &r.json()["evidence"][0];
+    assert_eq!(
+        evidence["output"]["excerpt"],
+        "<worktree>/a.txt <repository>/README.md\n"
+    );
+    assert_eq!(
+        evidence["check"]["argv"],
+        serde_json::json!(["echo", "<worktree>/a.txt", "<repository>/README.md"])
+    );
+    assert_no_local_paths(&t);
+}
+
 /// No object reachable from our refs mentions the test machine's paths.
 pub fn assert_no_local_paths(t: &TestEnv) {
     let objects = t.git_out(&[
@@ -262,4 +303,133 @@ fn git_dash_c_and_custom_branch() {
     let st = t.tab_in(&wt, &["--json", "status"]);
     st.ok();
     assert_eq!(st.json()["run"]["run_id"], "r2");
+}
+
+/// A teammate's newer ledger schema (fetched by sync) is reported, not fatal to the listing.
+#[test]
+fn list_reports_an_unreadable_ledger_and_lists_the_rest() {
+    let t = TestEnv::new();
+    t.tab(&["start", "r1", "--task", "first"]).ok();
+    t.tab(&["start", "r2", "--task", "second"]).ok();
+    t.forge_ledger("r2", |run| run["schema"] = "tabellio.run/v2".into());
+    for args in [&["list"][..], &["list", "--state", "active"]] {
+        let (code, j) = t.tab_json(args);
+        assert_eq!(code, 0, "{j}");
+        let ids: Vec<&str> = j["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["run_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["r1"], "{j}");
+        let unreadable = j["unreadable"].as_array().unwrap();
+        assert_eq!(unreadable.len(), 1, "{j}");
+        assert_eq!(unreadable[0]["run_id"], "r2");
+        let message = unreadable[0]["message"].as_str().unwrap();
+        assert!(message.contains("\"tabellio.run/v2\""), "{message}");
+    }
+    let r = t.tab(&["list"]);
+    r.ok();
+    assert!(r.stdout.lines().any(|l| l.starts_with("r1 ")), "{}", r.desc);
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("r2 ") && l.contains("unreadable") && l.contains("v2")),
+        "{}",
+        r.desc
+    );
+}
+
+/// `evidence` on a tree shows the records noted on it; unreadable lines say what they are.
+#[test]
+fn evidence_reads_trees_and_names_unreadable_lines() {
+    let t = TestEnv::new();
+    let wt = t.start_with_commit("r1", "a.txt", "a\n");
+    t.tab_in(&wt, &["finish", "--check", "ok", "--", "true"])
+        .ok();
+    let head = t.git_out(&["rev-parse", "tabellio/r1"]);
+    let tree = t.git_out(&["rev-parse", "tabellio/r1^{tree}"]);
+    for rev in ["tabellio/r1^{tree}", tree.as_str()] {
+        let (code, j) = t.tab_json(&["evidence", rev]);
+        assert_eq!(code, 0, "{j}");
+        assert_eq!(j["commit"], serde_json::Value::Null, "{j}");
+        assert_eq!(j["tree"], tree);
+        assert_eq!(j["records"].as_array().unwrap().len(), 1, "{j}");
+        assert_eq!(j["records"][0]["valid"], true);
+        assert_eq!(j["records"][0]["record"]["check"]["name"], "ok");
+    }
+    let r = t.tab(&["evidence", &tree]);
+    r.ok();
+    assert!(
+        r.stdout.starts_with(&format!("tree {tree}: 1 record(s)")),
+        "{}",
+        r.desc
+    );
+    // A blob is neither.
+    let blob = t.git_out(&["rev-parse", "tabellio/r1:a.txt"]);
+    t.tab(&["evidence", &blob]).code(5);
+
+    for line in [r#"{"schema":"tabellio.evidence/v2","x":1}"#, "garbage"] {
+        t.git(&[
+            "notes",
+            "--ref=tabellio/evidence",
+            "append",
+            "-m",
+            line,
+            &head,
+        ])
+        .ok();
+    }
+    let (code, j) = t.tab_json(&["evidence", &head]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["commit"], head);
+    let problems: Vec<&str> = j["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["problem"].as_str())
+        .collect();
+    assert_eq!(
+        problems,
+        // Lines are sorted: `garbage` before `{…}`.
+        ["not JSON", "unknown schema \"tabellio.evidence/v2\""],
+        "{j}"
+    );
+    let r = t.tab(&["evidence", &head]);
+    r.ok();
+    assert!(
+        r.stdout
+            .contains("unreadable record: unknown schema \"tabellio.evidence/v2\"\n")
+            && r.stdout.contains("unreadable record: not JSON\n"),
+        "{}",
+        r.desc
+    );
+}
+
+/// A relative `tabellio.worktreeRoot` inside the main worktree is excluded like the default.
+#[test]
+fn a_relative_worktree_root_is_excluded() {
+    let t = TestEnv::new();
+    t.git(&["config", "tabellio.worktreeRoot", "wts"]).ok();
+    t.tab(&["start", "r1", "--task", "t"]).ok();
+    assert!(t.repo.join("wts/r1/README.md").is_file());
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+    t.tab(&["start", "r2", "--task", "t"]).ok();
+    let exclude = std::fs::read_to_string(t.repo.join(".git/info/exclude")).unwrap();
+    assert_eq!(
+        exclude.lines().filter(|l| *l == "/wts/").count(),
+        1,
+        "{exclude}"
+    );
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+    // A root outside the main worktree adds nothing.
+    let outside = t.path().join("elsewhere");
+    t.git(&["config", "tabellio.worktreeRoot", outside.to_str().unwrap()])
+        .ok();
+    t.tab(&["start", "r3", "--task", "t"]).ok();
+    assert!(outside.join("r3").is_dir());
+    assert_eq!(
+        std::fs::read_to_string(t.repo.join(".git/info/exclude")).unwrap(),
+        exclude
+    );
 }

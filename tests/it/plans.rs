@@ -130,3 +130,46 @@ fn reconcile_moves_commits_and_the_finish_gate_follows() {
     assert_eq!(r.json()["run"]["state"], "completed");
     t.fsck();
 }
+
+/// Scanning a named directory needs no repository; moving plans does, and says so plainly.
+#[test]
+fn status_of_a_directory_works_outside_a_repository() {
+    let t = TestEnv::new();
+    let dir = t.path().join("loose");
+    write_file(&dir.join("plans/a.md"), &plan(1, 1));
+    let outside = t.path().join("nowhere");
+    std::fs::create_dir_all(&outside).unwrap();
+    // No repository above `outside` may be found, whatever the machine's temp dir sits in.
+    let ceiling = [("GIT_CEILING_DIRECTORIES", t.path().as_os_str())];
+    let dir_s = dir.to_str().unwrap();
+    for args in [
+        &["--json", "plans", "--dir", dir_s][..],
+        &["--json", "plans", "status", "--dir", dir_s],
+    ] {
+        let r = t.command_with_env(BIN, &outside, &ceiling, args);
+        r.ok();
+        assert_eq!(r.json()["active"], serde_json::json!(["plans/a.md"]));
+    }
+    let r = t.command_with_env(
+        BIN,
+        &outside,
+        &ceiling,
+        &["--json", "plans", "reconcile", "--dir", dir_s],
+    );
+    r.code(5);
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert_eq!(
+        message,
+        format!(
+            "not a git repository (or any parent up to /): {}",
+            outside.display()
+        )
+    );
+    let r = t.command_with_env(BIN, &outside, &ceiling, &["list"]);
+    r.code(5);
+    assert!(
+        r.stderr.starts_with("error: not a git repository") && !r.stderr.contains('{'),
+        "{}",
+        r.desc
+    );
+}

@@ -463,3 +463,245 @@ fn the_demo_shows_a_whole_run_and_leaves_a_sound_repository() {
     r.ok();
     assert!(r.stdout.contains("8. promote"), "{}", r.stdout);
 }
+
+/// The demo with a `PATH` holding only git and the binary: it needs nothing else.
+#[test]
+fn the_demo_needs_only_git_and_the_binary() {
+    let t = TestEnv::new();
+    let bin = t.path().join("only-git");
+    std::fs::create_dir_all(&bin).unwrap();
+    let git = std::env::split_paths(&path_with_binary())
+        .map(|d| d.join("git"))
+        .find(|p| p.is_file())
+        .expect("git on PATH");
+    std::os::unix::fs::symlink(&git, bin.join("git")).unwrap();
+    std::os::unix::fs::symlink(BIN, bin.join("git-tabellio")).unwrap();
+    let r = t.command_with_env(
+        "git",
+        t.path(),
+        &[("PATH", bin.as_os_str())],
+        &["tabellio", "--json", "demo"],
+    );
+    r.ok();
+    let lines: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[4]["data"]["state"], "validation_failed", "{}", r.desc);
+    assert_eq!(lines[4]["data"]["attempt"]["checks"][0]["exit_code"], 1);
+    assert_eq!(lines[6]["data"]["state"], "completed", "{}", r.desc);
+}
+
+/// `demo | head -1` and `--json demo | head -c 250`: the reader going away is not an error.
+#[test]
+fn a_closed_stdout_ends_the_demo_quietly() {
+    use std::io::{BufRead, Read};
+    let t = TestEnv::new();
+    for args in [&["demo"][..], &["--json", "demo"][..]] {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .current_dir(t.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        hermetic(&mut cmd, &t.home);
+        let mut child = cmd.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut reader = std::io::BufReader::new(stdout);
+        if args.contains(&"--json") {
+            let mut first = [0u8; 250];
+            reader.read_exact(&mut first).unwrap();
+        } else {
+            let mut first = String::new();
+            reader.read_line(&mut first).unwrap();
+            assert!(first.starts_with("1. setup"), "{first}");
+        }
+        // The later steps write to a pipe nobody reads.
+        drop(reader);
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn checked_out_promotion_turns_files_into_directories_and_back() {
+    let t = TestEnv::new();
+    t.write("a.txt", "a file\n");
+    t.write("d/one", "in a dir\n");
+    t.git(&["add", "-A"]).ok();
+    t.git(&["commit", "-q", "-m", "shapes"]).ok();
+    t.tab(&["start", "r1", "--task", "t"]).ok();
+    let wt = t.worktree("r1");
+    t.git_in(&wt, &["rm", "-q", "a.txt", "d/one"]).ok();
+    write_file(&wt.join("a.txt/z"), "now a dir\n");
+    write_file(&wt.join("d"), "now a file\n");
+    t.git_in(&wt, &["add", "-A"]).ok();
+    t.git_in(&wt, &["commit", "-q", "-m", "swap shapes"]).ok();
+    t.tab(&["finish", "r1", "--", "true"]).ok();
+    let (code, j) = t.tab_json(&["promote", "r1"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(
+        std::fs::read_to_string(t.repo.join("a.txt/z")).unwrap(),
+        "now a dir\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.repo.join("d")).unwrap(),
+        "now a file\n"
+    );
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+    t.fsck();
+}
+
+#[test]
+fn a_locked_index_in_the_target_worktree_is_a_conflict_that_changes_nothing() {
+    let t = TestEnv::new();
+    completed_run(&t, "r1", "f.txt");
+    let lock = t.repo.join(".git/index.lock");
+    std::fs::write(&lock, "").unwrap();
+    refused(&t, &["promote", "r1"], 4, "index.lock");
+    assert!(!t.repo.join("f.txt").exists());
+    std::fs::remove_file(&lock).unwrap();
+    t.tab(&["promote", "r1"]).ok();
+}
+
+#[test]
+fn a_target_in_the_middle_of_a_rebase_is_not_moved() {
+    let t = TestEnv::new();
+    t.write("b.txt", "b\n");
+    t.git(&["add", "-A"]).ok();
+    t.git(&["commit", "-q", "-m", "second"]).ok();
+    completed_run(&t, "r1", "f.txt");
+    // An interactive rebase stopped at "edit": HEAD is detached, main is reserved.
+    let mut cmd = Command::new("git");
+    cmd.args(["rebase", "-q", "-i", "HEAD~1"])
+        .current_dir(&t.repo)
+        .env("GIT_SEQUENCE_EDITOR", "sed -i -e s/^pick/edit/");
+    hermetic(&mut cmd, &t.home);
+    cmd.env("GIT_SEQUENCE_EDITOR", "sed -i -e s/^pick/edit/");
+    assert!(cmd.status().unwrap().success());
+    refused(&t, &["promote", "r1"], 3, "rebased");
+    t.git(&["rebase", "--continue"]).ok();
+    t.tab(&["promote", "r1"]).ok();
+}
+
+#[test]
+fn sparse_checkouts_and_vanished_worktrees_are_refused() {
+    let t = TestEnv::new();
+    completed_run(&t, "r1", "f.txt");
+    t.git(&["sparse-checkout", "set", "--no-cone", "/README.md"])
+        .ok();
+    refused(&t, &["promote", "r1"], 3, "sparse");
+    t.git(&["sparse-checkout", "disable"]).ok();
+
+    // main checked out in a linked worktree whose directory was deleted by hand.
+    let t = ref_only_env();
+    completed_run(&t, "r2", "g.txt");
+    let gone = t.path().join("gone-main");
+    t.git(&["worktree", "add", "-q", gone.to_str().unwrap(), "main"])
+        .ok();
+    std::fs::remove_dir_all(&gone).unwrap();
+    let r = t.tab(&["--json", "promote", "r2"]);
+    r.code(3);
+    assert!(
+        r.json()["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("git worktree prune"),
+        "{}",
+        r.desc
+    );
+    t.git(&["worktree", "prune"]).ok();
+    t.tab(&["promote", "r2"]).ok();
+}
+
+#[test]
+fn racing_promoters_into_a_checked_out_target_lose_with_exit_4() {
+    let t = TestEnv::new();
+    for round in 0..2 {
+        let ids: Vec<String> = (0..6).map(|i| format!("co{round}-{i}")).collect();
+        for id in &ids {
+            completed_run(&t, id, &format!("{id}.txt"));
+        }
+        let children: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                let mut cmd = Command::new(BIN);
+                cmd.args(["promote", id])
+                    .current_dir(&t.repo)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                hermetic(&mut cmd, &t.home);
+                cmd.spawn().unwrap()
+            })
+            .collect();
+        let codes: Vec<i32> = children
+            .into_iter()
+            .map(|mut c| c.wait().unwrap().code().unwrap())
+            .collect();
+        assert_eq!(
+            codes.iter().filter(|c| **c == 0).count(),
+            1,
+            "round {round}: {codes:?}"
+        );
+        assert!(
+            codes.iter().all(|c| *c == 0 || *c == 4),
+            "round {round}: {codes:?}"
+        );
+        assert_eq!(t.git_out(&["status", "--porcelain"]), "", "round {round}");
+        for (id, code) in ids.iter().zip(&codes) {
+            if *code != 0 {
+                t.tab(&["abandon", id]).ok();
+            }
+        }
+    }
+    t.fsck();
+}
+
+#[test]
+fn status_previews_the_merge_and_notices_a_deleted_target() {
+    let t = ref_only_env();
+    completed_run(&t, "r1", "a.txt");
+    t.git(&["switch", "-q", "main"]).ok();
+    t.write("a.txt", "theirs\n");
+    t.git(&["add", "-A"]).ok();
+    t.git(&["commit", "-q", "-m", "concurrent"]).ok();
+    t.git(&["switch", "-q", "elsewhere"]).ok();
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(st["live"]["merge_preview"]["clean"], false, "{st}");
+    assert_eq!(
+        st["live"]["merge_preview"]["conflicts"],
+        serde_json::json!(["a.txt"])
+    );
+    assert!(
+        st["next_action"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("conflict in a.txt"),
+        "{st}"
+    );
+    t.git(&["branch", "-D", "main"]).ok();
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(st["live"]["target_deleted"], true);
+    assert_eq!(st["next_action"]["action"], "rebase");
+}
+
+#[test]
+fn status_survives_a_broken_policy_and_says_so() {
+    let t = TestEnv::new();
+    t.tab(&["start", "r1", "--task", "t"]).ok();
+    let wt = t.worktree("r1");
+    write_file(&wt.join(".tabellio/policy.json"), "{not json");
+    t.git_in(&wt, &["add", "-A"]).ok();
+    t.git_in(&wt, &["commit", "-q", "-m", "break the policy"])
+        .ok();
+    let (code, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(code, 0, "{st}");
+    assert_eq!(st["next_action"]["action"], "fix-policy");
+    assert!(st["live"]["policy_error"]
+        .as_str()
+        .unwrap()
+        .contains("policy.json"));
+    assert_eq!(st["missing_evidence"], serde_json::json!(["policy"]));
+}

@@ -124,6 +124,35 @@ fn unknown_runs_are_not_found() {
     refused(&t, &t.repo, &["status"], 2);
 }
 
+/// `refs/tabellio/runs/a` holding `"run_id": "zz"`: refused when read, before anything
+/// is written under either name.
+#[test]
+fn a_ledger_naming_another_run_is_refused() {
+    let t = TestEnv::new();
+    let wt = t.start_with_commit("a", "a.txt", "a\n");
+    t.forge_ledger("a", |run| run["run_id"] = "zz".into());
+    for (cwd, args) in [
+        (&t.repo, &["status", "a"][..]),
+        (&wt, &["status"]),
+        (&t.repo, &["checkpoint", "a"]),
+        (&t.repo, &["finish", "a", "--", "true"]),
+        (&t.repo, &["abandon", "a"]),
+    ] {
+        let j = refused(&t, cwd, args, 3);
+        let message = j["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("refs/tabellio/runs/a") && message.contains("\"zz\""),
+            "{args:?}: {message}"
+        );
+        let hint = j["error"]["hint"].as_str().unwrap();
+        assert!(hint.contains("edited by hand"), "{hint}");
+    }
+    let (code, list) = t.tab_json(&["list"]);
+    assert_eq!(code, 0, "{list}");
+    assert_eq!(list["runs"], serde_json::json!([]));
+    assert_eq!(list["unreadable"][0]["run_id"], "a");
+}
+
 #[test]
 fn dirty_untracked_and_switched_worktrees_are_refused() {
     let t = TestEnv::new();

@@ -894,3 +894,55 @@ fn sync_needs_a_remote_and_names_the_missing_one() {
     let url = server.repo.display().to_string();
     a.tab(&["sync", &url]).code(2);
 }
+
+#[test]
+fn sync_and_remote_promotion_work_without_a_packed_refs_file() {
+    let server = TestEnv::bare_server();
+    // `git init` + `git remote add` + `git fetch` (how CI checkouts set up a repository)
+    // leaves no packed-refs file.
+    let t = TestEnv::new();
+    t.git(&["remote", "add", "origin", server.repo.to_str().unwrap()])
+        .ok();
+    t.git(&["fetch", "-q", "origin"]).ok();
+    t.git(&["reset", "-q", "--hard", "origin/main"]).ok();
+    t.git(&["branch", "-q", "--set-upstream-to=origin/main"])
+        .ok();
+    assert!(!t.repo.join(".git/packed-refs").exists());
+    t.tab(&["init"]).ok();
+    let r = t.tab(&["--json", "sync"]);
+    r.ok();
+    t.start_with_commit("np1", "np.txt", "np\n");
+    t.tab(&["finish", "np1", "--", "true"]).ok();
+    let r = t.tab(&["--json", "promote", "np1", "--remote", "origin"]);
+    r.ok();
+    let head = t.git_out(&["rev-parse", "tabellio/np1"]);
+    assert_eq!(server.git_out(&["rev-parse", "main"]), head);
+}
+
+#[test]
+fn a_pull_of_a_remotely_promoted_commit_passes_the_local_hook() {
+    let server = TestEnv::bare_server();
+    let a = TestEnv::clone_of(&server);
+    a.write(".tabellio/policy.json", &policy(&[("ci", &["true"])]));
+    a.git(&["add", "-A"]).ok();
+    a.git(&["commit", "-q", "-m", "policy"]).ok();
+    a.git(&["push", "-q"]).ok();
+    // Machine u1 guards main locally; machine u2 promotes on the server.
+    let u1 = TestEnv::clone_of(&server);
+    u1.tab(&["init", "--hooks"]).ok();
+    let u2 = TestEnv::clone_of(&server);
+    let good = finished_run_policy(&u2, "remote-1", "r.txt");
+    u2.tab(&["promote", "remote-1", "--remote", "origin"]).ok();
+    // The fetch brings the evidence into the tracking notes; the fast-forward's
+    // reference-transaction hook accepts it from there, before any sync.
+    let r = u1.git(&["pull", "-q", "--ff-only"]);
+    r.ok();
+    assert_eq!(u1.git_out(&["rev-parse", "main"]), good);
+    assert_eq!(u1.git_out(&["status", "--porcelain"]), "");
+    // A commit nobody validated is still refused.
+    u1.write("sneaky.txt", "x\n");
+    u1.git(&["add", "-A"]).ok();
+    let r = u1.git(&["commit", "-q", "-m", "unvalidated"]);
+    assert_ne!(r.code, 0, "{}", r.desc);
+    assert_eq!(u1.git_out(&["rev-parse", "main"]), good);
+}

@@ -107,9 +107,23 @@ impl TestEnv {
     }
 
     pub fn command(&self, program: &str, cwd: &Path, args: &[&str]) -> Run {
+        self.command_with_env(program, cwd, &[], args)
+    }
+
+    /// Like [`TestEnv::command`], with extra environment variables set last.
+    pub fn command_with_env(
+        &self,
+        program: &str,
+        cwd: &Path,
+        env: &[(&str, &std::ffi::OsStr)],
+        args: &[&str],
+    ) -> Run {
         let mut cmd = Command::new(program);
         cmd.args(args).current_dir(cwd);
         hermetic(&mut cmd, &self.home);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         let out = cmd
             .output()
             .unwrap_or_else(|e| panic!("could not run {program}: {e}"));
@@ -182,6 +196,39 @@ impl TestEnv {
         let refs = self.git_out(&["for-each-ref", "--format=%(objectname) %(refname)"]);
         let wts = self.git_out(&["worktree", "list", "--porcelain"]);
         format!("{refs}\n--\n{wts}")
+    }
+
+    /// Append a hand-made commit to run `id`'s ledger whose `run.json` is the current one
+    /// changed by `edit`, as someone editing the ledger with stock git would.
+    pub fn forge_ledger(&self, id: &str, edit: impl FnOnce(&mut serde_json::Value)) {
+        let ledger = format!("refs/tabellio/runs/{id}");
+        let mut run: serde_json::Value =
+            serde_json::from_str(&self.git_out(&["show", &format!("{ledger}:run.json")])).unwrap();
+        edit(&mut run);
+        let path = self.path().join("forged-run.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&run).unwrap()).unwrap();
+        let blob = self.git_out(&["hash-object", "-w", path.to_str().unwrap()]);
+        let mut mktree = Command::new("git");
+        mktree
+            .arg("mktree")
+            .current_dir(&self.repo)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        hermetic(&mut mktree, &self.home);
+        let mut child = mktree.spawn().unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("100644 blob {blob}\trun.json\n").as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "git mktree failed");
+        let tree = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        let parent = self.git_out(&["rev-parse", &ledger]);
+        let commit = self.git_out(&["commit-tree", &tree, "-p", &parent, "-m", "edited by hand"]);
+        self.git(&["update-ref", &ledger, &commit, &parent]).ok();
     }
 
     #[track_caller]

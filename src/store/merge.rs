@@ -4,8 +4,8 @@
 use gix::bstr::ByteSlice;
 use serde::Serialize;
 
+use super::Store;
 use crate::error::{Context, Result};
-use crate::store::Store;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct MergePreview {
