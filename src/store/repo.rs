@@ -170,13 +170,19 @@ impl Store {
     /// Resolve a revision (`HEAD`, a branch, an id, `main~2`) to a commit id.
     pub fn resolve_commit(&self, rev: &str) -> Result<gix::ObjectId> {
         let id = self.repo.rev_parse_single(rev).map_err(|e| {
-            Error::not_found(format!("revision {rev:?} not found: {e:#}"))
+            Error::not_found(format!("revision {rev:?} not found ({e})"))
                 .hint("name a branch, tag or commit id that exists in this repository")
         })?;
         let object = id.object().context(|| format!("could not read {rev}"))?;
         let commit = object
             .peel_to_kind(gix::object::Kind::Commit)
-            .map_err(|_| Error::not_found(format!("{rev:?} does not name a commit")))?;
+            .map_err(|_| {
+                Error::usage(format!(
+                    "{rev:?} names a {}, not a commit",
+                    object_kind_of(&self.repo, id.detach())
+                ))
+                .hint("name a commit: a branch, a tag of a commit, or a commit id")
+            })?;
         Ok(commit.id)
     }
 
@@ -184,7 +190,7 @@ impl Store {
     /// id, a tag of a tree). A blob is not found as either.
     pub fn resolve_commit_or_tree(&self, rev: &str) -> Result<CommitOrTree> {
         let id = self.repo.rev_parse_single(rev).map_err(|e| {
-            Error::not_found(format!("revision {rev:?} not found: {e:#}"))
+            Error::not_found(format!("revision {rev:?} not found ({e})"))
                 .hint("name a branch, tag, commit or tree that exists in this repository")
         })?;
         let object = id
@@ -347,6 +353,13 @@ fn normalize(path: &Path) -> PathBuf {
         }
     }
     out
+}
+
+/// The kind of an object, in words, for error messages.
+fn object_kind_of(repo: &gix::Repository, id: gix::ObjectId) -> String {
+    repo.find_header(id)
+        .map(|h| h.kind().to_string())
+        .unwrap_or_else(|_| "object".into())
 }
 
 /// Open options carrying the fallback identity as configuration *fallbacks* (a configured

@@ -260,3 +260,19 @@ fn validation_that_mutates_the_workspace_fails_the_attempt() {
         "workspace_mutated"
     );
 }
+
+#[test]
+fn revisions_that_are_not_commits_are_usage_errors_with_plain_messages() {
+    let t = TestEnv::new();
+    let j = refused(&t, &t.repo, &["validate", "HEAD^{tree}", "--", "true"], 2);
+    assert!(
+        j["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("names a tree, not a commit"),
+        "{j}"
+    );
+    let j = refused(&t, &t.repo, &["verify", "no-such-rev"], 5);
+    let msg = j["error"]["message"].as_str().unwrap();
+    assert!(!msg.contains("Message {"), "debug text in {msg:?}");
+}
