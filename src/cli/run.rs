@@ -157,7 +157,10 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
                     o.mode.as_str(),
                     o.target_worktree
                         .as_ref()
-                        .map_or(String::new(), |p| format!(", worktree {}", p.display())),
+                        .map_or(String::new(), |p| format!(
+                            ": the files of {} moved too",
+                            p.display()
+                        )),
                     o.run.run_id
                 )
             };

@@ -100,6 +100,10 @@ pub fn cleanup(env: &Env, run: &str, force: bool) -> Result<CleanupOutcome> {
     if let Some(path) = &workspace {
         store.remove_worktree(path, force)?;
     }
+    // A worktree deleted by hand leaves its registration behind, holding the branch.
+    for stale in store.worktrees_of_branch(&rec.branch)? {
+        store.prune_missing_worktree(&stale)?;
+    }
     if let Some(tip) = branch_tip {
         tx::apply(
             store,

@@ -77,7 +77,8 @@ pub fn resolve_run(env: &Env, run: Option<&str>) -> Result<Ledger> {
         }
     }
     for (id, _) in env.store.list_ledgers()? {
-        if let Some(ledger) = env.store.try_find_ledger(&id)? {
+        // One unreadable ledger (a newer schema from a teammate) must not hide the others.
+        if let Ok(Some(ledger)) = env.store.try_find_ledger(&id) {
             if ledger.record.branch == branch {
                 return Ok(ledger);
             }
@@ -99,8 +100,9 @@ pub fn run_workspace(store: &Store, ledger: &Ledger) -> Result<Option<PathBuf>> 
             }
         }
     }
+    // A registration whose directory was deleted by hand is no workspace.
     let found = store.worktrees_of_branch(&ledger.record.branch)?;
-    if let Some(p) = found.into_iter().next() {
+    if let Some(p) = found.into_iter().find(|p| p.exists()) {
         return Ok(Some(p));
     }
     // The branch may be switched away; the worktree still exists at its usual place.

@@ -74,16 +74,48 @@ pub fn requirements_for(
     })
 }
 
-pub fn allowed_actions(state: RunState) -> Vec<String> {
-    let v: &[&str] = match state {
+/// What the run's state allows, narrowed by the live repository: nothing that would be
+/// refused right now is offered.
+fn allowed_actions(
+    run: &RunRecord,
+    live: &LiveState,
+    branch_exists: bool,
+    missing: &[String],
+) -> Vec<String> {
+    let mut v: Vec<&str> = match run.state {
         RunState::Active | RunState::ValidationFailed | RunState::Blocked => {
-            &["checkpoint", "finish", "loop", "abandon"]
+            vec!["checkpoint", "finish", "loop", "abandon"]
         }
-        RunState::Completed => &["promote", "checkpoint", "finish", "abandon"],
-        RunState::Looping => &["loop --resume", "abandon"],
-        RunState::Promoted | RunState::Abandoned => &["cleanup"],
+        RunState::Completed => vec!["promote", "checkpoint", "finish", "abandon"],
+        RunState::Looping => vec!["loop --resume", "abandon"],
+        RunState::Promoted | RunState::Abandoned => {
+            if live.worktree_exists || branch_exists {
+                vec!["cleanup"]
+            } else {
+                vec![]
+            }
+        }
     };
-    v.iter().map(|s| s.to_string()).collect()
+    if !run.state.is_terminal() {
+        let no_work = live.head.as_deref() == Some(run.base.commit.as_str());
+        let workspace_ok = live.worktree_exists
+            && live.branch_switched.is_none()
+            && live.dirty.is_empty()
+            && live.untracked.is_empty();
+        v.retain(|a| match *a {
+            "checkpoint" | "finish" => workspace_ok && !no_work,
+            "loop" => workspace_ok,
+            "promote" => {
+                workspace_ok
+                    && !live.head_changed_since_validation
+                    && live.target_moved.is_none()
+                    && !live.target_deleted
+                    && missing.is_empty()
+            }
+            _ => true,
+        });
+    }
+    v.into_iter().map(str::to_string).collect()
 }
 
 /// A loop that `loop --resume` continues: looping (killed), or blocked by an interrupt.
@@ -334,7 +366,7 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
         workspace,
         state: run.state,
         previous_state: run.previous_state,
-        allowed_actions: allowed_actions(run.state),
+        allowed_actions: allowed_actions(run, &live, branch_tip.is_some(), &missing),
         next_action,
         satisfied_evidence: satisfied,
         missing_evidence: missing,

@@ -201,9 +201,10 @@ impl Store {
         match object.kind {
             gix::object::Kind::Commit => Ok(CommitOrTree::Commit(object.id)),
             gix::object::Kind::Tree => Ok(CommitOrTree::Tree(object.id)),
-            other => Err(Error::not_found(format!(
-                "{rev:?} names a {other}, not a commit or tree"
-            ))),
+            other => Err(
+                Error::usage(format!("{rev:?} names a {other}, not a commit or tree"))
+                    .hint("evidence is noted on commits and on their trees"),
+            ),
         }
     }
 

@@ -113,6 +113,28 @@ impl Store {
         Ok(())
     }
 
+    /// Forget linked worktrees registered at `path` whose directory is gone (what
+    /// `git worktree prune` does for them): their administrative directory is removed.
+    pub fn prune_missing_worktree(&self, path: &Path) -> Result<bool> {
+        if path.exists() {
+            return Ok(false);
+        }
+        let mut pruned = false;
+        for proxy in self
+            .repo
+            .worktrees()
+            .context(|| "could not list worktrees".into())?
+        {
+            if proxy.base().ok().as_deref() == Some(path) {
+                let admin = proxy.git_dir().to_path_buf();
+                std::fs::remove_dir_all(&admin)
+                    .context(|| format!("could not remove {}", admin.display()))?;
+                pruned = true;
+            }
+        }
+        Ok(pruned)
+    }
+
     /// Remove the linked worktree at `path`; with `force`, even with changes in it.
     pub fn remove_worktree(&self, path: &Path, force: bool) -> Result<()> {
         let target = self
@@ -139,6 +161,12 @@ fn head_branch(repo: &gix::Repository) -> Option<String> {
 
 /// Inspect the worktree at `path`: branch, head, tracked changes and untracked files.
 pub fn inspect(path: &Path) -> Result<WorkspaceState> {
+    if !path.exists() {
+        return Err(
+            Error::refused(format!("the worktree {} no longer exists", path.display()))
+                .hint("it was deleted by hand; `git worktree prune` forgets it"),
+        );
+    }
     let repo =
         gix::open(path).context(|| format!("could not open the worktree at {}", path.display()))?;
     let branch = head_branch(&repo);

@@ -272,7 +272,104 @@ fn revisions_that_are_not_commits_are_usage_errors_with_plain_messages() {
             .contains("names a tree, not a commit"),
         "{j}"
     );
+    refused(&t, &t.repo, &["evidence", "HEAD:README.md"], 2);
     let j = refused(&t, &t.repo, &["verify", "no-such-rev"], 5);
     let msg = j["error"]["message"].as_str().unwrap();
     assert!(!msg.contains("Message {"), "debug text in {msg:?}");
+}
+
+#[test]
+fn a_worktree_deleted_by_hand_is_a_refusal_and_cleanup_recovers() {
+    let t = TestEnv::new();
+    let wt = t.start_with_commit("q8", "a.txt", "a\n");
+    std::fs::remove_dir_all(&wt).unwrap();
+    let j = refused(&t, &t.repo, &["checkpoint", "q8"], 3);
+    assert!(
+        j["error"]["message"].as_str().unwrap().contains("missing"),
+        "{j}"
+    );
+    refused(&t, &t.repo, &["finish", "q8", "--", "true"], 3);
+    let (_, st) = t.tab_json(&["status", "q8"]);
+    assert_eq!(st["live"]["worktree_exists"], false);
+    assert_eq!(st["next_action"]["action"], "abandon");
+    assert_eq!(st["allowed_actions"], serde_json::json!(["abandon"]));
+    t.tab(&["abandon", "q8"]).ok();
+    t.tab(&["cleanup", "q8", "--force"]).ok();
+    assert!(!t.git_out(&["worktree", "list"]).contains("q8"));
+    assert!(
+        t.git(&["rev-parse", "--verify", "-q", "refs/heads/tabellio/q8"])
+            .code
+            != 0
+    );
+    let (_, st) = t.tab_json(&["status", "q8"]);
+    assert_eq!(st["allowed_actions"], serde_json::json!([]));
+    assert_eq!(st["next_action"]["action"], "none");
+}
+
+#[test]
+fn an_unreadable_ledger_does_not_hide_the_run_you_are_in() {
+    let t = TestEnv::new();
+    t.tab(&["start", "b9", "--task", "t", "--branch", "feat/b9"])
+        .ok();
+    // Another ledger that cannot be read, sorting before b9.
+    t.git(&[
+        "update-ref",
+        "refs/tabellio/runs/a-alias",
+        "refs/tabellio/runs/b9",
+    ])
+    .ok();
+    let r = t.tab_in(&t.worktree("b9"), &["--json", "status"]);
+    r.ok();
+    assert_eq!(r.json()["run"]["run_id"], "b9");
+    // In the main worktree: still "no run given", not the other ledger's error.
+    refused(&t, &t.repo, &["status"], 2);
+}
+
+#[test]
+fn json_usage_errors_name_what_is_missing() {
+    let t = TestEnv::new();
+    let j = refused(&t, &t.repo, &["hooks"], 2);
+    assert_eq!(j["error"]["code"], "usage");
+    let j = refused(&t, &t.repo, &["start", "a2"], 2);
+    assert!(
+        j["error"]["message"].as_str().unwrap().contains("--task"),
+        "{j}"
+    );
+    // `--json` after `--` belongs to the check, not to us.
+    let r = t.tab(&["finish", "nope", "--", "grep", "--json", "x"]);
+    r.code(5);
+    assert!(
+        r.stdout.is_empty() && r.stderr.contains("error:"),
+        "{}",
+        r.desc
+    );
+}
+
+#[test]
+fn allowed_actions_follow_the_live_repository() {
+    let t = TestEnv::new();
+    let wt = t.start_with_commit("r1", "a.txt", "a\n");
+    t.tab(&["finish", "r1", "--", "true"]).ok();
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert!(st["allowed_actions"]
+        .as_array()
+        .unwrap()
+        .contains(&"promote".into()));
+    t.git_in(&wt, &["checkout", "-q", "--detach"]).ok();
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(
+        st["allowed_actions"],
+        serde_json::json!(["abandon"]),
+        "{st}"
+    );
+    t.git_in(&wt, &["switch", "-q", "tabellio/r1"]).ok();
+    write_file(&wt.join("late.txt"), "x");
+    t.git_in(&wt, &["add", "-A"]).ok();
+    t.git_in(&wt, &["commit", "-qm", "late"]).ok();
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    let allowed = st["allowed_actions"].as_array().unwrap();
+    assert!(
+        !allowed.contains(&"promote".into()) && allowed.contains(&"finish".into()),
+        "{st}"
+    );
 }
