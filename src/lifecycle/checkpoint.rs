@@ -104,7 +104,29 @@ pub fn checkpoint(
     }
     let (path, head) = workspace_with_work(env, &ledger)?;
     let head_hex = head.to_string();
-    if rec.checkpoints.iter().any(|c| c.commit == head_hex) {
+    if let Some(entry) = rec.checkpoints.iter().find(|c| c.commit == head_hex) {
+        // Recorded before. Make sure its note exists too (a ledger written by an older,
+        // interrupted checkpoint may lack it): the note is rebuilt from the ledger's entry.
+        let noted = store.note_lines(CHECKPOINTS, head)?.iter().any(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .is_ok_and(|v| v["run_id"] == rec.run_id.as_str())
+        });
+        if !noted {
+            let note = CheckpointRecord::new(
+                &rec.run_id,
+                &entry.commit,
+                &entry.tree,
+                &entry.summary,
+                entry.at.clone(),
+            );
+            let message = format!("tabellio: checkpoint {} (note restored)", rec.run_id);
+            super::publish(
+                store,
+                None,
+                &[(CHECKPOINTS, vec![(head, vec![note.to_line()])])],
+                &message,
+            )?;
+        }
         return Ok(CheckpointOutcome {
             run: rec.clone(),
             workspace: Some(path),

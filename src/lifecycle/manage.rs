@@ -73,8 +73,15 @@ pub fn cleanup(env: &Env, run: &str, force: bool) -> Result<CleanupOutcome> {
                     .hint("run cleanup from the main worktree"),
             );
         }
-        let ws = worktree::inspect(path)?;
-        if !force && !ws.is_clean() {
+        if worktree::broken_reason(path).is_some() {
+            if !force {
+                return Err(Error::refused(format!(
+                    "the run worktree {} is unusable (an interrupted start?)",
+                    path.display()
+                ))
+                .hint("pass --force to remove it"));
+            }
+        } else if !force && !worktree::inspect(path)?.is_clean() {
             return Err(Error::refused(format!(
                 "the run worktree {} has uncommitted changes",
                 path.display()
@@ -98,7 +105,11 @@ pub fn cleanup(env: &Env, run: &str, force: bool) -> Result<CleanupOutcome> {
         }
     }
     if let Some(path) = &workspace {
-        store.remove_worktree(path, force)?;
+        if worktree::broken_reason(path).is_some() {
+            store.forget_broken_worktree(path)?;
+        } else {
+            store.remove_worktree(path, force)?;
+        }
     }
     // A worktree deleted by hand leaves its registration behind, holding the branch.
     for stale in store.worktrees_of_branch(&rec.branch)? {

@@ -149,7 +149,10 @@ pub fn publish(
 ) -> Result<()> {
     let mut attempt = 0;
     loop {
-        let mut edits: Vec<Cas> = ledger_cas.iter().cloned().collect();
+        // Notes first, the ledger last: gix commits loose refs one after the other, so a
+        // process killed in between leaves at most a note the ledger does not mention yet
+        // (harmless, and re-done idempotently), never a ledger entry whose note is missing.
+        let mut edits: Vec<Cas> = Vec::new();
         for (notes_ref, additions) in notes {
             let prepared: PreparedNotes =
                 store.prepare_notes(notes_ref, additions, notes_message)?;
@@ -162,6 +165,7 @@ pub fn publish(
                 ));
             }
         }
+        edits.extend(ledger_cas.iter().cloned());
         if edits.is_empty() {
             return Ok(());
         }

@@ -155,11 +155,18 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
             .map(|mut d| d.next().is_some())
             .unwrap_or(true)
     {
+        // A concurrent `start` of the same run may be creating it right now.
+        if store.ref_target(&ledger_ref)?.is_some() {
+            return Err(Error::conflict(format!(
+                "run {run_id:?} was just started by another process"
+            ))
+            .hint("look at it with `git tabellio status`"));
+        }
         return Err(Error::refused(format!(
             "the worktree directory {} exists and is not empty",
             worktree.display()
         ))
-        .hint("remove it, or choose another run id"));
+        .hint("move it away if it is yours, or choose another run id"));
     }
 
     let now = time::now();

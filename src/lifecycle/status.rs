@@ -41,6 +41,8 @@ pub struct LiveState {
     pub merge_preview: Option<crate::store::merge::MergePreview>,
     /// The policy at the head cannot be read (the run cannot be validated until it is fixed).
     pub policy_error: Option<String>,
+    /// The run worktree exists but cannot be used (an interrupted start, a damaged `.git`).
+    pub worktree_broken: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -105,10 +107,11 @@ fn allowed_actions(
         v.retain(|a| match *a {
             "checkpoint" | "finish" => workspace_ok && !no_work,
             "loop" => workspace_ok,
+            // Promote moves the target to the validated commit; it needs the run branch, not
+            // the run worktree.
             "promote" => {
-                workspace_ok
-                    && !live.head_changed_since_validation
-                    && live.target_moved.is_none()
+                !live.head_changed_since_validation
+                    && (live.target_moved.is_none() || interrupted_promotion(run, live))
                     && !live.target_deleted
                     && missing.is_empty()
             }
@@ -116,6 +119,14 @@ fn allowed_actions(
         });
     }
     v.into_iter().map(str::to_string).collect()
+}
+
+/// The target already points at the validated commit while the ledger says `completed`: a
+/// promotion killed between its target and ledger writes.
+fn interrupted_promotion(run: &RunRecord, live: &LiveState) -> bool {
+    run.state == RunState::Completed
+        && live.target_moved.is_some()
+        && live.target_moved.as_deref() == run.validated.as_ref().map(|v| v.commit.as_str())
 }
 
 /// A loop that `loop --resume` continues: looping (killed), or blocked by an interrupt.
@@ -136,8 +147,16 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
     let run = &ledger.record;
     let id = &run.run_id;
     let workspace = run_workspace(store, ledger)?;
+    // A worktree left unusable (an interrupted start) is reported, not fatal.
+    let mut worktree_broken = None;
     let ws = match &workspace {
-        Some(p) if p.exists() => Some(worktree::inspect(p)?),
+        Some(p) if p.exists() => match worktree::broken_reason(p) {
+            Some(why) => {
+                worktree_broken = Some(why);
+                None
+            }
+            None => Some(worktree::inspect(p)?),
+        },
         _ => None,
     };
     let branch_tip = store.ref_target(&run.branch)?;
@@ -201,6 +220,7 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
         target_deleted,
         merge_preview,
         policy_error,
+        worktree_broken,
     };
 
     let wt = workspace
@@ -214,12 +234,17 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
         command,
     };
     let next_action = if run.state.is_terminal() {
-        if ws.is_some() || branch_tip.is_some() {
+        if ws.is_some() || branch_tip.is_some() || live.worktree_broken.is_some() {
+            let force = if live.worktree_broken.is_some() {
+                " --force"
+            } else {
+                ""
+            };
             next(
                 "cleanup",
                 false,
                 format!("the run is {}; its worktree and branch can go", run.state),
-                Some(format!("git tabellio cleanup {id}")),
+                Some(format!("git tabellio cleanup {id}{force}")),
             )
         } else {
             next(
@@ -229,11 +254,23 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
                 None,
             )
         }
-    } else if ws.is_none() {
+    } else if branch_tip.is_none() {
         next(
             "abandon",
             true,
-            "the run worktree is missing".into(),
+            format!("the run branch {} was deleted", run.branch),
+            Some(format!("git tabellio abandon {id}")),
+        )
+    } else if ws.is_none() && run.state != RunState::Completed {
+        next(
+            "abandon",
+            true,
+            match &live.worktree_broken {
+                Some(why) => format!(
+                    "the run worktree is unusable ({why}); abandon the run, then `git tabellio cleanup {id} --force` removes it"
+                ),
+                None => "the run worktree is missing".into(),
+            },
             Some(format!("git tabellio abandon {id}")),
         )
     } else if let Some(other) = &live.branch_switched {
@@ -286,6 +323,15 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
                 true,
                 format!("the target {} no longer exists", run.base.reference),
                 None,
+            ),
+            RunState::Completed if interrupted_promotion(run, &live) => next(
+                "promote",
+                false,
+                format!(
+                    "{} already points at the validated commit: a promotion was interrupted before it recorded itself; promote completes it",
+                    run.base.reference
+                ),
+                Some(format!("git tabellio promote {id}")),
             ),
             RunState::Completed if live.target_moved.is_some() => next(
                 "rebase",

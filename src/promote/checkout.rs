@@ -47,6 +47,63 @@ fn differing_paths(
     Ok((changed, removed))
 }
 
+/// Are `paths` (the worktree's changes against its index) exactly what an interrupted move
+/// from `old` to `new` leaves behind? Each must be one the move touches, and hold the old
+/// content, the new content, or nothing: then finishing the move loses nobody's work. Any
+/// other change means someone edited the worktree, and it is theirs.
+pub fn leftover_of_move(
+    store: &Store,
+    path: &Path,
+    old: gix::ObjectId,
+    new: gix::ObjectId,
+    paths: &[String],
+) -> Result<bool> {
+    if paths.is_empty() {
+        return Ok(false);
+    }
+    let repo = &store.repo;
+    let (old_tree, new_tree) = (store.tree_of(old)?, store.tree_of(new)?);
+    let old_index = repo
+        .index_from_tree(&old_tree)
+        .context(|| format!("could not read tree {old_tree}"))?;
+    let new_index = repo
+        .index_from_tree(&new_tree)
+        .context(|| format!("could not read tree {new_tree}"))?;
+    for p in paths {
+        let rel = p.trim_end_matches('/');
+        let (o, n) = (
+            old_index.entry_by_path(rel.into()),
+            new_index.entry_by_path(rel.into()),
+        );
+        let (o, n) = (o.map(|e| (e.id, e.mode)), n.map(|e| (e.id, e.mode)));
+        if o == n {
+            return Ok(false); // the move does not touch it: an edit of someone's
+        }
+        let file = path.join(rel);
+        let content = match std::fs::symlink_metadata(&file) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(Error::internal(format!(
+                    "could not read {}: {e}",
+                    file.display()
+                )))
+            }
+            Ok(md) if md.file_type().is_symlink() => std::fs::read_link(&file)
+                .map(|t| t.as_os_str().as_encoded_bytes().to_vec())
+                .map_err(|e| Error::internal(format!("could not read {}: {e}", file.display())))?,
+            Ok(md) if md.is_dir() => return Ok(false),
+            Ok(_) => std::fs::read(&file)
+                .map_err(|e| Error::internal(format!("could not read {}: {e}", file.display())))?,
+        };
+        let id = gix::objs::compute_hash(repo.object_hash(), gix::object::Kind::Blob, &content)
+            .context(|| format!("could not hash {}", file.display()))?;
+        if Some(id) != o.map(|(id, _)| id) && Some(id) != n.map(|(id, _)| id) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Untracked files of the worktree that moving `old` → `new` would overwrite.
 pub fn untracked_in_the_way(
     store: &Store,

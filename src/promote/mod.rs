@@ -67,6 +67,9 @@ pub struct Plan {
     pub base: gix::ObjectId,
     pub validated: gix::ObjectId,
     pub target_worktree: Option<PathBuf>,
+    /// The target already points at the validated commit: a promotion interrupted between its
+    /// two ref writes (gix writes loose refs one after the other). Only the ledger is left.
+    pub ledger_only: bool,
 }
 
 /// The requirements a validated commit must still meet: the policy's required checks at that
@@ -159,6 +162,20 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan> {
     let (target, validated_id) = check_validated(store, run)?;
     let base = store.parse_oid(&run.base.commit)?;
     let current = store.ref_target(&target)?;
+    if current == Some(validated_id) && base != validated_id {
+        let target_worktree = store
+            .worktrees_of_branch(&target)?
+            .into_iter()
+            .find(|p| p.exists());
+        return Ok(Plan {
+            ledger,
+            target,
+            base,
+            validated: validated_id,
+            target_worktree,
+            ledger_only: true,
+        });
+    }
     if current != Some(base) {
         let mut err = Error::conflict(format!(
             "target moved: {target} is at {}, the run started from {}",
@@ -206,6 +223,7 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan> {
         base,
         validated: validated_id,
         target_worktree,
+        ledger_only: false,
     })
 }
 
@@ -226,6 +244,13 @@ fn check_target_worktree(
         .hint("remove its registration with `git worktree prune`, then promote again"));
     }
     let ws = worktree::inspect(path)?;
+    // A promotion killed while it moved this worktree leaves exactly the old or new content
+    // of the paths it touches: finishing the move is the repair, and it loses no one's work.
+    let mut touched: Vec<String> = ws.changed.clone();
+    touched.extend(ws.untracked.iter().cloned());
+    if checkout::leftover_of_move(store, path, base, validated, &touched)? {
+        return checkout::refuse_unmovable(path);
+    }
     if !ws.changed.is_empty() {
         return Err(Error::refused(format!(
             "{target} is checked out in {} with uncommitted changes: {}",
@@ -237,7 +262,7 @@ fn check_target_worktree(
                 .collect::<Vec<_>>()
                 .join(", ")
         ))
-        .hint("commit or stash them there, then promote again"));
+        .hint("if they are yours, commit or stash them there, then promote again"));
     }
     if ws.head != Some(base) {
         return Err(Error::refused(format!(
@@ -322,7 +347,11 @@ pub fn promote(env: &Env, run: Option<&str>, dry_run: bool) -> Result<PromoteOut
             &message,
         ),
     ];
+    // The target write goes first: a crash between the two loose-ref writes leaves the target
+    // at the validated commit with the ledger still `completed`, which `plan` recognises and
+    // this function completes by writing the ledger alone (`ledger_only`).
     match &plan.target_worktree {
+        _ if plan.ledger_only => tx::apply(store, &edits[1..]).map_err(|e| e.into_error())?,
         None => tx::apply(store, &edits).map_err(|e| e.into_error())?,
         Some(path) => {
             // Hold the locks on target and ledger while the files move: nobody can move either

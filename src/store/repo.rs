@@ -296,21 +296,41 @@ impl Store {
             return Ok(false);
         };
         let path = self.repo.common_dir().join("info").join("exclude");
-        let current = std::fs::read_to_string(&path).unwrap_or_default();
-        if current.lines().any(|l| l.trim() == line) {
+        // Bytes, not text: the user's file may hold any encoding, and we only ever append
+        // one line to it (never rewrite it).
+        let current = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => {
+                return Err(
+                    Error::refused(format!("could not read {}: {e}", path.display()))
+                        .hint("make it readable; tabellio adds one line to it"),
+                )
+            }
+        };
+        if current
+            .split(|b| *b == b'\n')
+            .any(|l| l.trim_ascii() == line.as_bytes())
+        {
             return Ok(false);
         }
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)
                 .context(|| format!("could not create {}", parent.display()))?;
         }
-        let mut text = current;
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
+        let mut add = Vec::new();
+        if !current.is_empty() && !current.ends_with(b"\n") {
+            add.push(b'\n');
         }
-        text.push_str(&line);
-        text.push('\n');
-        std::fs::write(&path, text).context(|| format!("could not write {}", path.display()))?;
+        add.extend_from_slice(line.as_bytes());
+        add.push(b'\n');
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(&add))
+            .context(|| format!("could not append to {}", path.display()))?;
         Ok(true)
     }
 }

@@ -135,6 +135,37 @@ impl Store {
         Ok(pruned)
     }
 
+    /// Remove an unusable worktree at `path` (see [`broken_reason`]): its administrative
+    /// directory (found by its `gitdir` file, or by name when that file is unreadable, as a
+    /// killed `git worktree add` can leave it) and the directory itself.
+    pub fn forget_broken_worktree(&self, path: &Path) -> Result<()> {
+        let admin_root = self.repo.common_dir().join("worktrees");
+        let want = path.join(".git");
+        let want_real = std::fs::canonicalize(path).ok().map(|p| p.join(".git"));
+        let name = path.file_name().map(|n| n.to_os_string());
+        if let Ok(entries) = std::fs::read_dir(&admin_root) {
+            for entry in entries.flatten() {
+                let admin = entry.path();
+                let gitdir = std::fs::read_to_string(admin.join("gitdir")).unwrap_or_default();
+                let gitdir = Path::new(gitdir.trim());
+                let matches = if gitdir.as_os_str().is_empty() {
+                    Some(entry.file_name()) == name
+                } else {
+                    gitdir == want || Some(gitdir) == want_real.as_deref()
+                };
+                if matches {
+                    std::fs::remove_dir_all(&admin)
+                        .context(|| format!("could not remove {}", admin.display()))?;
+                }
+            }
+        }
+        if path.exists() {
+            std::fs::remove_dir_all(path)
+                .context(|| format!("could not remove {}", path.display()))?;
+        }
+        Ok(())
+    }
+
     /// Remove the linked worktree at `path`; with `force`, even with changes in it.
     pub fn remove_worktree(&self, path: &Path, force: bool) -> Result<()> {
         let target = self
@@ -159,6 +190,29 @@ fn head_branch(repo: &gix::Repository) -> Option<String> {
         .map(|n| n.as_bstr().to_str_lossy().into_owned())
 }
 
+/// Why the existing worktree directory `path` cannot be used, if it cannot: a `git worktree
+/// add` (ours, in `start`) killed half-way leaves no `.git` file, no index, or an
+/// administrative directory still locked as "initializing".
+pub fn broken_reason(path: &Path) -> Option<String> {
+    if !path.join(".git").exists() {
+        return Some("no .git file".into());
+    }
+    let repo = match gix::open(path) {
+        Ok(repo) => repo,
+        Err(e) => return Some(format!("not a repository: {e}")),
+    };
+    if repo.worktree().is_some_and(|w| !w.is_main()) {
+        let lock = repo.git_dir().join("locked");
+        if std::fs::read_to_string(&lock).is_ok_and(|t| t.contains("initializing")) {
+            return Some("still locked as initializing".into());
+        }
+    }
+    if !repo.index_path().exists() {
+        return Some("no index".into());
+    }
+    None
+}
+
 /// Inspect the worktree at `path`: branch, head, tracked changes and untracked files.
 pub fn inspect(path: &Path) -> Result<WorkspaceState> {
     if !path.exists() {
@@ -166,6 +220,13 @@ pub fn inspect(path: &Path) -> Result<WorkspaceState> {
             Error::refused(format!("the worktree {} no longer exists", path.display()))
                 .hint("it was deleted by hand; `git worktree prune` forgets it"),
         );
+    }
+    if let Some(why) = broken_reason(path) {
+        return Err(Error::refused(format!(
+            "the worktree {} is unusable ({why}): it was never completed, or was damaged",
+            path.display()
+        ))
+        .hint("abandon its run, then `git tabellio cleanup <run> --force` removes it"));
     }
     let repo =
         gix::open(path).context(|| format!("could not open the worktree at {}", path.display()))?;

@@ -6,6 +6,7 @@ mod hooks;
 mod lifecycle;
 mod plans;
 mod promote;
+mod recovery;
 mod refusals;
 mod runner;
 mod storage;

@@ -355,11 +355,13 @@ fn allowed_actions_follow_the_live_repository() {
         .as_array()
         .unwrap()
         .contains(&"promote".into()));
+    // A detached run worktree: nothing that needs the worktree, but promote needs only the
+    // run branch, which still holds the validated commit.
     t.git_in(&wt, &["checkout", "-q", "--detach"]).ok();
     let (_, st) = t.tab_json(&["status", "r1"]);
     assert_eq!(
         st["allowed_actions"],
-        serde_json::json!(["abandon"]),
+        serde_json::json!(["promote", "abandon"]),
         "{st}"
     );
     t.git_in(&wt, &["switch", "-q", "tabellio/r1"]).ok();

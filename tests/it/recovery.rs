@@ -1,0 +1,156 @@
+//! What a killed command can leave behind, and how the tool gets the user out of it. The
+//! states are made by hand (the exact bytes a SIGKILL at the wrong moment leaves), so the
+//! tests are deterministic.
+
+use crate::util::*;
+
+fn completed_run(t: &TestEnv, id: &str, file: &str) -> std::path::PathBuf {
+    t.tab(&["start", id, "--task", "t", "--base", "main"]).ok();
+    let wt = t.worktree(id);
+    write_file(&wt.join(file), &format!("{id}\n"));
+    t.git_in(&wt, &["add", "-A"]).ok();
+    t.git_in(&wt, &["commit", "-q", "-m", &format!("edit {file}")])
+        .ok();
+    t.tab(&["finish", id, "--", "true"]).ok();
+    wt
+}
+
+#[test]
+fn a_promotion_killed_between_its_two_ref_writes_is_completed_by_promote() {
+    let t = TestEnv::new();
+    t.git(&["switch", "-q", "-c", "elsewhere"]).ok();
+    completed_run(&t, "r1", "a.txt");
+    let validated = t.git_out(&["rev-parse", "tabellio/r1"]);
+    // The target was written, the ledger was not.
+    t.git(&["update-ref", "refs/heads/main", &validated]).ok();
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(st["next_action"]["action"], "promote", "{st}");
+    assert!(st["allowed_actions"]
+        .as_array()
+        .unwrap()
+        .contains(&"promote".into()));
+    let (code, j) = t.tab_json(&["promote", "r1"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["run"]["state"], "promoted");
+    assert_eq!(t.git_out(&["rev-parse", "main"]), validated);
+    t.fsck();
+}
+
+#[test]
+fn a_checked_out_target_left_half_moved_is_finished_not_committed() {
+    let t = TestEnv::new();
+    t.write("old.txt", "old\n");
+    t.write("keep.txt", "keep\n");
+    t.git(&["add", "-A"]).ok();
+    t.git(&["commit", "-q", "-m", "files"]).ok();
+    t.tab(&["start", "r1", "--task", "t"]).ok();
+    let wt = t.worktree("r1");
+    t.git_in(&wt, &["rm", "-q", "old.txt"]).ok();
+    write_file(&wt.join("new.txt"), "new\n");
+    write_file(&wt.join("keep.txt"), "kept and changed\n");
+    t.git_in(&wt, &["add", "-A"]).ok();
+    t.git_in(&wt, &["commit", "-q", "-m", "change"]).ok();
+    t.tab(&["finish", "r1", "--", "true"]).ok();
+    // The move was killed half-way: old.txt removed, new.txt written, keep.txt not yet.
+    std::fs::remove_file(t.repo.join("old.txt")).unwrap();
+    t.write("new.txt", "new\n");
+    let (code, j) = t.tab_json(&["promote", "r1"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(
+        std::fs::read_to_string(t.repo.join("keep.txt")).unwrap(),
+        "kept and changed\n"
+    );
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+    t.fsck();
+}
+
+#[test]
+fn someone_elses_edit_in_the_target_is_never_taken_for_a_leftover() {
+    let t = TestEnv::new();
+    completed_run(&t, "r1", "a.txt");
+    t.write("README.md", "my own edit\n");
+    let before = t.snapshot();
+    let r = t.tab(&["--json", "promote", "r1"]);
+    r.code(3);
+    assert!(
+        r.json()["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .starts_with("if they are yours"),
+        "{}",
+        r.desc
+    );
+    assert_eq!(before, t.snapshot());
+    assert_eq!(
+        std::fs::read_to_string(t.repo.join("README.md")).unwrap(),
+        "my own edit\n"
+    );
+}
+
+#[test]
+fn a_start_killed_while_adding_the_worktree_is_explained_and_cleaned_up() {
+    let t = TestEnv::new();
+    t.tab(&["start", "k1", "--task", "t"]).ok();
+    // What a killed `git worktree add` leaves: locked as initializing, no index, no commondir.
+    let admin = t.repo.join(".git/worktrees/k1");
+    std::fs::write(admin.join("locked"), "initializing\n").unwrap();
+    std::fs::remove_file(admin.join("index")).unwrap();
+    std::fs::write(admin.join("commondir"), "").unwrap();
+    let (code, st) = t.tab_json(&["status", "k1"]);
+    assert_eq!(code, 0, "{st}");
+    assert_eq!(st["next_action"]["action"], "abandon");
+    assert!(st["live"]["worktree_broken"].is_string(), "{st}");
+    let r = t.tab(&["--json", "checkpoint", "k1"]);
+    r.code(3);
+    t.tab(&["abandon", "k1"]).ok();
+    t.tab(&["cleanup", "k1"]).code(3);
+    t.tab(&["cleanup", "k1", "--force"]).ok();
+    assert!(!t.worktree("k1").exists());
+    // Stock git works again.
+    t.git(&["worktree", "list"]).ok();
+    t.git(&["gc", "-q"]).ok();
+    t.fsck();
+}
+
+#[test]
+fn a_checkpoint_whose_note_went_missing_restores_it() {
+    let t = TestEnv::new();
+    let wt = t.start_with_commit("r1", "a.txt", "a\n");
+    t.tab_in(&wt, &["checkpoint", "-m", "step"]).ok();
+    let head = t.git_out(&["rev-parse", "tabellio/r1"]);
+    t.git(&["update-ref", "-d", "refs/notes/tabellio/checkpoints"])
+        .ok();
+    let r = t.tab_in(&wt, &["--json", "checkpoint"]);
+    r.ok();
+    assert_eq!(r.json()["recorded"], false);
+    let note = t.git_out(&["notes", "--ref=tabellio/checkpoints", "show", &head]);
+    assert!(note.contains("\"summary\":\"step\""), "{note}");
+}
+
+#[test]
+fn a_completed_run_without_its_worktree_can_still_be_promoted() {
+    let t = TestEnv::new();
+    t.git(&["switch", "-q", "-c", "elsewhere"]).ok();
+    completed_run(&t, "r1", "a.txt");
+    t.git(&[
+        "worktree",
+        "remove",
+        "--force",
+        t.worktree("r1").to_str().unwrap(),
+    ])
+    .ok();
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(st["next_action"]["action"], "promote", "{st}");
+    t.tab(&["promote", "r1"]).ok();
+}
+
+#[test]
+fn an_exclude_file_in_another_encoding_is_appended_to_not_rewritten() {
+    let t = TestEnv::new();
+    let exclude = t.repo.join(".git/info/exclude");
+    let mut bytes = b"secret.env\n# caf\xe9 (latin-1)\n".to_vec();
+    std::fs::write(&exclude, &bytes).unwrap();
+    t.tab(&["start", "r1", "--task", "t"]).ok();
+    bytes.extend_from_slice(b"/.tabellio/worktrees/\n");
+    assert_eq!(std::fs::read(&exclude).unwrap(), bytes);
+}
