@@ -476,7 +476,7 @@ pub fn pre_push(store: &Store, remote: &str, input: &str) -> Result<HookOutcome>
         };
         gate.gate(&remote_ref, base, local_oid, &mut out)?;
     }
-    if !out.allowed.is_empty() && !pushes_notes {
+    if !out.allowed.is_empty() && !pushes_notes && !remote_has_our_evidence(store, remote)? {
         let refs: Vec<&str> = out.allowed.iter().map(|a| a.refname.as_str()).collect();
         out.warnings.push(format!(
             "{} is protected on {remote} as well, and its gate reads evidence from {EVIDENCE}, which this push does not carry; \
@@ -485,6 +485,20 @@ pub fn pre_push(store: &Store, remote: &str, input: &str) -> Result<HookOutcome>
         ));
     }
     Ok(out)
+}
+
+/// Does the remote already hold every evidence record we have? True when our evidence notes
+/// are contained in what we last fetched from it (`init` keeps that copy at
+/// `refs/notes/tabellio/remotes/<remote>/evidence`).
+fn remote_has_our_evidence(store: &Store, remote: &str) -> Result<bool> {
+    let Some(ours) = store.ref_target(EVIDENCE)? else {
+        return Ok(true);
+    };
+    let tracking = format!("refs/notes/tabellio/remotes/{remote}/evidence");
+    match store.ref_target(&tracking) {
+        Ok(Some(theirs)) => store.is_ancestor(ours, theirs),
+        _ => Ok(false),
+    }
 }
 
 /// `hook pre-receive` (server): gate every protected ref update of the push, reading evidence

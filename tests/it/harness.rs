@@ -17,12 +17,7 @@ const VALUE_IS_TWO: &str = "import os,sys\nv=open('value.txt').read().strip() if
 /// A repository whose policy requires `check` (python source run with `python3 -c`).
 fn repo_with_check(check: &str) -> TestEnv {
     let t = TestEnv::new();
-    t.write(
-        ".tabellio/policy.json",
-        &policy(&[("test", &["python3", "-c", check])]),
-    );
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", "policy"]).ok();
+    t.commit_policy(&policy(&[("test", &["python3", "-c", check])]));
     t
 }
 
@@ -500,17 +495,11 @@ fn wait_gone(pid: libc::pid_t) {
     }
 }
 
+/// Start `git tabellio --json loop <args>` in the background.
 fn spawn_loop(t: &TestEnv, args: &[&str]) -> std::process::Child {
-    let mut cmd = Command::new(BIN);
-    cmd.arg("--json")
-        .arg("loop")
-        .args(args)
-        .current_dir(&t.repo)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    hermetic(&mut cmd, &t.home);
-    cmd.spawn().unwrap()
+    let mut all = vec!["--json", "loop"];
+    all.extend_from_slice(args);
+    t.spawn_tab(&all)
 }
 
 #[test]
@@ -690,8 +679,7 @@ fn context_has_no_local_paths_and_its_digest_verifies() {
         "a.txt",
         "a file with enough content to be recognised when renamed\n",
     );
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", "policy and a.txt"]).ok();
+    t.commit_all("policy and a.txt");
     t.tab(&["start", "r1", "--task", "test task"]).ok();
     let wt = t.worktree("r1");
     t.git_in(&wt, &["mv", "a.txt", "b.txt"]).ok();
@@ -833,36 +821,10 @@ fn refusals_write_nothing() {
     assert_eq!(t.snapshot(), before);
 
     // Someone rewrote the pinned task in the ledger: resume refuses.
-    let tip = t.git_out(&["rev-parse", "refs/tabellio/runs/r2"]);
-    let mut run = run_json(&t, "r2");
-    run["task"]["text"] = "a different task".into();
-    run["task"]["sha256"] = sha256_of("a different task").into();
-    let blob_path = t.path().join("run.json");
-    std::fs::write(&blob_path, serde_json::to_string_pretty(&run).unwrap()).unwrap();
-    let blob = t.git_out(&["hash-object", "-w", blob_path.to_str().unwrap()]);
-    let tree = {
-        let mut cmd = Command::new("git");
-        cmd.args(["mktree"])
-            .current_dir(&t.repo)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
-        hermetic(&mut cmd, &t.home);
-        let mut child = cmd.spawn().unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(format!("100644 blob {blob}\trun.json\n").as_bytes())
-            .unwrap();
-        String::from_utf8(child.wait_with_output().unwrap().stdout)
-            .unwrap()
-            .trim()
-            .to_string()
-    };
-    let forged = t.git_out(&["commit-tree", &tree, "-p", &tip, "-m", "retask"]);
-    t.git(&["update-ref", "refs/tabellio/runs/r2", &forged, &tip])
-        .ok();
+    t.forge_ledger("r2", "retask", |run| {
+        run["task"]["text"] = "a different task".into();
+        run["task"]["sha256"] = sha256_of("a different task").into();
+    });
     let before = t.snapshot();
     let (code, out) = run_loop(&t, &["r2", "--resume", "--", a.to_str().unwrap()]);
     assert_eq!(code, 3, "{out:#}");
@@ -950,8 +912,7 @@ fn collect_commits_what_git_add_all_would() {
     t.write("edit.txt", "before\n");
     t.write("run.sh", "echo hi\n");
     t.write("old-name.txt", "a file that will be renamed by the agent\n");
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", "files"]).ok();
+    t.commit_all("files");
     start(&t, "r1");
     let a = agent(
         &t,
@@ -1024,15 +985,11 @@ fn secrets_in_the_agent_argv_are_not_stored() {
     let secret = "s3cr3t-value-0123456789";
     let flag = format!("--token={secret}");
     let run = |args: &[&str]| {
-        let mut cmd = Command::new(BIN);
-        cmd.arg("--json").args(args).current_dir(&t.repo);
-        hermetic(&mut cmd, &t.home);
-        cmd.env("AGENT_API_TOKEN", secret);
-        let out = cmd.output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-        )
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let token = [("AGENT_API_TOKEN", std::ffi::OsStr::new(secret))];
+        let out = t.command_with_env(BIN, &t.repo, &token, &all);
+        (out.code, out.stdout)
     };
     let (code, stdout) = run(&[
         "loop",
@@ -1191,9 +1148,7 @@ fn repo_with_plan_gate() -> TestEnv {
     });
     t.write(".tabellio/policy.json", &policy.to_string());
     t.write("plans/value-plan.md", TICKED_PLAN);
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", "policy and a finished plan"])
-        .ok();
+    t.commit_all("policy and a finished plan");
     t
 }
 

@@ -1,20 +1,14 @@
 //! The hooks, with real git: local ref transactions, pushes from a client, and a bare server
 //! whose pre-receive reads evidence from the push itself.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use crate::util::*;
 
 /// A repository with a policy on `main` protecting it and requiring `readme`, hooks installed.
 fn protected_repo() -> TestEnv {
-    let t = TestEnv::new();
-    t.write(
-        ".tabellio/policy.json",
-        &policy(&[("readme", &["test", "-f", "README.md"])]),
-    );
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", "policy"]).ok();
+    let t = TestEnv::with_readme_policy();
     t.tab(&["hooks", "install"]).ok();
     t
 }
@@ -36,8 +30,7 @@ fn commit_on(t: &TestEnv, branch: &str, file: &str) -> String {
         t.git(&["checkout", "-q", "-b", branch]).ok();
     }
     t.write(file, &format!("{file}\n"));
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", &format!("add {file}")]).ok();
+    t.commit_all(&format!("add {file}"));
     t.git_out(&["rev-parse", "HEAD"])
 }
 
@@ -50,34 +43,12 @@ fn run_hook(t: &TestEnv, cwd: &Path, args: &[&str], input: &str) -> Run {
     run_hook_env(t, cwd, args, input, &[])
 }
 
+/// [`run_hook`] with extra environment variables set last.
 fn run_hook_env(t: &TestEnv, cwd: &Path, args: &[&str], input: &str, env: &[(&str, &str)]) -> Run {
-    use std::io::Write;
-    let mut cmd = std::process::Command::new(BIN);
-    cmd.arg("hook")
-        .args(args)
-        .current_dir(cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    hermetic(&mut cmd, &t.home);
-    cmd.envs(env.iter().copied());
-    let mut child = cmd.spawn().unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        desc: format!(
-            "hook {args:?} in {cwd:?}\n--- stderr\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    }
+    let env: Vec<(&str, &OsStr)> = env.iter().map(|(k, v)| (*k, OsStr::new(v))).collect();
+    let mut all = vec!["hook"];
+    all.extend_from_slice(args);
+    t.command_with_input(BIN, cwd, &env, &all, input)
 }
 
 #[test]
@@ -291,16 +262,16 @@ fn hooks_install_refuses_a_foreign_hook_and_force_moves_it_aside() {
     );
 }
 
+/// Push `refspec` to `origin` in one atomic push together with the evidence notes.
+fn push_with_evidence(t: &TestEnv, refspec: &str) -> Run {
+    let notes = "refs/notes/tabellio/evidence";
+    t.git(&["push", "--atomic", "origin", refspec, notes])
+}
+
 /// A bare server with `main` (carrying the policy) pushed from `client`, and the pre-receive
 /// shim installed.
 fn server_and_client() -> (TestEnv, PathBuf) {
-    let t = TestEnv::new();
-    t.write(
-        ".tabellio/policy.json",
-        &policy(&[("readme", &["test", "-f", "README.md"])]),
-    );
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", "policy"]).ok();
+    let t = TestEnv::with_readme_policy();
     let server = t.path().join("server.git");
     t.git_in(
         t.path(),
@@ -367,15 +338,7 @@ fn a_bare_server_refuses_an_unvalidated_push_and_accepts_evidence_in_the_same_at
     // Force objects into a pack in the quarantine (not loose) to cover both object kinds.
     t.git_in(&server, &["config", "receive.unpackLimit", "1"])
         .ok();
-    t.git(&[
-        "push",
-        "-q",
-        "--atomic",
-        "origin",
-        "feature:main",
-        "refs/notes/tabellio/evidence",
-    ])
-    .ok();
+    push_with_evidence(&t, "feature:main").ok();
     assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), feature);
     let note = t.git_out_in(
         &server,
@@ -393,28 +356,8 @@ fn a_bare_server_refuses_an_unvalidated_push_and_accepts_evidence_in_the_same_at
     let line = t
         .git_out(&["notes", "--ref=tabellio/evidence", "show", &next])
         .replace("\"duration_ms\":", "\"duration_ms\":1");
-    let file = t.path().join("forged.txt");
-    std::fs::write(&file, line).unwrap();
-    let tree = t.git_out(&["rev-parse", &format!("{next}^{{tree}}")]);
-    for object in [&next, &tree] {
-        t.git(&[
-            "notes",
-            "--ref=tabellio/evidence",
-            "add",
-            "-f",
-            "-F",
-            file.to_str().unwrap(),
-            object,
-        ])
-        .ok();
-    }
-    let r = t.git(&[
-        "push",
-        "--atomic",
-        "origin",
-        "feature:main",
-        "refs/notes/tabellio/evidence",
-    ]);
+    t.forge_evidence(&next, &line);
+    let r = push_with_evidence(&t, "feature:main");
     assert_ne!(r.code, 0, "{}", r.desc);
     assert!(r.stderr.contains("readme (tampered)"), "{}", r.desc);
     assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), feature);
@@ -430,19 +373,12 @@ fn the_server_gate_uses_the_policy_at_the_protected_tip_not_the_pushed_one() {
     let weak = serde_json::json!({"schema": "tabellio.policy/v1", "protect": ["refs/heads/main"]})
         .to_string();
     t.write(".tabellio/policy.json", &weak);
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", "weaken the gate"]).ok();
+    t.commit_all("weaken the gate");
     let commit = rev(&t, "HEAD");
     // Evidence for some other check does not satisfy main's `readme`.
     t.tab(&["validate", &commit, "--check", "other", "--", "true"])
         .ok();
-    let r = t.git(&[
-        "push",
-        "--atomic",
-        "origin",
-        "weaken:main",
-        "refs/notes/tabellio/evidence",
-    ]);
+    let r = push_with_evidence(&t, "weaken:main");
     assert_ne!(r.code, 0, "{}", r.desc);
     assert!(r.stderr.contains("readme (missing)"), "{}", r.desc);
     // An invalid policy cannot be pushed onto the protected branch either.
@@ -453,13 +389,7 @@ fn the_server_gate_uses_the_policy_at_the_protected_tip_not_the_pushed_one() {
     t.git(&["commit", "-q", "-am", "break the policy"]).ok();
     let broken = rev(&t, "HEAD");
     t.tab(&["validate", &broken, "--policy-from", "main"]).ok();
-    let r = t.git(&[
-        "push",
-        "--atomic",
-        "origin",
-        "weaken:main",
-        "refs/notes/tabellio/evidence",
-    ]);
+    let r = push_with_evidence(&t, "weaken:main");
     assert_ne!(r.code, 0, "{}", r.desc);
     assert!(r.stderr.contains("its own policy is invalid"), "{}", r.desc);
     let _ = server;
@@ -498,13 +428,7 @@ fn pre_push_refuses_locally_and_warns_about_missing_notes() {
     // With the notes: no warning.
     let next = commit_on(&t, "feature", "g.txt");
     t.tab(&["validate", &next]).ok();
-    let r = t.git(&[
-        "push",
-        "--atomic",
-        "origin",
-        "feature:main",
-        "refs/notes/tabellio/evidence",
-    ]);
+    let r = push_with_evidence(&t, "feature:main");
     r.ok();
     assert!(!r.stderr.contains("warning"), "{}", r.desc);
     // Pushing an unprotected branch is not gated.
@@ -558,40 +482,16 @@ fn evidence_notes_updated_in_the_same_transaction_count() {
     // Take the notes ref back: the evidence now exists only in the notes commit.
     t.git(&["update-ref", "-d", "refs/notes/tabellio/evidence"])
         .ok();
-    let update_ref_stdin = |input: &str| {
-        use std::io::Write;
-        let mut cmd = std::process::Command::new("git");
-        cmd.args(["update-ref", "--stdin"])
-            .current_dir(&t.repo)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        hermetic(&mut cmd, &t.home);
-        let mut child = cmd.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
+    let update_ref_stdin =
+        |input: &str| t.command_with_input("git", &t.repo, &[], &["update-ref", "--stdin"], input);
     let alone = update_ref_stdin(&format!(
         "start\nupdate refs/heads/main {feature}\nprepare\ncommit\n"
     ));
-    assert!(
-        !alone.status.success(),
-        "{}",
-        String::from_utf8_lossy(&alone.stderr)
-    );
+    assert!(alone.code != 0, "{}", alone.stderr);
     let together = update_ref_stdin(&format!(
         "start\nupdate refs/heads/main {feature}\nupdate refs/notes/tabellio/evidence {notes}\nprepare\ncommit\n"
     ));
-    assert!(
-        together.status.success(),
-        "{}",
-        String::from_utf8_lossy(&together.stderr)
-    );
+    assert!(together.code == 0, "{}", together.stderr);
     assert_eq!(rev(&t, "main"), feature);
     assert_eq!(rev(&t, "refs/notes/tabellio/evidence"), notes);
 }

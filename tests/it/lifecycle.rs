@@ -29,8 +29,7 @@ fn start_commit_checkpoint_finish_then_stock_git_reads_it() {
     assert_eq!(t.git_out(&["status", "--porcelain"]), "");
 
     write_file(&wt.join("hi.txt"), "hi\n");
-    t.git_in(&wt, &["add", "-A"]).ok();
-    t.git_in(&wt, &["commit", "-q", "-m", "say hi"]).ok();
+    t.commit_all_in(&wt, "say hi");
     let head = t.git_out(&["rev-parse", "tabellio/r1"]);
 
     // From inside the worktree the run id is inferred.
@@ -181,12 +180,7 @@ pub fn assert_no_local_paths(t: &TestEnv) {
 #[test]
 fn failing_then_passing_finish_with_a_policy() {
     let t = TestEnv::new();
-    t.write(
-        ".tabellio/policy.json",
-        &policy(&[("hi", &["test", "-f", "hi.txt"])]),
-    );
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", "policy"]).ok();
+    t.commit_policy(&policy(&[("hi", &["test", "-f", "hi.txt"])]));
     let wt = t.start_with_commit("r1", "other.txt", "x\n");
     let fail = t.tab(&["--json", "finish", "r1"]);
     fail.code(1);
@@ -198,8 +192,7 @@ fn failing_then_passing_finish_with_a_policy() {
     assert_eq!(st["missing_evidence"], serde_json::json!(["hi"]));
 
     write_file(&wt.join("hi.txt"), "hi\n");
-    t.git_in(&wt, &["add", "-A"]).ok();
-    t.git_in(&wt, &["commit", "-q", "-m", "fix"]).ok();
+    t.commit_all_in(&wt, "fix");
     let pass = t.tab(&["--json", "finish", "r1"]);
     pass.ok();
     let j = pass.json();
@@ -297,8 +290,7 @@ fn git_dash_c_and_custom_branch() {
     assert_eq!(r.json()["run"]["branch"], "refs/heads/work/r2");
     let wt = t.worktree("r2");
     write_file(&wt.join("f"), "x");
-    t.git_in(&wt, &["add", "-A"]).ok();
-    t.git_in(&wt, &["commit", "-qm", "f"]).ok();
+    t.commit_all_in(&wt, "f");
     // Inferred from a custom branch too.
     let st = t.tab_in(&wt, &["--json", "status"]);
     st.ok();
@@ -311,7 +303,9 @@ fn list_reports_an_unreadable_ledger_and_lists_the_rest() {
     let t = TestEnv::new();
     t.tab(&["start", "r1", "--task", "first"]).ok();
     t.tab(&["start", "r2", "--task", "second"]).ok();
-    t.forge_ledger("r2", |run| run["schema"] = "tabellio.run/v2".into());
+    t.forge_ledger("r2", "edited by hand", |run| {
+        run["schema"] = "tabellio.run/v2".into()
+    });
     for args in [&["list"][..], &["list", "--state", "active"]] {
         let (code, j) = t.tab_json(args);
         assert_eq!(code, 0, "{j}");

@@ -46,17 +46,14 @@ fn reconcile_moves_commits_and_the_finish_gate_follows() {
         "required": ["ok"],
         "plans": {"require_hygiene": true}
     });
-    t.write(".tabellio/policy.json", &policy.to_string());
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", "policy"]).ok();
+    t.commit_policy(&policy.to_string());
     t.tab(&["start", "r1", "--task", "t"]).ok();
     let wt = t.worktree("r1");
     write_file(&wt.join("plans/done.md"), &plan(0, 2));
     write_file(&wt.join("plans/same.md"), &plan(0, 1));
     write_file(&wt.join("plans_completed/same.md"), &plan(0, 1));
     write_file(&wt.join("plans_completed/reopened.md"), &plan(1, 1));
-    t.git_in(&wt, &["add", "-A"]).ok();
-    t.git_in(&wt, &["commit", "-q", "-m", "plans"]).ok();
+    t.commit_all_in(&wt, "plans");
 
     // The checks pass, but the plans are not hygienic: not completed.
     let r = t.tab_in(&wt, &["--json", "finish"]);

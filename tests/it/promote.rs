@@ -1,37 +1,19 @@
 //! Promotion: ref-only and checked-out targets, every refusal, forged ledgers, racing promoters.
 
-use std::process::{Command, Stdio};
-
 use crate::util::*;
 
-/// A repo whose main worktree is on another branch, so `main` is a ref-only target.
-fn ref_only_env() -> TestEnv {
-    let t = TestEnv::new();
-    t.git(&["switch", "-q", "-c", "elsewhere"]).ok();
-    t
-}
-
-/// Start `id` from `main`, commit `file`, finish it with a passing check.
-fn completed_run(t: &TestEnv, id: &str, file: &str) -> std::path::PathBuf {
-    let wt = started_run(t, id, file);
-    t.tab(&["finish", id, "--", "true"]).ok();
-    wt
-}
-
-fn started_run(t: &TestEnv, id: &str, file: &str) -> std::path::PathBuf {
-    t.tab(&["start", id, "--task", "t", "--base", "main"]).ok();
-    let wt = t.worktree(id);
-    write_file(&wt.join(file), &format!("{id}\n"));
-    t.git_in(&wt, &["add", "-A"]).ok();
-    t.git_in(&wt, &["commit", "-q", "-m", &format!("edit {file}")])
-        .ok();
-    wt
+/// Move `main` behind the run's back (from the `elsewhere` checkout): commit `file` on it.
+fn advance_main(t: &TestEnv, file: &str, content: &str, message: &str) {
+    t.git(&["switch", "-q", "main"]).ok();
+    t.write(file, content);
+    t.commit_all(message);
+    t.git(&["switch", "-q", "elsewhere"]).ok();
 }
 
 #[test]
 fn ref_only_promotion_moves_target_and_ledger_together() {
-    let t = ref_only_env();
-    completed_run(&t, "r1", "a.txt");
+    let t = TestEnv::ref_only();
+    t.completed_run("r1", "a.txt");
     let base = t.git_out(&["rev-parse", "main"]);
     let head = t.git_out(&["rev-parse", "tabellio/r1"]);
     // Dry run writes nothing.
@@ -63,14 +45,11 @@ fn checked_out_promotion_moves_index_and_files() {
     let t = TestEnv::new();
     t.write("gone.txt", "to be deleted\n");
     t.write("dir/keep.txt", "keep\n");
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", "more files"]).ok();
+    t.commit_all("more files");
     let wt = t.start_with_commit("r1", "new/file.txt", "new\n");
     write_file(&wt.join("dir/keep.txt"), "changed\n");
     std::fs::remove_file(wt.join("gone.txt")).unwrap();
-    t.git_in(&wt, &["add", "-A"]).ok();
-    t.git_in(&wt, &["commit", "-q", "-m", "change and delete"])
-        .ok();
+    t.commit_all_in(&wt, "change and delete");
     t.tab(&["finish", "r1", "--", "true"]).ok();
     // An untracked file that is not in the way does not matter.
     t.write("notes-to-self.txt", "mine\n");
@@ -131,7 +110,7 @@ fn refused(t: &TestEnv, args: &[&str], code: i32, needle: &str) {
 #[test]
 fn tracked_change_in_the_target_worktree_is_refused() {
     let t = TestEnv::new();
-    completed_run(&t, "r1", "a.txt");
+    t.completed_run("r1", "a.txt");
     t.write("README.md", "local edit\n");
     refused(&t, &["promote", "r1"], 3, "README.md");
     assert_eq!(
@@ -143,7 +122,7 @@ fn tracked_change_in_the_target_worktree_is_refused() {
 #[test]
 fn untracked_file_in_the_way_is_refused() {
     let t = TestEnv::new();
-    completed_run(&t, "r1", "a.txt");
+    t.completed_run("r1", "a.txt");
     t.write("a.txt", "my own untracked file\n");
     refused(&t, &["promote", "r1"], 3, "a.txt");
     assert_eq!(
@@ -154,15 +133,11 @@ fn untracked_file_in_the_way_is_refused() {
 
 #[test]
 fn target_moved_is_a_conflict_with_a_merge_preview() {
-    let t = ref_only_env();
-    completed_run(&t, "r1", "a.txt");
+    let t = TestEnv::ref_only();
+    t.completed_run("r1", "a.txt");
     // Someone else moves main, touching the same file the run added.
-    t.git(&["switch", "-q", "main"]).ok();
-    t.write("a.txt", "theirs\n");
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", "concurrent"]).ok();
+    advance_main(&t, "a.txt", "theirs\n", "concurrent");
     let tip = t.git_out(&["rev-parse", "main"]);
-    t.git(&["switch", "-q", "elsewhere"]).ok();
     refused(&t, &["promote", "r1"], 4, "target moved");
     let r = t.tab(&["--json", "promote", "r1"]);
     let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
@@ -178,13 +153,9 @@ fn target_moved_is_a_conflict_with_a_merge_preview() {
 
 #[test]
 fn clean_merge_preview_when_target_moved_elsewhere() {
-    let t = ref_only_env();
-    completed_run(&t, "r1", "a.txt");
-    t.git(&["switch", "-q", "main"]).ok();
-    t.write("unrelated.txt", "x\n");
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", "unrelated"]).ok();
-    t.git(&["switch", "-q", "elsewhere"]).ok();
+    let t = TestEnv::ref_only();
+    t.completed_run("r1", "a.txt");
+    advance_main(&t, "unrelated.txt", "x\n", "unrelated");
     let r = t.tab(&["--json", "promote", "r1"]);
     r.code(4);
     assert!(
@@ -199,12 +170,10 @@ fn clean_merge_preview_when_target_moved_elsewhere() {
 
 #[test]
 fn run_branch_moved_after_validation_is_refused() {
-    let t = ref_only_env();
-    let wt = completed_run(&t, "r1", "a.txt");
+    let t = TestEnv::ref_only();
+    let wt = t.completed_run("r1", "a.txt");
     write_file(&wt.join("late.txt"), "late\n");
-    t.git_in(&wt, &["add", "-A"]).ok();
-    t.git_in(&wt, &["commit", "-q", "-m", "after validation"])
-        .ok();
+    t.commit_all_in(&wt, "after validation");
     refused(
         &t,
         &["promote", "r1"],
@@ -218,66 +187,35 @@ fn run_branch_moved_after_validation_is_refused() {
 
 #[test]
 fn a_failed_run_is_refused() {
-    let t = ref_only_env();
-    started_run(&t, "r1", "a.txt");
+    let t = TestEnv::ref_only();
+    t.started_run("r1", "a.txt");
     t.tab(&["finish", "r1", "--", "false"]).code(1);
     refused(&t, &["promote", "r1"], 3, "validation_failed");
     refused(&t, &["promote", "nope"], 5, "nope");
 }
 
-/// Replace the ledger tip with a hand-made commit whose run.json says `completed`.
+/// Append a hand-made ledger commit whose run.json says `completed`, validated at the run's head.
 fn forge_completed(t: &TestEnv, id: &str) {
-    let ledger = format!("refs/tabellio/runs/{id}");
-    let mut run: serde_json::Value =
-        serde_json::from_str(&t.git_out(&["show", &format!("{ledger}:run.json")])).unwrap();
     let head = t.git_out(&["rev-parse", &format!("tabellio/{id}")]);
     let tree = t.git_out(&["rev-parse", &format!("{head}^{{tree}}")]);
-    run["state"] = "completed".into();
-    run["validated"] =
-        serde_json::json!({"commit": head, "tree": tree, "evidence_digest": "0".repeat(64)});
-    run["attempts"] = serde_json::json!([{"n": 1, "commit": head, "tree": tree, "checks": [{"name": "test", "digest": "1".repeat(64), "status": "passed", "exit_code": 0}], "status": "passed", "evidence_digest": "0".repeat(64), "at": "2026-01-01T00:00:00Z"}]);
-    let path = t.path().join("forged.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&run).unwrap()).unwrap();
-    let blob = t.git_out(&["hash-object", "-w", path.to_str().unwrap()]);
-    let mut mktree = Command::new("git");
-    mktree
-        .arg("mktree")
-        .current_dir(&t.repo)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-    hermetic(&mut mktree, &t.home);
-    let mut child = mktree.spawn().unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(format!("100644 blob {blob}\trun.json\n").as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let ltree = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    let parent = t.git_out(&["rev-parse", &ledger]);
-    let commit = t.git_out(&[
-        "commit-tree",
-        &ltree,
-        "-p",
-        &parent,
-        "-m",
-        "tabellio: finish forged",
-    ]);
-    t.git(&["update-ref", &ledger, &commit, &parent]).ok();
+    t.forge_ledger(id, "tabellio: finish forged", |run| {
+        run["state"] = "completed".into();
+        run["validated"] =
+            serde_json::json!({"commit": head, "tree": tree, "evidence_digest": "0".repeat(64)});
+        run["attempts"] = serde_json::json!([{"n": 1, "commit": head, "tree": tree, "checks": [{"name": "test", "digest": "1".repeat(64), "status": "passed", "exit_code": 0}], "status": "passed", "evidence_digest": "0".repeat(64), "at": "2026-01-01T00:00:00Z"}]);
+    });
 }
 
 #[test]
 fn a_forged_ledger_moves_no_branch() {
-    let t = ref_only_env();
-    started_run(&t, "r1", "a.txt");
+    let t = TestEnv::ref_only();
+    t.started_run("r1", "a.txt");
     forge_completed(&t, "r1");
     let (_, st) = t.tab_json(&["status", "r1"]);
     assert_eq!(st["state"], "completed");
     refused(&t, &["promote", "r1"], 3, "evidence");
     // Also with evidence present for another check only.
-    started_run(&t, "r2", "b.txt");
+    t.started_run("r2", "b.txt");
     t.tab(&["finish", "r2", "--check", "other", "--", "false"])
         .code(1);
     forge_completed(&t, "r2");
@@ -286,62 +224,32 @@ fn a_forged_ledger_moves_no_branch() {
 
 #[test]
 fn a_tampered_evidence_note_blocks_promotion() {
-    let t = ref_only_env();
-    started_run(&t, "r1", "a.txt");
+    let t = TestEnv::ref_only();
+    t.started_run("r1", "a.txt");
     t.tab(&["finish", "r1", "--", "false"]).code(1);
     // Flip the stored record to "passed" by hand and forge the ledger: digest no longer matches.
     let head = t.git_out(&["rev-parse", "tabellio/r1"]);
     let note = t
         .git_out(&["notes", "--ref=tabellio/evidence", "show", &head])
         .replace("\"status\":\"failed\"", "\"status\":\"passed\"");
-    t.git(&[
-        "notes",
-        "--ref=tabellio/evidence",
-        "add",
-        "-f",
-        "-m",
-        &note,
-        &head,
-    ])
-    .ok();
-    let tree = t.git_out(&["rev-parse", &format!("{head}^{{tree}}")]);
-    t.git(&[
-        "notes",
-        "--ref=tabellio/evidence",
-        "add",
-        "-f",
-        "-m",
-        &note,
-        &tree,
-    ])
-    .ok();
+    t.forge_evidence(&head, &note);
     forge_completed(&t, "r1");
     refused(&t, &["promote", "r1"], 3, "evidence");
 }
 
 #[test]
 fn racing_promoters_exactly_one_wins_each_round() {
-    let t = ref_only_env();
+    let t = TestEnv::ref_only();
     for round in 0..3 {
         let ids: Vec<String> = (0..8).map(|i| format!("race{round}-{i}")).collect();
         for id in &ids {
-            completed_run(&t, id, &format!("{id}.txt"));
+            t.completed_run(id, &format!("{id}.txt"));
         }
-        let children: Vec<_> = ids
+        let exits = race(ids.iter().map(|id| t.spawn_tab(&["promote", id])).collect());
+        let results: Vec<(String, i32)> = ids
             .iter()
-            .map(|id| {
-                let mut cmd = Command::new(BIN);
-                cmd.args(["promote", id])
-                    .current_dir(&t.repo)
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null());
-                hermetic(&mut cmd, &t.home);
-                (id.clone(), cmd.spawn().unwrap())
-            })
-            .collect();
-        let results: Vec<(String, i32)> = children
-            .into_iter()
-            .map(|(id, mut c)| (id, c.wait().unwrap().code().unwrap()))
+            .cloned()
+            .zip(exits.iter().map(|e| e.code))
             .collect();
         let winners: Vec<&String> = results
             .iter()
@@ -381,20 +289,11 @@ fn racing_promoters_exactly_one_wins_each_round() {
 #[test]
 fn promotion_in_bare_and_sha256_repositories() {
     let src = TestEnv::new();
-    let bare = src.path().join("bare.git");
-    src.git(&[
-        "clone",
-        "-q",
-        "--bare",
-        src.repo.to_str().unwrap(),
-        bare.to_str().unwrap(),
-    ])
-    .ok();
+    let bare = src.bare_clone();
     src.tab_in(&bare, &["start", "r1", "--task", "t"]).ok();
     let wt = bare.join("tabellio/worktrees/r1");
     write_file(&wt.join("x"), "x");
-    src.git_in(&wt, &["add", "-A"]).ok();
-    src.git_in(&wt, &["commit", "-qm", "x"]).ok();
+    src.commit_all_in(&wt, "x");
     src.tab_in(&bare, &["finish", "r1", "--", "true"]).ok();
     let r = src.tab_in(&bare, &["--json", "promote", "r1"]);
     r.ok();
@@ -413,7 +312,7 @@ fn promotion_in_bare_and_sha256_repositories() {
         .ok();
 
     let t = TestEnv::with_init(&["init", "-q", "-b", "main", "--object-format=sha256"]);
-    completed_run(&t, "r1", "a.txt");
+    t.completed_run("r1", "a.txt");
     let (code, j) = t.tab_json(&["promote", "r1"]);
     assert_eq!(code, 0, "{j}");
     assert_eq!(t.git_out(&["rev-parse", "HEAD"]).len(), 64);
@@ -426,11 +325,7 @@ fn the_demo_shows_a_whole_run_and_leaves_a_sound_repository() {
     let t = TestEnv::new();
     let r = t.tab_in(t.path(), &["--json", "demo", "--keep"]);
     r.ok();
-    let lines: Vec<serde_json::Value> = r
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = r.json_lines();
     let steps: Vec<&str> = lines.iter().map(|l| l["step"].as_str().unwrap()).collect();
     assert_eq!(
         steps,
@@ -483,11 +378,7 @@ fn the_demo_needs_only_git_and_the_binary() {
         &["tabellio", "--json", "demo"],
     );
     r.ok();
-    let lines: Vec<serde_json::Value> = r
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = r.json_lines();
     assert_eq!(lines[4]["data"]["state"], "validation_failed", "{}", r.desc);
     assert_eq!(lines[4]["data"]["attempt"]["checks"][0]["exit_code"], 1);
     assert_eq!(lines[6]["data"]["state"], "completed", "{}", r.desc);
@@ -499,13 +390,7 @@ fn a_closed_stdout_ends_the_demo_quietly() {
     use std::io::{BufRead, Read};
     let t = TestEnv::new();
     for args in [&["demo"][..], &["--json", "demo"][..]] {
-        let mut cmd = Command::new(BIN);
-        cmd.args(args)
-            .current_dir(t.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        hermetic(&mut cmd, &t.home);
-        let mut child = cmd.spawn().unwrap();
+        let mut child = t.spawn_tab_in(t.path(), args);
         let stdout = child.stdout.take().unwrap();
         let mut reader = std::io::BufReader::new(stdout);
         if args.contains(&"--json") {
@@ -530,15 +415,13 @@ fn checked_out_promotion_turns_files_into_directories_and_back() {
     let t = TestEnv::new();
     t.write("a.txt", "a file\n");
     t.write("d/one", "in a dir\n");
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", "shapes"]).ok();
+    t.commit_all("shapes");
     t.tab(&["start", "r1", "--task", "t"]).ok();
     let wt = t.worktree("r1");
     t.git_in(&wt, &["rm", "-q", "a.txt", "d/one"]).ok();
     write_file(&wt.join("a.txt/z"), "now a dir\n");
     write_file(&wt.join("d"), "now a file\n");
-    t.git_in(&wt, &["add", "-A"]).ok();
-    t.git_in(&wt, &["commit", "-q", "-m", "swap shapes"]).ok();
+    t.commit_all_in(&wt, "swap shapes");
     t.tab(&["finish", "r1", "--", "true"]).ok();
     let (code, j) = t.tab_json(&["promote", "r1"]);
     assert_eq!(code, 0, "{j}");
@@ -557,7 +440,7 @@ fn checked_out_promotion_turns_files_into_directories_and_back() {
 #[test]
 fn a_locked_index_in_the_target_worktree_is_a_conflict_that_changes_nothing() {
     let t = TestEnv::new();
-    completed_run(&t, "r1", "f.txt");
+    t.completed_run("r1", "f.txt");
     let lock = t.repo.join(".git/index.lock");
     std::fs::write(&lock, "").unwrap();
     refused(&t, &["promote", "r1"], 4, "index.lock");
@@ -570,17 +453,13 @@ fn a_locked_index_in_the_target_worktree_is_a_conflict_that_changes_nothing() {
 fn a_target_in_the_middle_of_a_rebase_is_not_moved() {
     let t = TestEnv::new();
     t.write("b.txt", "b\n");
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", "second"]).ok();
-    completed_run(&t, "r1", "f.txt");
+    t.commit_all("second");
+    t.completed_run("r1", "f.txt");
     // An interactive rebase stopped at "edit": HEAD is detached, main is reserved.
-    let mut cmd = Command::new("git");
-    cmd.args(["rebase", "-q", "-i", "HEAD~1"])
-        .current_dir(&t.repo)
-        .env("GIT_SEQUENCE_EDITOR", "sed -i -e s/^pick/edit/");
-    hermetic(&mut cmd, &t.home);
-    cmd.env("GIT_SEQUENCE_EDITOR", "sed -i -e s/^pick/edit/");
-    assert!(cmd.status().unwrap().success());
+    let editor = std::ffi::OsStr::new("sed -i -e s/^pick/edit/");
+    let args = ["rebase", "-q", "-i", "HEAD~1"];
+    t.command_with_env("git", &t.repo, &[("GIT_SEQUENCE_EDITOR", editor)], &args)
+        .ok();
     refused(&t, &["promote", "r1"], 3, "rebased");
     t.git(&["rebase", "--continue"]).ok();
     t.tab(&["promote", "r1"]).ok();
@@ -589,15 +468,15 @@ fn a_target_in_the_middle_of_a_rebase_is_not_moved() {
 #[test]
 fn sparse_checkouts_and_vanished_worktrees_are_refused() {
     let t = TestEnv::new();
-    completed_run(&t, "r1", "f.txt");
+    t.completed_run("r1", "f.txt");
     t.git(&["sparse-checkout", "set", "--no-cone", "/README.md"])
         .ok();
     refused(&t, &["promote", "r1"], 3, "sparse");
     t.git(&["sparse-checkout", "disable"]).ok();
 
     // main checked out in a linked worktree whose directory was deleted by hand.
-    let t = ref_only_env();
-    completed_run(&t, "r2", "g.txt");
+    let t = TestEnv::ref_only();
+    t.completed_run("r2", "g.txt");
     let gone = t.path().join("gone-main");
     t.git(&["worktree", "add", "-q", gone.to_str().unwrap(), "main"])
         .ok();
@@ -622,24 +501,10 @@ fn racing_promoters_into_a_checked_out_target_lose_with_exit_4() {
     for round in 0..2 {
         let ids: Vec<String> = (0..6).map(|i| format!("co{round}-{i}")).collect();
         for id in &ids {
-            completed_run(&t, id, &format!("{id}.txt"));
+            t.completed_run(id, &format!("{id}.txt"));
         }
-        let children: Vec<_> = ids
-            .iter()
-            .map(|id| {
-                let mut cmd = Command::new(BIN);
-                cmd.args(["promote", id])
-                    .current_dir(&t.repo)
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null());
-                hermetic(&mut cmd, &t.home);
-                cmd.spawn().unwrap()
-            })
-            .collect();
-        let codes: Vec<i32> = children
-            .into_iter()
-            .map(|mut c| c.wait().unwrap().code().unwrap())
-            .collect();
+        let exits = race(ids.iter().map(|id| t.spawn_tab(&["promote", id])).collect());
+        let codes: Vec<i32> = exits.iter().map(|e| e.code).collect();
         assert_eq!(
             codes.iter().filter(|c| **c == 0).count(),
             1,
@@ -661,13 +526,9 @@ fn racing_promoters_into_a_checked_out_target_lose_with_exit_4() {
 
 #[test]
 fn status_previews_the_merge_and_notices_a_deleted_target() {
-    let t = ref_only_env();
-    completed_run(&t, "r1", "a.txt");
-    t.git(&["switch", "-q", "main"]).ok();
-    t.write("a.txt", "theirs\n");
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", "concurrent"]).ok();
-    t.git(&["switch", "-q", "elsewhere"]).ok();
+    let t = TestEnv::ref_only();
+    t.completed_run("r1", "a.txt");
+    advance_main(&t, "a.txt", "theirs\n", "concurrent");
     let (_, st) = t.tab_json(&["status", "r1"]);
     assert_eq!(st["live"]["merge_preview"]["clean"], false, "{st}");
     assert_eq!(
@@ -693,9 +554,7 @@ fn status_survives_a_broken_policy_and_says_so() {
     t.tab(&["start", "r1", "--task", "t"]).ok();
     let wt = t.worktree("r1");
     write_file(&wt.join(".tabellio/policy.json"), "{not json");
-    t.git_in(&wt, &["add", "-A"]).ok();
-    t.git_in(&wt, &["commit", "-q", "-m", "break the policy"])
-        .ok();
+    t.commit_all_in(&wt, "break the policy");
     let (code, st) = t.tab_json(&["status", "r1"]);
     assert_eq!(code, 0, "{st}");
     assert_eq!(st["next_action"]["action"], "fix-policy");

@@ -4,22 +4,10 @@
 
 use crate::util::*;
 
-fn completed_run(t: &TestEnv, id: &str, file: &str) -> std::path::PathBuf {
-    t.tab(&["start", id, "--task", "t", "--base", "main"]).ok();
-    let wt = t.worktree(id);
-    write_file(&wt.join(file), &format!("{id}\n"));
-    t.git_in(&wt, &["add", "-A"]).ok();
-    t.git_in(&wt, &["commit", "-q", "-m", &format!("edit {file}")])
-        .ok();
-    t.tab(&["finish", id, "--", "true"]).ok();
-    wt
-}
-
 #[test]
 fn a_promotion_killed_between_its_two_ref_writes_is_completed_by_promote() {
-    let t = TestEnv::new();
-    t.git(&["switch", "-q", "-c", "elsewhere"]).ok();
-    completed_run(&t, "r1", "a.txt");
+    let t = TestEnv::ref_only();
+    t.completed_run("r1", "a.txt");
     let validated = t.git_out(&["rev-parse", "tabellio/r1"]);
     // The target was written, the ledger was not.
     t.git(&["update-ref", "refs/heads/main", &validated]).ok();
@@ -41,15 +29,13 @@ fn a_checked_out_target_left_half_moved_is_finished_not_committed() {
     let t = TestEnv::new();
     t.write("old.txt", "old\n");
     t.write("keep.txt", "keep\n");
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", "files"]).ok();
+    t.commit_all("files");
     t.tab(&["start", "r1", "--task", "t"]).ok();
     let wt = t.worktree("r1");
     t.git_in(&wt, &["rm", "-q", "old.txt"]).ok();
     write_file(&wt.join("new.txt"), "new\n");
     write_file(&wt.join("keep.txt"), "kept and changed\n");
-    t.git_in(&wt, &["add", "-A"]).ok();
-    t.git_in(&wt, &["commit", "-q", "-m", "change"]).ok();
+    t.commit_all_in(&wt, "change");
     t.tab(&["finish", "r1", "--", "true"]).ok();
     // The move was killed half-way: old.txt removed, new.txt written, keep.txt not yet.
     std::fs::remove_file(t.repo.join("old.txt")).unwrap();
@@ -67,7 +53,7 @@ fn a_checked_out_target_left_half_moved_is_finished_not_committed() {
 #[test]
 fn someone_elses_edit_in_the_target_is_never_taken_for_a_leftover() {
     let t = TestEnv::new();
-    completed_run(&t, "r1", "a.txt");
+    t.completed_run("r1", "a.txt");
     t.write("README.md", "my own edit\n");
     let before = t.snapshot();
     let r = t.tab(&["--json", "promote", "r1"]);
@@ -129,9 +115,8 @@ fn a_checkpoint_whose_note_went_missing_restores_it() {
 
 #[test]
 fn a_completed_run_without_its_worktree_can_still_be_promoted() {
-    let t = TestEnv::new();
-    t.git(&["switch", "-q", "-c", "elsewhere"]).ok();
-    completed_run(&t, "r1", "a.txt");
+    let t = TestEnv::ref_only();
+    t.completed_run("r1", "a.txt");
     t.git(&[
         "worktree",
         "remove",

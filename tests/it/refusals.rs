@@ -130,7 +130,7 @@ fn unknown_runs_are_not_found() {
 fn a_ledger_naming_another_run_is_refused() {
     let t = TestEnv::new();
     let wt = t.start_with_commit("a", "a.txt", "a\n");
-    t.forge_ledger("a", |run| run["run_id"] = "zz".into());
+    t.forge_ledger("a", "edited by hand", |run| run["run_id"] = "zz".into());
     for (cwd, args) in [
         (&t.repo, &["status", "a"][..]),
         (&wt, &["status"]),
@@ -366,8 +366,7 @@ fn allowed_actions_follow_the_live_repository() {
     );
     t.git_in(&wt, &["switch", "-q", "tabellio/r1"]).ok();
     write_file(&wt.join("late.txt"), "x");
-    t.git_in(&wt, &["add", "-A"]).ok();
-    t.git_in(&wt, &["commit", "-qm", "late"]).ok();
+    t.commit_all_in(&wt, "late");
     let (_, st) = t.tab_json(&["status", "r1"]);
     let allowed = st["allowed_actions"].as_array().unwrap();
     assert!(

@@ -1,8 +1,6 @@
 //! The validation runner from the outside: timeouts with grandchildren, missing executables,
 //! huge output, redaction, and a finish killed in the middle.
 
-use std::process::{Command, Stdio};
-
 use std::time::{Duration, Instant};
 
 use crate::util::*;
@@ -89,26 +87,26 @@ fn shell_metacharacters_are_data() {
 fn huge_output_is_hashed_and_truncated_with_bounded_memory() {
     let t = TestEnv::new();
     t.start_with_commit("r1", "a.txt", "a\n");
-    let mut cmd = Command::new("/usr/bin/time");
-    cmd.args([
-        "-f",
-        "maxrss_kb=%M",
-        BIN,
-        "--json",
-        "finish",
-        "r1",
-        "--",
-        "head",
-        "-c",
-        "300000000",
-        "/dev/zero",
-    ])
-    .current_dir(&t.repo);
-    hermetic(&mut cmd, &t.home);
-    let out = cmd.output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = t.command(
+        "/usr/bin/time",
+        &t.repo,
+        &[
+            "-f",
+            "maxrss_kb=%M",
+            BIN,
+            "--json",
+            "finish",
+            "r1",
+            "--",
+            "head",
+            "-c",
+            "300000000",
+            "/dev/zero",
+        ],
+    );
+    let stderr = &out.stderr;
+    assert_eq!(out.code, 0, "{stderr}");
+    let j: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     let o = &j["evidence"][0]["output"];
     assert_eq!(o["bytes"], 300_000_000u64);
     assert_eq!(o["truncated"], true);
@@ -156,26 +154,16 @@ fn finish_killed_mid_validation_leaves_the_run_finishable() {
     t.start_with_commit("r1", "a.txt", "a\n");
     let before = t.snapshot();
     let started = t.path().join("started");
-    let mut cmd = Command::new(BIN);
     // The check announces itself, then sleeps; we kill finish once it is running.
-    cmd.args([
+    let mut child = t.spawn_tab(&[
         "finish",
         "r1",
         "--",
         "perl",
         "-e",
         &format!("open F, '>', '{}'; close F; sleep 60", started.display()),
-    ])
-    .current_dir(&t.repo)
-    .stdout(Stdio::null())
-    .stderr(Stdio::null());
-    hermetic(&mut cmd, &t.home);
-    let mut child = cmd.spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !started.exists() {
-        assert!(Instant::now() < deadline, "the check never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    ]);
+    wait_for_file(&started);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     assert_eq!(before, t.snapshot(), "a killed finish wrote something");

@@ -1,7 +1,5 @@
 //! Storage edge cases: SHA-256, bare repositories, reftable, stale locks, and racing writers.
 
-use std::process::{Command, Stdio};
-
 use crate::lifecycle::assert_no_local_paths;
 use crate::util::*;
 
@@ -24,22 +22,13 @@ fn sha256_repository_full_path() {
 #[test]
 fn bare_repository_keeps_worktrees_in_the_git_dir() {
     let src = TestEnv::new();
-    let bare = src.path().join("bare.git");
-    src.git(&[
-        "clone",
-        "-q",
-        "--bare",
-        src.repo.to_str().unwrap(),
-        bare.to_str().unwrap(),
-    ])
-    .ok();
+    let bare = src.bare_clone();
     let r = src.tab_in(&bare, &["--json", "start", "r1", "--task", "t"]);
     r.ok();
     let wt = bare.join("tabellio").join("worktrees").join("r1");
     assert_eq!(r.json()["workspace"], wt.display().to_string());
     write_file(&wt.join("x"), "x");
-    src.git_in(&wt, &["add", "-A"]).ok();
-    src.git_in(&wt, &["commit", "-qm", "x"]).ok();
+    src.commit_all_in(&wt, "x");
     src.tab_in(&bare, &["finish", "r1", "--", "true"]).ok();
     let st = src.tab_in(&wt, &["--json", "status"]);
     st.ok();
@@ -85,16 +74,6 @@ fn a_stale_lock_is_named_with_how_to_clear_it() {
     t.tab_in(&wt, &["checkpoint"]).ok();
 }
 
-fn spawn_tab(t: &TestEnv, cwd: &std::path::Path, args: &[&str]) -> std::process::Child {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args)
-        .current_dir(cwd)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    hermetic(&mut cmd, &t.home);
-    cmd.spawn().unwrap()
-}
-
 #[test]
 fn concurrent_finishes_of_different_runs_keep_every_record() {
     let t = TestEnv::new();
@@ -102,16 +81,9 @@ fn concurrent_finishes_of_different_runs_keep_every_record() {
     for i in 0..n {
         t.start_with_commit(&format!("r{i}"), &format!("f{i}.txt"), &format!("{i}\n"));
     }
-    let children: Vec<_> = (0..n)
-        .map(|i| spawn_tab(&t, &t.repo, &["finish", &format!("r{i}"), "--", "true"]))
-        .collect();
-    for c in children {
-        let out = c.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+    let finishes = (0..n).map(|i| t.spawn_tab(&["finish", &format!("r{i}"), "--", "true"]));
+    for out in race(finishes.collect()) {
+        assert!(out.code == 0, "{}", out.stderr);
     }
     for i in 0..n {
         let head = t.git_out(&["rev-parse", &format!("tabellio/r{i}")]);
@@ -128,13 +100,8 @@ fn concurrent_finishes_of_different_runs_keep_every_record() {
 fn racing_finishes_of_one_run_conflict_instead_of_overwriting() {
     let t = TestEnv::new();
     t.start_with_commit("r1", "a.txt", "a\n");
-    let children: Vec<_> = (0..4)
-        .map(|_| spawn_tab(&t, &t.repo, &["finish", "r1", "--", "true"]))
-        .collect();
-    let codes: Vec<i32> = children
-        .into_iter()
-        .map(|c| c.wait_with_output().unwrap().status.code().unwrap())
-        .collect();
+    let finishes = (0..4).map(|_| t.spawn_tab(&["finish", "r1", "--", "true"]));
+    let codes: Vec<i32> = race(finishes.collect()).iter().map(|e| e.code).collect();
     assert!(codes.iter().all(|c| *c == 0 || *c == 4), "{codes:?}");
     let wins = codes.iter().filter(|c| **c == 0).count();
     assert!(wins >= 1, "{codes:?}");

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 
 use crate::util::*;
 
@@ -70,41 +69,11 @@ fn assert_no_local_paths(server: &TestEnv, machines: &[&TestEnv]) {
     }
 }
 
-fn spawn_tab(t: &TestEnv, args: &[&str]) -> Child {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args)
-        .current_dir(&t.repo)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    hermetic(&mut cmd, &t.home);
-    cmd.spawn().expect("spawn git-tabellio")
-}
-
-fn wait(child: Child) -> (i32, String, String) {
-    let out = child.wait_with_output().expect("wait");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// `git fast-import` with `stream` on stdin, in `t`.
 fn fast_import(t: &TestEnv, stream: &str) {
-    let path = t.path().join("stream.fi");
-    std::fs::write(&path, stream).unwrap();
-    let mut cmd = Command::new("git");
-    cmd.args(["fast-import", "--quiet"])
-        .current_dir(&t.repo)
-        .stdin(std::fs::File::open(&path).unwrap());
-    hermetic(&mut cmd, &t.home);
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "fast-import failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let args = ["fast-import", "--quiet"];
+    let out = t.command_with_input("git", &t.repo, &[], &args, stream);
+    assert!(out.code == 0, "fast-import failed: {}", out.stderr);
 }
 
 fn read(p: &Path) -> Vec<u8> {
@@ -113,9 +82,7 @@ fn read(p: &Path) -> Vec<u8> {
 
 #[test]
 fn init_is_idempotent_plain_fetch_tracks_and_plain_push_is_unchanged() {
-    let server = TestEnv::bare_server();
-    let a = TestEnv::clone_of(&server);
-    let b = TestEnv::clone_of(&server);
+    let (server, a, b) = TestEnv::server_and_two_clones();
 
     let (code, first) = a.tab_json(&["init"]);
     assert_eq!(code, 0, "{first}");
@@ -273,9 +240,7 @@ fn init_with_hooks_installs_the_client_shims_once() {
 
 #[test]
 fn two_clones_validate_the_same_commit_and_both_records_reach_everyone() {
-    let server = TestEnv::bare_server();
-    let a = TestEnv::clone_of(&server);
-    let b = TestEnv::clone_of(&server);
+    let (server, a, b) = TestEnv::server_and_two_clones();
     let ca = finished_run(&a, "ra", "same.txt", "same\n");
     let cb = finished_run(&b, "rb", "same.txt", "same\n");
     assert_eq!(
@@ -400,27 +365,11 @@ fn compare_with_git_notes_merge(b: &TestEnv) {
 
 #[test]
 fn notes_union_merge_is_what_git_notes_merge_cat_sort_uniq_makes() {
-    let server = TestEnv::bare_server();
-    let a = TestEnv::clone_of(&server);
-    let b = TestEnv::clone_of(&server);
+    let (server, a, b) = TestEnv::server_and_two_clones();
     // Annotated objects both clones have: blobs of the same content.
     let object = |t: &TestEnv, name: &str| {
         write_file(&t.path().join(name), &format!("object {name}\n"));
         t.git_out(&["hash-object", "-w", t.path().join(name).to_str().unwrap()])
-    };
-    let note = |t: &TestEnv, obj: &str, content: &str| {
-        let f = t.path().join("note.txt");
-        write_file(&f, content);
-        t.git(&[
-            "notes",
-            "--ref=tabellio/evidence",
-            "add",
-            "-f",
-            "-F",
-            f.to_str().unwrap(),
-            obj,
-        ])
-        .ok();
     };
     let [w, v, x, y, z] = ["w", "v", "x", "y", "z"].map(|n| {
         let oa = object(&a, n);
@@ -429,8 +378,8 @@ fn notes_union_merge_is_what_git_notes_merge_cat_sort_uniq_makes() {
     });
 
     // The common base: notes on w and v, shared through the server.
-    note(&a, &w, "w1\n");
-    note(&a, &v, "v1\n");
+    a.set_note(&w, "w1\n");
+    a.set_note(&v, "v1\n");
     a.tab(&["sync"]).ok();
     b.tab(&["sync"]).ok();
     assert_eq!(
@@ -439,14 +388,14 @@ fn notes_union_merge_is_what_git_notes_merge_cat_sort_uniq_makes() {
     );
 
     // A: adds x (unsorted lines) and y, removes v; shares it.
-    note(&a, &x, "b\na\n");
-    note(&a, &y, "zz\naa\n");
+    a.set_note(&x, "b\na\n");
+    a.set_note(&y, "zz\naa\n");
     a.git(&["notes", "--ref=tabellio/evidence", "remove", &v])
         .ok();
     a.tab(&["sync"]).ok();
     // B, concurrently: adds x with an overlapping line, z, and appends to w.
-    note(&b, &x, "c\na\n");
-    note(&b, &z, "q\n");
+    b.set_note(&x, "c\na\n");
+    b.set_note(&z, "q\n");
     b.git(&["notes", "--ref=tabellio/evidence", "append", "-m", "w2", &w])
         .ok();
 
@@ -469,9 +418,7 @@ fn notes_union_merge_is_what_git_notes_merge_cat_sort_uniq_makes() {
 
 #[test]
 fn notes_merge_matches_git_across_fanout_trees() {
-    let server = TestEnv::bare_server();
-    let a = TestEnv::clone_of(&server);
-    let b = TestEnv::clone_of(&server);
+    let (server, a, b) = TestEnv::server_and_two_clones();
     // 600 commits to annotate, identical in both clones (fixed dates), so that the notes trees
     // fan out (git switches to `ab/cdef…` paths past a few hundred notes).
     let mut commits = String::new();
@@ -557,12 +504,13 @@ fn concurrent_syncs_lose_no_record_and_every_clone_converges() {
         validated.push((id, commit));
     }
     // Everyone at once, real processes.
-    let children: Vec<Child> = clones
-        .iter()
-        .map(|c| spawn_tab(c, &["--json", "sync"]))
-        .collect();
-    for child in children {
-        let (code, stdout, stderr) = wait(child);
+    let syncs = clones.iter().map(|c| c.spawn_tab(&["--json", "sync"]));
+    for exit in race(syncs.collect()) {
+        let Exit {
+            code,
+            stdout,
+            stderr,
+        } = exit;
         assert_eq!(code, 0, "a concurrent sync failed:\n{stdout}\n{stderr}");
     }
     // A final sync each, then a second pass must find nothing to do anywhere.
@@ -606,9 +554,7 @@ fn concurrent_syncs_lose_no_record_and_every_clone_converges() {
 
 #[test]
 fn diverged_ledgers_are_reported_per_run_and_never_overwritten() {
-    let server = TestEnv::bare_server();
-    let a = TestEnv::clone_of(&server);
-    let b = TestEnv::clone_of(&server);
+    let (server, a, b) = TestEnv::server_and_two_clones();
     a.tab(&["start", "shared", "--task", "one run, two machines"])
         .ok();
     a.tab(&["sync"]).ok();
@@ -672,9 +618,7 @@ fn diverged_ledgers_are_reported_per_run_and_never_overwritten() {
 
 #[test]
 fn remote_promotion_pushes_target_ledger_and_evidence_in_one_push() {
-    let server = TestEnv::bare_server();
-    let a = TestEnv::clone_of(&server);
-    let b = TestEnv::clone_of(&server);
+    let (server, a, b) = TestEnv::server_and_two_clones();
     let base = rev(&a, "main");
     let validated = finished_run(&a, "ra", "a.txt", "a\n");
 
@@ -751,9 +695,7 @@ fn remote_promotion_race_decided_inside_the_server() {
 }
 
 fn promotion_race(both_reach_the_server: bool) {
-    let server = TestEnv::bare_server();
-    let a = TestEnv::clone_of(&server);
-    let b = TestEnv::clone_of(&server);
+    let (server, a, b) = TestEnv::server_and_two_clones();
     let base = rev(&a, "main");
     let va = finished_run(&a, "ra", "a.txt", "a\n");
     let vb = finished_run(&b, "rb", "b.txt", "b\n");
@@ -774,10 +716,10 @@ fn promotion_race(both_reach_the_server: bool) {
         std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 
-    let ca = spawn_tab(&a, &["--json", "promote", "ra", "--remote", "origin"]);
-    let cb = spawn_tab(&b, &["--json", "promote", "rb", "--remote", "origin"]);
-    let (ra, rb) = (wait(ca), wait(cb));
-    let codes = [ra.0, rb.0];
+    let ca = a.spawn_tab(&["--json", "promote", "ra", "--remote", "origin"]);
+    let cb = b.spawn_tab(&["--json", "promote", "rb", "--remote", "origin"]);
+    let [ra, rb]: [Exit; 2] = race(vec![ca, cb]).try_into().unwrap();
+    let codes = [ra.code, rb.code];
     assert!(
         codes == [0, 4] || codes == [4, 0],
         "exactly one promotion must win:\nA: {ra:?}\nB: {rb:?}"
@@ -789,12 +731,12 @@ fn promotion_race(both_reach_the_server: bool) {
             "both pushes must have reached the server's hook"
         );
     }
-    let (winner, w_run, w_commit, loser, l_run, l_out) = if ra.0 == 0 {
+    let (winner, w_run, w_commit, loser, l_run, l_out) = if ra.code == 0 {
         (&a, "ra", &va, &b, "rb", &rb)
     } else {
         (&b, "rb", &vb, &a, "ra", &ra)
     };
-    let err: serde_json::Value = serde_json::from_str(l_out.1.trim()).unwrap();
+    let err: serde_json::Value = serde_json::from_str(l_out.stdout.trim()).unwrap();
     assert_eq!(err["error"]["code"], "conflict", "{err}");
     assert_eq!(rev(&server, "main"), *w_commit);
     assert_ne!(rev(&server, "main"), base);
@@ -817,9 +759,7 @@ fn remote_promotion_into_a_hooked_server_needs_passing_evidence() {
     let server = TestEnv::bare_server();
     let a = TestEnv::clone_of(&server);
     // The protected branch requires the `ci` check.
-    a.write(".tabellio/policy.json", &policy(&[("ci", &["true"])]));
-    a.git(&["add", "-A"]).ok();
-    a.git(&["commit", "-q", "-m", "policy"]).ok();
+    a.commit_policy(&policy(&[("ci", &["true"])]));
     a.git(&["push", "-q"]).ok();
     let (code, s) = server.tab_json(&["init", "--hooks"]);
     assert_eq!(code, 0, "{s}");
@@ -923,9 +863,7 @@ fn sync_and_remote_promotion_work_without_a_packed_refs_file() {
 fn a_pull_of_a_remotely_promoted_commit_passes_the_local_hook() {
     let server = TestEnv::bare_server();
     let a = TestEnv::clone_of(&server);
-    a.write(".tabellio/policy.json", &policy(&[("ci", &["true"])]));
-    a.git(&["add", "-A"]).ok();
-    a.git(&["commit", "-q", "-m", "policy"]).ok();
+    a.commit_policy(&policy(&[("ci", &["true"])]));
     a.git(&["push", "-q"]).ok();
     // Machine u1 guards main locally; machine u2 promotes on the server.
     let u1 = TestEnv::clone_of(&server);
@@ -945,4 +883,22 @@ fn a_pull_of_a_remotely_promoted_commit_passes_the_local_hook() {
     let r = u1.git(&["commit", "-q", "-m", "unvalidated"]);
     assert_ne!(r.code, 0, "{}", r.desc);
     assert_eq!(u1.git_out(&["rev-parse", "main"]), good);
+}
+
+#[test]
+fn pre_push_does_not_warn_when_the_remote_already_has_our_evidence() {
+    let server = TestEnv::bare_server();
+    let a = TestEnv::clone_of(&server);
+    a.write(".tabellio/policy.json", &policy(&[("ci", &["true"])]));
+    a.git(&["add", "-A"]).ok();
+    a.git(&["commit", "-q", "-m", "policy"]).ok();
+    a.git(&["push", "-q"]).ok();
+    a.tab(&["init", "--hooks"]).ok();
+    let head = finished_run_policy(&a, "r1", "r.txt");
+    // `sync` takes the evidence to the remote and keeps the tracking copy: a push of main
+    // without the notes has nothing to warn about.
+    a.tab(&["sync"]).ok();
+    let r = a.git(&["push", "origin", &format!("{head}:refs/heads/main")]);
+    r.ok();
+    assert!(!r.stderr.contains("does not carry"), "{}", r.desc);
 }

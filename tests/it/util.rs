@@ -2,8 +2,10 @@
 //! or system config, a fixed identity and fixed dates. Failures print the command, its cwd, stdout
 //! and stderr.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_git-tabellio");
 
@@ -26,6 +28,13 @@ impl Run {
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(self.stdout.trim())
             .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", self.desc))
+    }
+    /// Every line of stdout parsed as JSON (a `--json` stream such as the demo's).
+    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+        self.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
     }
     #[track_caller]
     pub fn code(&self, want: i32) -> &Self {
@@ -118,15 +127,49 @@ impl TestEnv {
         env: &[(&str, &std::ffi::OsStr)],
         args: &[&str],
     ) -> Run {
+        self.run_command(program, cwd, env, args, None)
+    }
+
+    /// Like [`TestEnv::command_with_env`], with `input` written to the command's stdin.
+    pub fn command_with_input(
+        &self,
+        program: &str,
+        cwd: &Path,
+        env: &[(&str, &std::ffi::OsStr)],
+        args: &[&str],
+        input: &str,
+    ) -> Run {
+        self.run_command(program, cwd, env, args, Some(input))
+    }
+
+    /// Run `program` hermetically to its end, with `input` (if any) on stdin.
+    fn run_command(
+        &self,
+        program: &str,
+        cwd: &Path,
+        env: &[(&str, &std::ffi::OsStr)],
+        args: &[&str],
+        input: Option<&str>,
+    ) -> Run {
         let mut cmd = Command::new(program);
         cmd.args(args).current_dir(cwd);
         hermetic(&mut cmd, &self.home);
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let out = cmd
-            .output()
-            .unwrap_or_else(|e| panic!("could not run {program}: {e}"));
+        let out = match input {
+            None => cmd.output(),
+            Some(input) => cmd
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .and_then(|mut child| {
+                    child.stdin.take().unwrap().write_all(input.as_bytes())?;
+                    child.wait_with_output()
+                }),
+        }
+        .unwrap_or_else(|e| panic!("could not run {program}: {e}"));
         Run {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -175,20 +218,26 @@ impl TestEnv {
         (r.code, r.json())
     }
 
+    /// Start `git-tabellio <args>` in the background in `cwd`: stdin closed, output piped.
+    pub fn spawn_tab_in(&self, cwd: &Path, args: &[&str]) -> Child {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        hermetic(&mut cmd, &self.home);
+        cmd.spawn().expect("spawn git-tabellio")
+    }
+
+    /// Start `git-tabellio <args>` in the background in the main worktree.
+    pub fn spawn_tab(&self, args: &[&str]) -> Child {
+        self.spawn_tab_in(&self.repo, args)
+    }
+
     /// The run worktree of `run` at its default place.
     pub fn worktree(&self, run: &str) -> PathBuf {
         self.repo.join(".tabellio").join("worktrees").join(run)
-    }
-
-    /// Start run `id`, commit `file` with `content` in its worktree.
-    pub fn start_with_commit(&self, id: &str, file: &str, content: &str) -> PathBuf {
-        self.tab(&["start", id, "--task", "test task"]).ok();
-        let wt = self.worktree(id);
-        write_file(&wt.join(file), content);
-        self.git_in(&wt, &["add", "-A"]).ok();
-        self.git_in(&wt, &["commit", "-q", "-m", &format!("edit {file}")])
-            .ok();
-        wt
     }
 
     /// Every ref with its value, and the worktree list: the state a refused command must not change.
@@ -196,39 +245,6 @@ impl TestEnv {
         let refs = self.git_out(&["for-each-ref", "--format=%(objectname) %(refname)"]);
         let wts = self.git_out(&["worktree", "list", "--porcelain"]);
         format!("{refs}\n--\n{wts}")
-    }
-
-    /// Append a hand-made commit to run `id`'s ledger whose `run.json` is the current one
-    /// changed by `edit`, as someone editing the ledger with stock git would.
-    pub fn forge_ledger(&self, id: &str, edit: impl FnOnce(&mut serde_json::Value)) {
-        let ledger = format!("refs/tabellio/runs/{id}");
-        let mut run: serde_json::Value =
-            serde_json::from_str(&self.git_out(&["show", &format!("{ledger}:run.json")])).unwrap();
-        edit(&mut run);
-        let path = self.path().join("forged-run.json");
-        std::fs::write(&path, serde_json::to_string_pretty(&run).unwrap()).unwrap();
-        let blob = self.git_out(&["hash-object", "-w", path.to_str().unwrap()]);
-        let mut mktree = Command::new("git");
-        mktree
-            .arg("mktree")
-            .current_dir(&self.repo)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped());
-        hermetic(&mut mktree, &self.home);
-        let mut child = mktree.spawn().unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(format!("100644 blob {blob}\trun.json\n").as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "git mktree failed");
-        let tree = String::from_utf8(out.stdout).unwrap().trim().to_string();
-        let parent = self.git_out(&["rev-parse", &ledger]);
-        let commit = self.git_out(&["commit-tree", &tree, "-p", &parent, "-m", "edited by hand"]);
-        self.git(&["update-ref", &ledger, &commit, &parent]).ok();
     }
 
     #[track_caller]
@@ -271,6 +287,38 @@ impl TestEnv {
         let (from, to) = (server.repo.to_str().unwrap(), env.repo.to_str().unwrap());
         env.git_in(env.path(), &["clone", "-q", from, to]).ok();
         env
+    }
+}
+
+/// How a background command ended: its exit code (-1 if a signal ended it) and its output.
+#[derive(Debug)]
+pub struct Exit {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Wait for a background command and collect what it printed.
+pub fn wait(child: Child) -> Exit {
+    let out = child.wait_with_output().expect("wait");
+    Exit {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Wait for every one of `children`, started together so that they race; exits in order.
+pub fn race(children: Vec<Child>) -> Vec<Exit> {
+    children.into_iter().map(wait).collect()
+}
+
+/// Wait (bounded, 60 s) until `path` exists: a check announcing that it has started.
+pub fn wait_for_file(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "the check never started");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -1,29 +1,22 @@
 //! `validate` and `verify`: evidence for any commit, and judging commits by the notes alone.
 
 use std::path::Path;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use crate::util::*;
 
-/// A repository whose `main` carries a policy requiring `readme` (`test -f README.md`).
-fn with_policy() -> TestEnv {
-    let t = TestEnv::new();
-    t.write(
-        ".tabellio/policy.json",
-        &policy(&[("readme", &["test", "-f", "README.md"])]),
-    );
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", "policy"]).ok();
-    t
+/// A repository with the readme policy whose `HEAD` is validated; and that commit.
+fn validated_head() -> (TestEnv, String) {
+    let t = TestEnv::with_readme_policy();
+    let head = t.git_out(&["rev-parse", "HEAD"]);
+    t.tab(&["validate"]).ok();
+    (t, head)
 }
 
+/// Commit `file` with `content` in the main worktree; the new commit.
 fn commit_file(t: &TestEnv, file: &str, content: &str) -> String {
-    t.write(file, content);
-    t.git(&["add", "-A"]).ok();
-    t.git(&["commit", "-q", "-m", &format!("edit {file}")]).ok();
+    t.commit_file_in(&t.repo, file, content);
     t.git_out(&["rev-parse", "HEAD"])
 }
 
@@ -44,22 +37,6 @@ fn only_verdict(v: &Value) -> String {
 
 fn tree_of(t: &TestEnv, commit: &str) -> String {
     t.git_out(&["rev-parse", &format!("{commit}^{{tree}}")])
-}
-
-/// Replace the evidence note on `object` with `text` using stock git.
-fn set_note(t: &TestEnv, object: &str, text: &str) {
-    let file = t.path().join("note.txt");
-    std::fs::write(&file, text).unwrap();
-    t.git(&[
-        "notes",
-        "--ref=tabellio/evidence",
-        "add",
-        "-f",
-        "-F",
-        file.to_str().unwrap(),
-        object,
-    ])
-    .ok();
 }
 
 fn note(t: &TestEnv, object: &str) -> String {
@@ -83,7 +60,7 @@ fn scratch_entries(t: &TestEnv) -> Vec<String> {
 
 #[test]
 fn validated_commit_verifies_and_an_unvalidated_one_does_not() {
-    let t = with_policy();
+    let t = TestEnv::with_readme_policy();
     let head = t.git_out(&["rev-parse", "HEAD"]);
     let (code, v) = verify_json(&t, &[]);
     assert_eq!(code, 1, "{v}");
@@ -143,11 +120,8 @@ fn validated_commit_verifies_and_an_unvalidated_one_does_not() {
 
 #[test]
 fn a_hand_edited_record_is_tampered_whatever_field_changed() {
-    let t = with_policy();
-    let head = t.git_out(&["rev-parse", "HEAD"]);
-    t.tab(&["validate"]).ok();
+    let (t, head) = validated_head();
     let original = note(&t, &head);
-    let tree = tree_of(&t, &head);
     type Edit = Box<dyn Fn(&mut Value)>;
     let edits: [(&str, Edit); 6] = [
         (
@@ -176,8 +150,7 @@ fn a_hand_edited_record_is_tampered_whatever_field_changed() {
         let mut rec: Value = serde_json::from_str(&original).unwrap();
         edit(&mut rec);
         let line = serde_json::to_string(&rec).unwrap();
-        set_note(&t, &head, &line);
-        set_note(&t, &tree, &line);
+        t.forge_evidence(&head, &line);
         let (code, v) = verify_json(&t, &[&head]);
         assert_eq!(
             (code, only_verdict(&v)),
@@ -190,19 +163,16 @@ fn a_hand_edited_record_is_tampered_whatever_field_changed() {
     t.tab(&["validate", &next, "--check", "readme", "--", "false"])
         .code(1);
     let line = note(&t, &next).replace("\"status\":\"failed\"", "\"status\":\"passed\"");
-    set_note(&t, &next, &line);
-    set_note(&t, &tree_of(&t, &next), &line);
+    t.forge_evidence(&next, &line);
     let (code, v) = verify_json(&t, &[&next, "--check", "readme"]);
     assert_eq!((code, only_verdict(&v)), (1, "tampered".into()), "{v}");
 }
 
 #[test]
 fn a_record_copied_onto_another_commit_is_mismatched() {
-    let t = with_policy();
-    let validated = t.git_out(&["rev-parse", "HEAD"]);
-    t.tab(&["validate"]).ok();
+    let (t, validated) = validated_head();
     let other = commit_file(&t, "c.txt", "c\n");
-    set_note(&t, &other, &note(&t, &validated));
+    t.set_note(&other, &note(&t, &validated));
     let (code, v) = verify_json(&t, &[&other]);
     assert_eq!(
         (code, only_verdict(&v)),
@@ -215,9 +185,7 @@ fn a_record_copied_onto_another_commit_is_mismatched() {
 
 #[test]
 fn an_amended_commit_with_the_same_tree_keeps_its_evidence() {
-    let t = with_policy();
-    let before = t.git_out(&["rev-parse", "HEAD"]);
-    t.tab(&["validate"]).ok();
+    let (t, before) = validated_head();
     t.git(&["commit", "-q", "--amend", "-m", "reworded"]).ok();
     let after = t.git_out(&["rev-parse", "HEAD"]);
     assert_ne!(before, after);
@@ -233,9 +201,7 @@ fn an_amended_commit_with_the_same_tree_keeps_its_evidence() {
 
 #[test]
 fn a_changed_check_definition_makes_old_evidence_stale() {
-    let t = with_policy();
-    let validated = t.git_out(&["rev-parse", "HEAD"]);
-    t.tab(&["validate"]).ok();
+    let (t, validated) = validated_head();
     // The same check, now with another timeout: a different definition.
     let changed = policy(&[("readme", &["test", "-f", "README.md"])])
         .replace("\"timeout_s\":60", "\"timeout_s\":61");
@@ -280,7 +246,7 @@ fn a_failed_record_never_verifies() {
 
 #[test]
 fn ranges_list_every_commit_newest_first() {
-    let t = with_policy();
+    let t = TestEnv::with_readme_policy();
     let base = t.git_out(&["rev-parse", "HEAD"]);
     let mut commits = Vec::new();
     for i in 0..4 {
@@ -338,7 +304,7 @@ fn ranges_list_every_commit_newest_first() {
 
 #[test]
 fn verify_usage_errors() {
-    let t = with_policy();
+    let t = TestEnv::with_readme_policy();
     let (code, v) = verify_json(&t, &["no-such-rev"]);
     assert_eq!(code, 5, "{v}");
     assert_eq!(v["ok"], false);
@@ -364,7 +330,7 @@ fn verify_usage_errors() {
 
 #[test]
 fn validate_never_touches_the_checkout_or_index_and_removes_its_worktree() {
-    let t = with_policy();
+    let t = TestEnv::with_readme_policy();
     let head = t.git_out(&["rev-parse", "HEAD"]);
     // A dirty checkout: staged, unstaged and untracked changes.
     t.write("staged.txt", "staged\n");
@@ -433,7 +399,7 @@ fn validate_never_touches_the_checkout_or_index_and_removes_its_worktree() {
 
 #[test]
 fn validate_refusals_write_nothing() {
-    let t = with_policy();
+    let t = TestEnv::with_readme_policy();
     let before = t.snapshot();
     let (code, v) = t.tab_json(&["validate", "--check", "undefined"]);
     assert_eq!(code, 2, "{v}");
@@ -449,7 +415,7 @@ fn validate_refusals_write_nothing() {
 
 #[test]
 fn validate_with_policy_from_uses_that_policy() {
-    let t = with_policy();
+    let t = TestEnv::with_readme_policy();
     let main_policy = t.git_out(&["rev-parse", "HEAD"]);
     t.git(&["checkout", "-q", "-b", "pr"]).ok();
     // The pull request weakens its own check definition.
@@ -468,15 +434,14 @@ fn validate_with_policy_from_uses_that_policy() {
 
 #[test]
 fn sigint_during_validate_removes_the_worktree_and_writes_nothing() {
-    let t = with_policy();
+    let t = TestEnv::with_readme_policy();
     let before = t.snapshot();
     let marker = t.path().join("started");
     let script = format!(
         "echo $$ > {m}.tmp && mv {m}.tmp {m} && exec sleep 60",
         m = marker.display()
     );
-    let mut cmd = std::process::Command::new(BIN);
-    cmd.args([
+    let child = t.spawn_tab(&[
         "validate",
         "--check",
         "slow",
@@ -486,19 +451,9 @@ fn sigint_during_validate_removes_the_worktree_and_writes_nothing() {
         "sh",
         "-c",
         &script,
-    ])
-    .current_dir(&t.repo)
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    hermetic(&mut cmd, &t.home);
-    let child = cmd.spawn().unwrap();
+    ]);
     // Wait (bounded) until the check runs: the marker is written by the check itself.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !marker.exists() {
-        assert!(Instant::now() < deadline, "the check never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_file(&marker);
     let check_pid: i32 = std::fs::read_to_string(&marker)
         .unwrap()
         .trim()
@@ -535,27 +490,11 @@ fn sixteen_concurrent_validates_keep_all_records() {
     for i in 0..16 {
         commits.push(commit_file(&t, &format!("f{i}.txt"), &format!("{i}\n")));
     }
-    let children: Vec<_> = commits
+    let validates = commits
         .iter()
-        .map(|c| {
-            let mut cmd = std::process::Command::new(BIN);
-            cmd.args(["--json", "validate", c, "--check", "unit", "--", "true"])
-                .current_dir(&t.repo)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            hermetic(&mut cmd, &t.home);
-            cmd.spawn().unwrap()
-        })
-        .collect();
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        .map(|c| t.spawn_tab(&["--json", "validate", c, "--check", "unit", "--", "true"]));
+    for out in race(validates.collect()) {
+        assert!(out.code == 0, "{}\n{}", out.stdout, out.stderr);
     }
     for c in &commits {
         let lines = note(&t, c);

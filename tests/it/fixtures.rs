@@ -1,0 +1,130 @@
+//! Setup the tests share, named for the domain: commits, policies, runs started and finished,
+//! ledgers and notes forged by hand, and the repositories a test starts from. Plumbing (running
+//! commands hermetically) lives in `util`.
+
+use std::path::{Path, PathBuf};
+
+use crate::util::*;
+
+impl TestEnv {
+    /// A repository whose main worktree is on `elsewhere`, so `main` is a ref-only target.
+    pub fn ref_only() -> TestEnv {
+        let t = TestEnv::new();
+        t.git(&["switch", "-q", "-c", "elsewhere"]).ok();
+        t
+    }
+
+    /// A repository whose `main` carries a policy requiring `readme` (`test -f README.md`).
+    pub fn with_readme_policy() -> TestEnv {
+        let t = TestEnv::new();
+        t.commit_policy(&policy(&[("readme", &["test", "-f", "README.md"])]));
+        t
+    }
+
+    /// A bare server and two clones of it (`origin`): two machines sharing one remote.
+    pub fn server_and_two_clones() -> (TestEnv, TestEnv, TestEnv) {
+        let server = TestEnv::bare_server();
+        let a = TestEnv::clone_of(&server);
+        let b = TestEnv::clone_of(&server);
+        (server, a, b)
+    }
+
+    /// A bare clone of the repository at `<test dir>/bare.git`.
+    pub fn bare_clone(&self) -> PathBuf {
+        let bare = self.path().join("bare.git");
+        let (from, to) = (self.repo.to_str().unwrap(), bare.to_str().unwrap());
+        self.git(&["clone", "-q", "--bare", from, to]).ok();
+        bare
+    }
+
+    /// `git add -A` and commit with `message`, in `cwd`.
+    pub fn commit_all_in(&self, cwd: &Path, message: &str) {
+        self.git_in(cwd, &["add", "-A"]).ok();
+        self.git_in(cwd, &["commit", "-q", "-m", message]).ok();
+    }
+
+    /// `git add -A` and commit with `message`, in the main worktree.
+    pub fn commit_all(&self, message: &str) {
+        self.commit_all_in(&self.repo, message);
+    }
+
+    /// Write `file` under `cwd` with `content` and commit everything as `edit <file>`.
+    pub fn commit_file_in(&self, cwd: &Path, file: &str, content: &str) {
+        write_file(&cwd.join(file), content);
+        self.commit_all_in(cwd, &format!("edit {file}"));
+    }
+
+    /// Commit `policy` as `.tabellio/policy.json` on the checked-out branch (message `policy`).
+    pub fn commit_policy(&self, policy: &str) {
+        self.write(".tabellio/policy.json", policy);
+        self.commit_all("policy");
+    }
+
+    /// Start run `id`, commit `file` with `content` in its worktree.
+    pub fn start_with_commit(&self, id: &str, file: &str, content: &str) -> PathBuf {
+        self.tab(&["start", id, "--task", "test task"]).ok();
+        let wt = self.worktree(id);
+        self.commit_file_in(&wt, file, content);
+        wt
+    }
+
+    /// Start `id` from `main` (task `t`) and commit `file` saying `<id>`; its worktree.
+    pub fn started_run(&self, id: &str, file: &str) -> PathBuf {
+        self.tab(&["start", id, "--task", "t", "--base", "main"])
+            .ok();
+        let wt = self.worktree(id);
+        self.commit_file_in(&wt, file, &format!("{id}\n"));
+        wt
+    }
+
+    /// [`TestEnv::started_run`], then finished with a passing check; its worktree.
+    pub fn completed_run(&self, id: &str, file: &str) -> PathBuf {
+        let wt = self.started_run(id, file);
+        self.tab(&["finish", id, "--", "true"]).ok();
+        wt
+    }
+
+    /// Append a hand-made commit (`message`) to run `id`'s ledger whose `run.json` is the
+    /// current one changed by `edit`, as someone editing the ledger with stock git would.
+    pub fn forge_ledger(&self, id: &str, message: &str, edit: impl FnOnce(&mut serde_json::Value)) {
+        let ledger = format!("refs/tabellio/runs/{id}");
+        let mut run: serde_json::Value =
+            serde_json::from_str(&self.git_out(&["show", &format!("{ledger}:run.json")])).unwrap();
+        edit(&mut run);
+        let path = self.path().join("forged-run.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&run).unwrap()).unwrap();
+        let blob = self.git_out(&["hash-object", "-w", path.to_str().unwrap()]);
+        let entry = format!("100644 blob {blob}\trun.json\n");
+        let mktree = self.command_with_input("git", &self.repo, &[], &["mktree"], &entry);
+        mktree.ok();
+        let tree = mktree.stdout.trim();
+        let parent = self.git_out(&["rev-parse", &ledger]);
+        let commit = self.git_out(&["commit-tree", tree, "-p", &parent, "-m", message]);
+        self.git(&["update-ref", &ledger, &commit, &parent]).ok();
+    }
+
+    /// Replace the evidence note on `object` with `text`, using stock git.
+    pub fn set_note(&self, object: &str, text: &str) {
+        let file = self.path().join("note.txt");
+        write_file(&file, text);
+        let file = file.to_str().unwrap();
+        let args = [
+            "notes",
+            "--ref=tabellio/evidence",
+            "add",
+            "-f",
+            "-F",
+            file,
+            object,
+        ];
+        self.git(&args).ok();
+    }
+
+    /// Replace the evidence notes on `commit` and on its tree (where validate writes them).
+    pub fn forge_evidence(&self, commit: &str, text: &str) {
+        let tree = self.git_out(&["rev-parse", &format!("{commit}^{{tree}}")]);
+        for object in [commit, &tree] {
+            self.set_note(object, text);
+        }
+    }
+}
