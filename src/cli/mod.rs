@@ -1,6 +1,7 @@
 //! Command-line parsing (clap) and rendering: human text or one JSON object.
 
 pub mod evidence_cmds;
+pub mod export_cmd;
 pub mod harness_cmds;
 pub mod plans_cmd;
 pub mod render;
@@ -65,6 +66,8 @@ pub enum Command {
     Loop(harness_cmds::LoopArgs),
     /// The packet an agent (or a reviewer) reads: task, commits, attempts, failures, next action.
     Context(harness_cmds::ContextArgs),
+    /// Export a run: the whole run (tabellio.export/v1) or an in-toto statement.
+    Export(export_cmd::ExportArgs),
 }
 
 #[derive(Debug, clap::Args)]

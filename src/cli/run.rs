@@ -303,6 +303,7 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
         Command::Sync(a) => super::sync_cmds::cmd_sync(a, &cwd, cli.json),
         Command::Loop(a) => super::harness_cmds::cmd_loop(cli, a, &cwd, stream),
         Command::Context(a) => super::harness_cmds::cmd_context(cli, a, &cwd),
+        Command::Export(a) => super::export_cmd::cmd_export(a, &cwd),
         Command::Evidence(a) => {
             let env = Env::discover(&cwd)?;
             let o = lifecycle::manage::evidence(&env, &a.rev)?;
