@@ -76,6 +76,9 @@ pub fn cmd_init(a: &InitArgs, cwd: &Path) -> Result<Output> {
     if o.exclude_added {
         human.push("added /.tabellio/worktrees/ to info/exclude".into());
     }
+    for w in &o.warnings {
+        human.push(format!("warning: {w}"));
+    }
     if let Some(h) = &o.hooks {
         for hook in &h.hooks {
             human.push(format!(
@@ -115,7 +118,7 @@ pub fn cmd_sync(a: &SyncArgs, cwd: &Path, json_mode: bool) -> Result<Output> {
                     .collect::<Vec<_>>()
                     .join(", ")
             ))
-            .hint("both sides keep their ledger; decide which one stands (`git tabellio log <run>` here, and the remote's in refs/tabellio/remotes/<remote>/runs/<run>), abandon the other run, or start it again under a new id"),
+            .hint("both sides keep their ledger; decide which one stands (`git tabellio log <run>` here, the remote's in refs/tabellio/remotes/<remote>/runs/<run>) and keep it with the compare-and-swap commands in docs/sync.md (\"Conflicts\")"),
         ),
         SyncOutcome::GaveUp => Some(
             Error::conflict(format!(

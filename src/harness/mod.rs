@@ -641,6 +641,10 @@ impl Driver<'_> {
             self.agent_interrupted = true;
             return Ok(ledger);
         }
+        // What the agent printed of the secrets its command line carries is redacted too.
+        let (argv_secrets_out, argv_redactions) =
+            validate::Redactor::from_values(validate::Redactor::argv_secret_values(&self.argv))
+                .redact(&outcome.output.excerpt);
         let stopped = match (outcome.stop, outcome.exit_code) {
             (CommandStop::Exited, Some(0)) => AgentStop::Exited,
             (CommandStop::Exited, _) => AgentStop::Nonzero,
@@ -659,9 +663,9 @@ impl Driver<'_> {
             output: AgentOutput {
                 bytes: outcome.output.bytes,
                 sha256: outcome.output.sha256.clone(),
-                excerpt: paths.apply(&outcome.output.excerpt),
+                excerpt: paths.apply(&argv_secrets_out),
                 truncated: outcome.output.truncated,
-                redactions: outcome.output.redactions,
+                redactions: outcome.output.redactions + argv_redactions,
             },
         };
         self.say(
@@ -1017,7 +1021,11 @@ impl Driver<'_> {
             (LoopStatus::Error, Some(HarnessStop::Error))
         } else if evaluated.verdict == "passed" {
             (LoopStatus::Terminal, Some(HarnessStop::Validated))
-        } else if previous.and_then(|p| p.fingerprint.as_deref()) == Some(fp.as_str()) {
+        } else if evaluated.verdict == "failed"
+            && previous.and_then(|p| p.fingerprint.as_deref()) == Some(fp.as_str())
+        {
+            // Only a *failing* iteration can repeat a state (issue 6); an iteration whose checks
+            // did not run (nothing committed yet) is judged by no-progress instead.
             (LoopStatus::RepeatedState, Some(HarnessStop::RepeatedState))
         } else if !collected.changed && unchanged_run >= state.no_progress_limit {
             (LoopStatus::NoProgress, Some(HarnessStop::NoProgress))

@@ -99,6 +99,13 @@ fn is_shim(content: &str) -> bool {
 /// Install the shims. Refuses (writing nothing) when a foreign hook is in the way, unless
 /// `force`.
 pub fn install(store: &Store, opts: &InstallOptions) -> Result<InstallOutcome> {
+    if store.is_bare() && !opts.server {
+        // Nobody commits or pushes from a bare repository: its gate is pre-receive.
+        return Err(Error::usage(
+            "this is a bare repository: the client hooks would never run here",
+        )
+        .hint("install the server gate: `git tabellio hooks install --server`"));
+    }
     let dir = hooks_dir(store);
     let hooks = hooks_for(opts.server);
     let mut plan = Vec::new();

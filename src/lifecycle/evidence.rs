@@ -164,14 +164,21 @@ pub fn evaluate_records(
 }
 
 /// The verdict on a line that is not a readable record, if it claims to be evidence for `name`.
+///
+/// A line that is not JSON, or names no check at all, cannot be attributed: it was a record
+/// once (only records are written there) and was edited into this, so it counts as tampered
+/// for every check that has nothing better. A readable record of another check is not ours.
 fn judge_unreadable(line: &str, name: &str) -> Option<(Verdict, String)> {
-    let value: serde_json::Value = serde_json::from_str(line).ok()?;
-    if value
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
+        return Some((Verdict::Tampered, String::new()));
+    };
+    match value
         .pointer("/check/name")
         .and_then(serde_json::Value::as_str)
-        != Some(name)
     {
-        return None;
+        None => return Some((Verdict::Tampered, String::new())),
+        Some(n) if n != name => return None,
+        Some(_) => {}
     }
     let claimed = value
         .get("digest")

@@ -82,7 +82,7 @@ pub fn resolve_checks(
     }
     let Some(policy) = policy else {
         return Err(Error::usage(format!("no checks to run: no {} at {commit} and no command after --", policy::PATH))
-            .hint("give a check command, e.g. `git tabellio finish -- cargo test`, or commit a policy with required checks"));
+            .hint("give a check command after `--` (e.g. `-- cargo test`), or commit a policy with required checks"));
     };
     let names: Vec<String> = if sel.names.is_empty() {
         policy.required.clone()
@@ -150,6 +150,11 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
         let outcome = validate::run_command(&cmd, &opts)
             .map_err(|e| Error::internal(format!("could not run check {}: {e}", check.name)))?;
         let mutated = workspace_mutated(ctx)?;
+        // What the check printed of the secrets its command line carries is redacted too.
+        let (argv_secrets_out, argv_redactions) = validate::Redactor::from_values(
+            validate::Redactor::argv_secret_values(&check.def.argv),
+        )
+        .redact(&outcome.output.excerpt);
         let mut status = outcome.status.as_str().to_string();
         if mutated {
             status = "failed".into();
@@ -178,9 +183,9 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
             output: OutputRecord {
                 bytes: outcome.output.bytes,
                 sha256: outcome.output.sha256.clone(),
-                excerpt: scrub.apply(&outcome.output.excerpt),
+                excerpt: scrub.apply(&argv_secrets_out),
                 truncated: outcome.output.truncated,
-                redactions: outcome.output.redactions,
+                redactions: outcome.output.redactions + argv_redactions,
             },
             stopped: Stopped {
                 command: outcome.stop.as_str().into(),

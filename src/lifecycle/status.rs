@@ -110,7 +110,8 @@ fn allowed_actions(
             // Promote moves the target to the validated commit; it needs the run branch, not
             // the run worktree.
             "promote" => {
-                !live.head_changed_since_validation
+                branch_exists
+                    && !live.head_changed_since_validation
                     && (live.target_moved.is_none() || interrupted_promotion(run, live))
                     && !live.target_deleted
                     && missing.is_empty()
@@ -255,11 +256,16 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
             )
         }
     } else if branch_tip.is_none() {
+        // Runs travel with `sync`, run branches do not: a missing branch may live on another
+        // machine. Nothing destructive is suggested.
         next(
-            "abandon",
+            "elsewhere",
             true,
-            format!("the run branch {} was deleted", run.branch),
-            Some(format!("git tabellio abandon {id}")),
+            format!(
+                "the run branch {} is not in this repository: the run lives on another machine (runs travel with sync, branches do not), or the branch was deleted",
+                run.branch
+            ),
+            None,
         )
     } else if ws.is_none() && run.state != RunState::Completed {
         next(
@@ -443,8 +449,10 @@ pub fn loop_next_action(rec: &RunRecord) -> Option<NextAction> {
             "loop",
             format!("git tabellio loop {id} -- <a working agent command>"),
         ),
+        // The harness could not go on (e.g. the agent broke the policy): fix the run head in
+        // the worktree, commit, and validate it.
         crate::model::loop_state::HarnessStop::Error => {
-            ("status", format!("git tabellio status {id}"))
+            ("finish", format!("git tabellio finish {id}"))
         }
         _ => ("review", format!("git tabellio context {id}")),
     };

@@ -68,6 +68,8 @@ pub struct InitReport {
     pub config_writer: ConfigWriter,
     /// True when this run changed anything at all.
     pub changed: bool,
+    /// Configuration that works against tabellio (found, not changed).
+    pub warnings: Vec<String>,
 }
 
 pub fn init(store: &Store, opts: &InitOptions) -> Result<InitReport> {
@@ -101,11 +103,20 @@ pub fn init(store: &Store, opts: &InitOptions) -> Result<InitReport> {
 
     let snapshot = store.repo.config_snapshot();
     let mut setups = Vec::new();
+    let mut warnings = Vec::new();
     for name in &remotes {
         let configured: Vec<BString> = snapshot
             .plumbing()
             .strings_by("remote", name.as_str(), "fetch")
             .unwrap_or_default();
+        for spec in &configured {
+            let spec = spec.to_string();
+            if overwrites_our_notes(&spec) {
+                warnings.push(format!(
+                    "remote.{name}.fetch has {spec:?}: a plain `git fetch` then overwrites the local notes under refs/notes/tabellio/ with the remote's, losing records not pushed yet; remove it (`git config --unset --fixed-value remote.{name}.fetch '{spec}'`): the tracking refspecs and `git tabellio sync` share notes without loss"
+                ));
+            }
+        }
         let (present, added): (Vec<String>, Vec<String>) = fetch_refspecs(name)
             .into_iter()
             .partition(|spec| configured.iter().any(|c| c.trim() == spec.as_bytes()));
@@ -134,7 +145,18 @@ pub fn init(store: &Store, opts: &InitOptions) -> Result<InitReport> {
         hooks,
         config_writer,
         changed,
+        warnings,
     })
+}
+
+/// Does a fetch refspec write into our own notes namespace (not the tracking one)?
+fn overwrites_our_notes(spec: &str) -> bool {
+    let Some((_, dst)) = spec.trim().split_once(':') else {
+        return false;
+    };
+    dst == "refs/notes/*"
+        || (dst.starts_with("refs/notes/tabellio/")
+            && !dst.starts_with("refs/notes/tabellio/remotes/"))
 }
 
 /// Add each setup's `added` refspecs to `remote.<name>.fetch` in the repository's own config.

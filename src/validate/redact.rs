@@ -95,10 +95,39 @@ impl Redactor {
     }
 
     /// The redacted text and the number of replacements.
+    /// The values a command line passes to secret-named options (`--token=…`, `--api-key …`):
+    /// the literals to redact from that command's output too, whatever their length.
+    pub fn argv_secret_values(argv: &[String]) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut secret_next = false;
+        for arg in argv {
+            if secret_next {
+                if !arg.is_empty() {
+                    out.push(arg.clone());
+                }
+                secret_next = false;
+                continue;
+            }
+            let option = arg.trim_start_matches('-');
+            if arg.starts_with('-') && !option.is_empty() {
+                match option.split_once('=') {
+                    Some((name, value)) if is_secret_option(name) && !value.is_empty() => {
+                        out.push(value.to_string())
+                    }
+                    None if is_secret_option(option) => secret_next = true,
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+
     /// Redact a command line: each argument as text, plus the values of secret-named options
     /// (`--token=…`, `--api-key …`, `-password …`), whatever their length — a command line is
     /// where people pass credentials by hand.
     pub fn redact_argv(&self, argv: &[String]) -> Vec<String> {
+        // A secret given to an option may be repeated elsewhere on the line.
+        let literals = Redactor::from_values(Self::argv_secret_values(argv));
         let mut out = Vec::with_capacity(argv.len());
         let mut secret_next = false;
         for arg in argv {
@@ -119,7 +148,7 @@ impl Redactor {
                     _ => {}
                 }
             }
-            out.push(self.redact(arg).0);
+            out.push(literals.redact(&self.redact(arg).0).0);
         }
         out
     }

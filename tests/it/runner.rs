@@ -172,3 +172,33 @@ fn finish_killed_mid_validation_leaves_the_run_finishable() {
     t.tab(&["finish", "r1", "--", "true"]).ok();
     t.fsck();
 }
+
+#[test]
+fn secrets_passed_on_the_command_line_are_redacted_from_its_output() {
+    let t = TestEnv::new();
+    t.start_with_commit("r1", "a.txt", "a\n");
+    let r = t.tab(&[
+        "--json",
+        "finish",
+        "r1",
+        "--",
+        "echo",
+        "--token=supersecret123",
+        "and",
+        "supersecret123",
+    ]);
+    r.ok();
+    let j = r.json();
+    let rec = &j["evidence"][0];
+    assert_eq!(
+        rec["check"]["argv"],
+        serde_json::json!(["echo", "--token=[REDACTED]", "and", "[REDACTED]"])
+    );
+    assert!(
+        !rec["output"]["excerpt"]
+            .as_str()
+            .unwrap()
+            .contains("supersecret123"),
+        "{rec}"
+    );
+}

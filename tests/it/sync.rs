@@ -902,3 +902,63 @@ fn pre_push_does_not_warn_when_the_remote_already_has_our_evidence() {
     r.ok();
     assert!(!r.stderr.contains("does not carry"), "{}", r.desc);
 }
+
+#[test]
+fn a_diverged_ledger_is_resolved_with_the_documented_commands() {
+    let (server, a, b) = TestEnv::server_and_two_clones();
+    a.tab(&["start", "dv", "--task", "t"]).ok();
+    a.tab(&["sync"]).ok();
+    b.tab(&["sync"]).ok();
+    a.tab(&["abandon", "dv", "-m", "from a"]).ok();
+    b.tab(&["abandon", "dv", "-m", "from b"]).ok();
+    a.tab(&["sync"]).ok();
+    let (code, rb) = b.tab_json(&["sync"]);
+    assert_eq!(code, 4, "{rb}");
+    let d = &rb["ledgers"]["diverged"][0];
+    let (ours, theirs) = (
+        d["local"].as_str().unwrap().to_string(),
+        d["remote"].as_str().unwrap().to_string(),
+    );
+    // Keep theirs (docs/sync.md, "Conflicts").
+    b.git(&[
+        "update-ref",
+        "refs/tabellio/runs/dv",
+        "refs/tabellio/remotes/origin/runs/dv",
+        &ours,
+    ])
+    .ok();
+    let (code, rb) = b.tab_json(&["sync"]);
+    assert_eq!(code, 0, "{rb}");
+    assert_eq!(rev(&b, "refs/tabellio/runs/dv"), theirs);
+    assert_eq!(rev(&server, "refs/tabellio/runs/dv"), theirs);
+}
+
+#[test]
+fn init_warns_about_a_refspec_that_overwrites_our_notes() {
+    let (_server, a, _b) = TestEnv::server_and_two_clones();
+    a.git(&[
+        "config",
+        "--add",
+        "remote.origin.fetch",
+        "+refs/notes/*:refs/notes/*",
+    ])
+    .ok();
+    let (code, j) = a.tab_json(&["init"]);
+    assert_eq!(code, 0, "{j}");
+    let w = j["warnings"][0].as_str().unwrap();
+    assert!(
+        w.contains("+refs/notes/*:refs/notes/*") && w.contains("--fixed-value"),
+        "{w}"
+    );
+    // The suggested command removes exactly that refspec.
+    a.git(&[
+        "config",
+        "--unset",
+        "--fixed-value",
+        "remote.origin.fetch",
+        "+refs/notes/*:refs/notes/*",
+    ])
+    .ok();
+    let (_, j) = a.tab_json(&["init"]);
+    assert_eq!(j["warnings"], serde_json::json!([]));
+}

@@ -158,6 +158,23 @@ fn a_hand_edited_record_is_tampered_whatever_field_changed() {
             "edit of {what}: {v}"
         );
     }
+    // Edited into something unreadable: no longer JSON, or no check name left.
+    let cut = original.trim_end().trim_end_matches('}').to_string();
+    let mut renamed: Value = serde_json::from_str(&original).unwrap();
+    let check = renamed["check"].take();
+    renamed["chekc"] = check;
+    for (what, line) in [
+        ("cut", cut),
+        ("renamed key", serde_json::to_string(&renamed).unwrap()),
+    ] {
+        t.forge_evidence(&head, &line);
+        let (code, v) = verify_json(&t, &[&head]);
+        assert_eq!(
+            (code, only_verdict(&v)),
+            (1, "tampered".into()),
+            "{what}: {v}"
+        );
+    }
     // A failed record edited to say "passed" is tampered, not satisfied.
     let next = commit_file(&t, "b.txt", "b\n");
     t.tab(&["validate", &next, "--check", "readme", "--", "false"])
