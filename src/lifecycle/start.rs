@@ -149,6 +149,7 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
         Error::not_found(format!("base branch {base_ref} does not exist"))
             .hint("create it first, or name an existing branch with --base")
     })?;
+    check_worktree_root(&store.worktree_root()?)?;
     let worktree = store.worktree_root()?.join(&run_id);
     if worktree.exists()
         && std::fs::read_dir(&worktree)
@@ -226,14 +227,37 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
 
 fn add_worktree_and_exclude(env: &Env, worktree: &std::path::Path, branch: &str) -> Result<()> {
     let store = &env.store;
-    // Excludes the worktree root when it lies inside the main worktree (default or configured),
-    // so `git status` there does not list the run worktrees.
-    store.ensure_excluded()?;
     if let Some(parent) = worktree.parent() {
         std::fs::create_dir_all(parent)
             .map_err(|e| Error::internal(format!("could not create {}: {e}", parent.display())))?;
     }
-    store.add_worktree(worktree, branch)
+    store.add_worktree(worktree, branch)?;
+    // Excludes the worktree root when it lies inside the main worktree (default or configured),
+    // so `git status` there does not list the run worktrees. Last: a start that fails earlier
+    // leaves the file alone.
+    store.ensure_excluded()?;
+    Ok(())
+}
+
+/// The worktree root must be creatable: no part of its path may be a file. Checked before the
+/// first write, so a misconfiguration is a usage error that writes nothing.
+fn check_worktree_root(root: &std::path::Path) -> Result<()> {
+    for ancestor in root.ancestors() {
+        if ancestor.exists() {
+            if !ancestor.is_dir() {
+                return Err(Error::usage(format!(
+                    "the worktree root {} cannot be created: {} is a file",
+                    root.display(),
+                    ancestor.display()
+                ))
+                .hint(
+                    "set `git config tabellio.worktreeRoot` to a directory, or move the file away",
+                ));
+            }
+            break;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -325,7 +325,7 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
                 Some(format!("git tabellio finish {id}")),
             ),
             RunState::Completed if live.target_deleted => next(
-                "rebase",
+                "restart",
                 true,
                 format!("the target {} no longer exists", run.base.reference),
                 None,
@@ -340,7 +340,7 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
                 Some(format!("git tabellio promote {id}")),
             ),
             RunState::Completed if live.target_moved.is_some() => next(
-                "rebase",
+                "restart",
                 true,
                 format!(
                     "the target {} moved to {} since the run started; {}",
@@ -358,12 +358,25 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
                 format!("evidence is missing or invalid for: {}", missing.join(", ")),
                 Some(format!("git tabellio finish {id}")),
             ),
-            RunState::Completed => next(
-                "promote",
-                false,
-                format!("validated; promote moves {} to it", run.base.reference),
-                Some(format!("git tabellio promote {id}")),
-            ),
+            // Everything promote itself checks (the target's worktree, locks, a rebase in
+            // progress): status never says "promote" when promote would refuse.
+            RunState::Completed => match crate::promote::plan(store, ledger.clone()) {
+                Ok(_) => next(
+                    "promote",
+                    false,
+                    format!("validated; promote moves {} to it", run.base.reference),
+                    Some(format!("git tabellio promote {id}")),
+                ),
+                Err(e) => next(
+                    "unblock-promote",
+                    true,
+                    match &e.hint {
+                        Some(h) => format!("promote would be refused: {} ({h})", e.message),
+                        None => format!("promote would be refused: {}", e.message),
+                    },
+                    None,
+                ),
+            },
             _ if head.map(|h| h.to_string()) == Some(run.base.commit.clone()) => next(
                 "commit",
                 false,

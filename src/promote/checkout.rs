@@ -61,7 +61,12 @@ pub fn leftover_of_move(
     if paths.is_empty() {
         return Ok(false);
     }
-    let repo = &store.repo;
+    let wrepo =
+        gix::open(path).context(|| format!("could not open the worktree {}", path.display()))?;
+    let repo = &wrepo;
+    let (mut pipeline, pipeline_index) = repo
+        .filter_pipeline(None)
+        .context(|| "could not set up the to-git filters".into())?;
     let (old_tree, new_tree) = (store.tree_of(old)?, store.tree_of(new)?);
     let old_index = repo
         .index_from_tree(&old_tree)
@@ -81,7 +86,7 @@ pub fn leftover_of_move(
         }
         let file = path.join(rel);
         let content = match std::fs::symlink_metadata(&file) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) if is_absent(&e) => continue,
             Err(e) => {
                 return Err(Error::internal(format!(
                     "could not read {}: {e}",
@@ -91,9 +96,29 @@ pub fn leftover_of_move(
             Ok(md) if md.file_type().is_symlink() => std::fs::read_link(&file)
                 .map(|t| t.as_os_str().as_encoded_bytes().to_vec())
                 .map_err(|e| Error::internal(format!("could not read {}: {e}", file.display())))?,
-            Ok(md) if md.is_dir() => return Ok(false),
-            Ok(_) => std::fs::read(&file)
-                .map_err(|e| Error::internal(format!("could not read {}: {e}", file.display())))?,
+            // A directory where the old tree had a file the new one drops: the move made it.
+            Ok(md) if md.is_dir() => {
+                if n.is_none() {
+                    continue;
+                }
+                return Ok(false);
+            }
+            Ok(_) => {
+                // Compare in git's form: eol conversion and clean filters apply, as for `git add`.
+                let data = std::fs::File::open(&file).map_err(|e| {
+                    Error::internal(format!("could not read {}: {e}", file.display()))
+                })?;
+                let mut out = Vec::new();
+                use std::io::Read;
+                pipeline
+                    .convert_to_git(data, Path::new(rel), &pipeline_index)
+                    .context(|| format!("could not filter {rel}"))?
+                    .read_to_end(&mut out)
+                    .map_err(|e| {
+                        Error::internal(format!("could not read {}: {e}", file.display()))
+                    })?;
+                out
+            }
         };
         let id = gix::objs::compute_hash(repo.object_hash(), gix::object::Kind::Blob, &content)
             .context(|| format!("could not hash {}", file.display()))?;
@@ -226,7 +251,8 @@ fn try_move(
                 })?;
                 prune_empty_parents(&workdir, &file);
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            // Gone, or a parent is now a file (a directory that became a file).
+            Err(e) if is_absent(&e) => {}
             Err(e) => {
                 return Err(Error::internal(format!(
                     "could not read {}: {e}",
@@ -236,36 +262,54 @@ fn try_move(
         }
     }
 
-    // Check out only what differs.
+    // Check out only what differs, with the attributes (eol, filters such as LFS) the new
+    // tree defines: `.gitattributes` files first, then everything else, reading attributes from
+    // the worktree (which then holds the new `.gitattributes`) and the index.
     let mut subset: gix::index::State = (*index).clone();
     subset.remove_entries(|_, p, _| !changed.contains(p));
-    let mut options = repo
-        .checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping)
-        .context(|| "could not set up checkout".into())?;
-    options.overwrite_existing = true;
-    options.destination_is_initially_empty = false;
-    let objects = repo
-        .objects
-        .clone()
-        .into_arc()
-        .context(|| "could not open the object database".into())?;
-    let outcome = gix::worktree::state::checkout(
-        &mut subset,
-        &workdir,
-        objects,
-        &gix::progress::Discard,
-        &gix::progress::Discard,
-        &AtomicBool::new(false),
-        options,
-    )
-    .context(|| format!("could not check out {new_tree} in {}", path.display()))?;
-    if let Some(e) = outcome.errors.first() {
-        return Err(Error::internal(format!(
-            "could not write {} in {}: {}",
-            e.path,
-            path.display(),
-            e.error
-        )));
+    let mut attrs: gix::index::State = subset.clone();
+    attrs.remove_entries(|_, p, _| !is_attributes_file(p));
+    subset.remove_entries(|_, p, _| is_attributes_file(p));
+    let mut written = Vec::new();
+    for part in [&mut attrs, &mut subset] {
+        if part.entries().is_empty() {
+            continue;
+        }
+        let mut options = repo
+            .checkout_options(
+                gix::worktree::stack::state::attributes::Source::WorktreeThenIdMapping,
+            )
+            .context(|| "could not set up checkout".into())?;
+        options.overwrite_existing = true;
+        options.destination_is_initially_empty = false;
+        let objects = repo
+            .objects
+            .clone()
+            .into_arc()
+            .context(|| "could not open the object database".into())?;
+        let outcome = gix::worktree::state::checkout(
+            part,
+            &workdir,
+            objects,
+            &gix::progress::Discard,
+            &gix::progress::Discard,
+            &AtomicBool::new(false),
+            options,
+        )
+        .context(|| format!("could not check out {new_tree} in {}", path.display()))?;
+        if let Some(e) = outcome.errors.first() {
+            return Err(Error::internal(format!(
+                "could not write {} in {}: {}",
+                e.path,
+                path.display(),
+                e.error
+            )));
+        }
+        written.extend(
+            part.entries()
+                .iter()
+                .map(|e| (e.path(part).to_owned(), e.stat)),
+        );
     }
     if !write_index {
         return Ok(());
@@ -273,11 +317,8 @@ fn try_move(
 
     // Stat data: fresh for what we wrote, kept from the old index for what we did not touch
     // (with its flags: assume-unchanged stays set).
-    let fresh: std::collections::HashMap<BString, gix::index::entry::Stat> = subset
-        .entries()
-        .iter()
-        .map(|e| (e.path(&subset).to_owned(), e.stat))
-        .collect();
+    let fresh: std::collections::HashMap<BString, gix::index::entry::Stat> =
+        written.into_iter().collect();
     let (entries, backing) = index.entries_mut_and_pathbacking();
     for e in entries.iter_mut() {
         let p = e.path_in(backing);
@@ -294,6 +335,16 @@ fn try_move(
         .write(Default::default())
         .context(|| format!("could not write the index of {}", path.display()))?;
     Ok(())
+}
+
+/// `.gitattributes` files decide how every other file is written: they go first.
+fn is_attributes_file(path: &gix::bstr::BStr) -> bool {
+    path == ".gitattributes" || path.ends_with(b"/.gitattributes")
+}
+
+/// Not there: missing, or a parent that is now a file.
+fn is_absent(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)
 }
 
 fn prune_empty_parents(root: &Path, file: &Path) {

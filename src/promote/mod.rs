@@ -187,7 +187,7 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan> {
             err.message.push_str(&format!("; {}", preview.describe()));
         }
         return Err(err
-            .hint("rebase the run onto the new tip and finish again, or start a new run from it"));
+            .hint("a run's base is frozen when it starts: start a new run from the new tip and carry the change over (e.g. `git cherry-pick`), then finish and promote that one"));
     }
     if !store.is_ancestor(base, validated_id)? {
         return Err(Error::refused(format!(
@@ -334,6 +334,29 @@ pub fn promote(env: &Env, run: Option<&str>, dry_run: bool) -> Result<PromoteOut
         already_promoted: false,
     };
     if dry_run {
+        // Take the locks and let them go: a lock someone holds (or a stale one) is found now,
+        // as the real promotion would find it. Nothing is written.
+        let ledger_ref = ledger::ref_name(&rec.run_id);
+        let probe = [
+            Cas::update(
+                &plan.target,
+                Some(plan.base),
+                plan.validated,
+                "tabellio: promote --dry-run",
+            ),
+            Cas::update(
+                &ledger_ref,
+                Some(plan.ledger.tip),
+                plan.ledger.tip,
+                "tabellio: promote --dry-run",
+            ),
+        ];
+        let probe = if plan.ledger_only {
+            &probe[1..]
+        } else {
+            &probe[..]
+        };
+        drop(tx::prepare(store, probe).map_err(|e| e.into_error())?);
         return Ok(outcome(rec.clone()));
     }
     let ledger_commit = store.write_ledger_commit(Some(&plan.ledger), &next, "promote")?;

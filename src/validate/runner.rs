@@ -58,6 +58,9 @@ pub fn run_command(cmd: &CheckCommand, opts: &RunOptions) -> Result<RunOutcome, 
         "PWD",
         std::path::absolute(&opts.cwd).unwrap_or_else(|_| opts.cwd.clone()),
     );
+    // The caller's previous directory means nothing to the check, and would carry a local
+    // path into its output.
+    command.env_remove("OLDPWD");
     // After `env_add`, so a scrubbed key cannot be added back.
     for key in scrubbed_env_keys() {
         command.env_remove(key);

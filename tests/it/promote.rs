@@ -147,7 +147,7 @@ fn target_moved_is_a_conflict_with_a_merge_preview() {
     );
     let (_, st) = t.tab_json(&["status", "r1"]);
     assert_eq!(st["live"]["target_moved"], tip);
-    assert_eq!(st["next_action"]["action"], "rebase");
+    assert_eq!(st["next_action"]["action"], "restart");
     assert_eq!(st["run"]["state"], "completed");
 }
 
@@ -545,7 +545,7 @@ fn status_previews_the_merge_and_notices_a_deleted_target() {
     t.git(&["branch", "-D", "main"]).ok();
     let (_, st) = t.tab_json(&["status", "r1"]);
     assert_eq!(st["live"]["target_deleted"], true);
-    assert_eq!(st["next_action"]["action"], "rebase");
+    assert_eq!(st["next_action"]["action"], "restart");
 }
 
 #[test]

@@ -139,3 +139,105 @@ fn an_exclude_file_in_another_encoding_is_appended_to_not_rewritten() {
     bytes.extend_from_slice(b"/.tabellio/worktrees/\n");
     assert_eq!(std::fs::read(&exclude).unwrap(), bytes);
 }
+
+#[test]
+fn promotion_writes_files_the_way_their_attributes_say() {
+    let t = TestEnv::new();
+    t.write(".gitattributes", "*.txt text eol=crlf\n");
+    t.write("a.txt", "l1\n");
+    t.git(&["add", "-A"]).ok();
+    t.git(&["commit", "-q", "-m", "attributes"]).ok();
+    t.git(&["checkout", "-q", "--", "."]).ok();
+    t.tab(&["start", "r1", "--task", "t"]).ok();
+    let wt = t.worktree("r1");
+    std::fs::write(wt.join("a.txt"), "l1\r\nl2\r\n").unwrap();
+    t.git_in(&wt, &["add", "-A"]).ok();
+    t.git_in(&wt, &["commit", "-q", "-m", "l2"]).ok();
+    t.tab(&["finish", "r1", "--", "true"]).ok();
+    t.tab(&["promote", "r1"]).ok();
+    assert_eq!(
+        std::fs::read(t.repo.join("a.txt")).unwrap(),
+        b"l1\r\nl2\r\n"
+    );
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+}
+
+#[test]
+fn a_half_moved_target_that_swapped_files_and_directories_is_finished() {
+    let t = TestEnv::new();
+    t.write("d/inner", "in d\n");
+    t.write("x", "x file\n");
+    t.git(&["add", "-A"]).ok();
+    t.git(&["commit", "-q", "-m", "shapes"]).ok();
+    t.tab(&["start", "r1", "--task", "t"]).ok();
+    let wt = t.worktree("r1");
+    t.git_in(&wt, &["rm", "-q", "-r", "d", "x"]).ok();
+    write_file(&wt.join("d"), "d is a file\n");
+    write_file(&wt.join("x/inner"), "x is a dir\n");
+    t.git_in(&wt, &["add", "-A"]).ok();
+    t.git_in(&wt, &["commit", "-q", "-m", "swap"]).ok();
+    t.tab(&["finish", "r1", "--", "true"]).ok();
+    // Killed half-way: d/inner gone and d written; x removed and x/inner written.
+    std::fs::remove_dir_all(t.repo.join("d")).unwrap();
+    t.write("d", "d is a file\n");
+    std::fs::remove_file(t.repo.join("x")).unwrap();
+    t.write("x/inner", "x is a dir\n");
+    let (code, j) = t.tab_json(&["promote", "r1"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+    t.fsck();
+}
+
+#[test]
+fn status_and_dry_run_see_what_would_block_promotion() {
+    let t = TestEnv::new();
+    t.completed_run("r1", "f.txt");
+    // main is checked out here, with an edit of someone's.
+    t.write("README.md", "mine\n");
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(st["next_action"]["action"], "unblock-promote", "{st}");
+    assert!(
+        st["next_action"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("README.md"),
+        "{st}"
+    );
+    t.git(&["checkout", "-q", "--", "README.md"]).ok();
+    // A stale lock is found by the dry run too, and named.
+    let lock = t.repo.join(".git/refs/heads/main.lock");
+    std::fs::write(&lock, "").unwrap();
+    let r = t.tab(&["--json", "promote", "r1", "--dry-run"]);
+    r.code(4);
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("main.lock"),
+        "{}",
+        r.desc
+    );
+    std::fs::remove_file(&lock).unwrap();
+    t.tab(&["promote", "r1", "--dry-run"]).ok();
+}
+
+#[test]
+fn a_worktree_root_that_cannot_exist_is_a_usage_error_that_writes_nothing() {
+    let t = TestEnv::new();
+    t.write(".tabellio", "a file in the way\n");
+    let exclude = t.repo.join(".git/info/exclude");
+    let before_exclude = std::fs::read(&exclude).unwrap_or_default();
+    let before = t.snapshot();
+    let r = t.tab(&["--json", "start", "r1", "--task", "t"]);
+    r.code(2);
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is a file"),
+        "{}",
+        r.desc
+    );
+    assert_eq!(before, t.snapshot());
+    assert_eq!(std::fs::read(&exclude).unwrap_or_default(), before_exclude);
+}
