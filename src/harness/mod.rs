@@ -643,8 +643,7 @@ impl Driver<'_> {
         }
         // What the agent printed of the secrets its command line carries is redacted too.
         let (argv_secrets_out, argv_redactions) =
-            validate::Redactor::from_values(validate::Redactor::argv_secret_values(&self.argv))
-                .redact(&outcome.output.excerpt);
+            validate::Redactor::for_argv(&self.argv).redact(&outcome.output.excerpt);
         let stopped = match (outcome.stop, outcome.exit_code) {
             (CommandStop::Exited, Some(0)) => AgentStop::Exited,
             (CommandStop::Exited, _) => AgentStop::Nonzero,

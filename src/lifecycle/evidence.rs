@@ -172,6 +172,22 @@ fn judge_unreadable(line: &str, name: &str) -> Option<(Verdict, String)> {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
         return Some((Verdict::Tampered, String::new()));
     };
+    // A record of another (newer) evidence schema with an intact digest is not ours to judge:
+    // it never satisfies a check and is otherwise ignored (docs/verify.md). One whose digest no
+    // longer matches (a v1 record with its schema edited) is tampered.
+    if value
+        .get("schema")
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|s| s.starts_with("tabellio.evidence/") && s != crate::model::evidence::SCHEMA)
+    {
+        let claimed = value
+            .get("digest")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
+        let intact =
+            crate::model::canonical::digest_without_field(&value).is_ok_and(|d| d == claimed);
+        return (!intact).then(|| (Verdict::Tampered, claimed.to_string()));
+    }
     match value
         .pointer("/check/name")
         .and_then(serde_json::Value::as_str)

@@ -151,10 +151,8 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
             .map_err(|e| Error::internal(format!("could not run check {}: {e}", check.name)))?;
         let mutated = workspace_mutated(ctx)?;
         // What the check printed of the secrets its command line carries is redacted too.
-        let (argv_secrets_out, argv_redactions) = validate::Redactor::from_values(
-            validate::Redactor::argv_secret_values(&check.def.argv),
-        )
-        .redact(&outcome.output.excerpt);
+        let (argv_secrets_out, argv_redactions) =
+            validate::Redactor::for_argv(&check.def.argv).redact(&outcome.output.excerpt);
         let mut status = outcome.status.as_str().to_string();
         if mutated {
             status = "failed".into();

@@ -243,6 +243,17 @@ fn add_worktree_and_exclude(env: &Env, worktree: &std::path::Path, branch: &str)
 /// first write, so a misconfiguration is a usage error that writes nothing.
 fn check_worktree_root(root: &std::path::Path) -> Result<()> {
     for ancestor in root.ancestors() {
+        let Ok(md) = std::fs::symlink_metadata(ancestor) else {
+            continue;
+        };
+        if md.file_type().is_symlink() && !ancestor.exists() {
+            return Err(Error::usage(format!(
+                "the worktree root {} cannot be created: {} is a symbolic link to nowhere",
+                root.display(),
+                ancestor.display()
+            ))
+            .hint("point `git config tabellio.worktreeRoot` at a directory that can exist"));
+        }
         if ancestor.exists() {
             if !ancestor.is_dir() {
                 return Err(Error::usage(format!(

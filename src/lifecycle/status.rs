@@ -431,7 +431,14 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
         workspace,
         state: run.state,
         previous_state: run.previous_state,
-        allowed_actions: allowed_actions(run, &live, branch_tip.is_some(), &missing),
+        allowed_actions: {
+            let mut allowed = allowed_actions(run, &live, branch_tip.is_some(), &missing);
+            // The next action already asked promote's own preconditions: agree with it.
+            if next_action.action == "unblock-promote" {
+                allowed.retain(|a| a != "promote");
+            }
+            allowed
+        },
         next_action,
         satisfied_evidence: satisfied,
         missing_evidence: missing,

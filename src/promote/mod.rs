@@ -119,6 +119,13 @@ pub fn check_validated(store: &Store, run: &RunRecord) -> Result<(String, gix::O
     })?;
     let validated_id = store.parse_oid(&validated.commit)?;
     let head = store.ref_target(&run.branch)?;
+    if head.is_none() {
+        return Err(Error::refused(format!(
+            "the run branch {} is not in this repository",
+            run.branch
+        ))
+        .hint("promote from the machine that has the run branch (runs travel with sync, branches do not)"));
+    }
     if head != Some(validated_id) {
         return Err(Error::refused(format!(
             "run branch changed after validation: {} is at {}, the validated commit is {}",
@@ -194,6 +201,12 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan> {
             "the validated commit {validated_id} does not descend from the base {base}"
         ))
         .hint("promote only fast-forwards; rebase the run onto its base"));
+    }
+    // A lock on a ref the promotion writes refuses it now (and `status` learns it from here),
+    // not half-way through.
+    let ledger_ref = ledger::ref_name(&run.run_id);
+    if let Some((name, lock)) = tx::held_lock(store, &[target.as_str(), ledger_ref.as_str()]) {
+        return Err(tx::TxError::Locked { name, lock }.into_error());
     }
     if let Some((what, path)) = store.branch_in_operation(&target)? {
         return Err(Error::refused(format!(

@@ -121,6 +121,25 @@ impl TxError {
     }
 }
 
+/// The first lock file in the way of writing `names` (or `packed-refs`), without taking any:
+/// a read-only look for callers that must not write (status, plans).
+pub fn held_lock(store: &Store, names: &[&str]) -> Option<(String, PathBuf)> {
+    let common = store.repo.common_dir();
+    for name in names {
+        let base = if name.starts_with("refs/") {
+            common.to_path_buf()
+        } else {
+            store.repo.git_dir().to_path_buf()
+        };
+        let lock = base.join(format!("{name}.lock"));
+        if lock.exists() {
+            return Some((name.to_string(), lock));
+        }
+    }
+    let packed = common.join("packed-refs.lock");
+    packed.exists().then(|| ("packed-refs".to_string(), packed))
+}
+
 /// Apply all `edits` in one transaction, or none of them.
 pub fn apply(store: &Store, edits: &[Cas]) -> Result<(), TxError> {
     let prepared = prepare(store, edits)?;

@@ -113,7 +113,7 @@ pub fn init(store: &Store, opts: &InitOptions) -> Result<InitReport> {
             let spec = spec.to_string();
             if overwrites_our_notes(&spec) {
                 warnings.push(format!(
-                    "remote.{name}.fetch has {spec:?}: a plain `git fetch` then overwrites the local notes under refs/notes/tabellio/ with the remote's, losing records not pushed yet; remove it (`git config --unset --fixed-value remote.{name}.fetch '{spec}'`): the tracking refspecs and `git tabellio sync` share notes without loss"
+                    "remote.{name}.fetch has {spec:?}: a plain `git fetch` then writes the remote's values over our own notes or run ledgers (forced, it overwrites them, losing records not pushed yet); remove it (`git config --unset --fixed-value remote.{name}.fetch '{spec}'`): the tracking refspecs and `git tabellio sync` share notes without loss"
                 ));
             }
         }
@@ -149,14 +149,16 @@ pub fn init(store: &Store, opts: &InitOptions) -> Result<InitReport> {
     })
 }
 
-/// Does a fetch refspec write into our own notes namespace (not the tracking one)?
+/// Does a fetch refspec write into our own notes or ledger namespace (not the tracking ones)?
 fn overwrites_our_notes(spec: &str) -> bool {
     let Some((_, dst)) = spec.trim().split_once(':') else {
         return false;
     };
-    dst == "refs/notes/*"
+    dst == "refs/*"
+        || dst == "refs/notes/*"
         || (dst.starts_with("refs/notes/tabellio/")
             && !dst.starts_with("refs/notes/tabellio/remotes/"))
+        || (dst.starts_with("refs/tabellio/") && !dst.starts_with("refs/tabellio/remotes/"))
 }
 
 /// Add each setup's `added` refspecs to `remote.<name>.fetch` in the repository's own config.

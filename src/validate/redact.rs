@@ -14,6 +14,9 @@ pub const REDACTED: &str = "[REDACTED]";
 /// likely to occur in innocent text.
 pub const MIN_SECRET_CHARS: usize = 8;
 
+/// The shortest value of a secret-named command-line option that is hunted in output.
+pub const MIN_ARGV_SECRET_CHARS: usize = 4;
+
 const SECRET_NAME_PARTS: [&str; 4] = ["TOKEN", "SECRET", "PASSWORD", "KEY"];
 
 /// Whether the environment variable `name` holds a secret (case-insensitive `TOKEN`,
@@ -85,6 +88,21 @@ impl Redactor {
         )
     }
 
+    /// The secrets a command line passes to its secret-named options, as literals to redact
+    /// from anything it prints. Shorter than [`MIN_SECRET_CHARS`] is accepted here (the user
+    /// named them secret), down to [`MIN_ARGV_SECRET_CHARS`]: below that a value cannot be told
+    /// apart from ordinary text.
+    pub fn for_argv(argv: &[String]) -> Self {
+        let mut literals: Vec<Vec<u8>> = Self::argv_secret_values(argv)
+            .into_iter()
+            .map(String::into_bytes)
+            .filter(|v| char_count(v) >= MIN_ARGV_SECRET_CHARS)
+            .collect();
+        literals.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        literals.dedup();
+        Redactor { literals }
+    }
+
     fn from_byte_values(values: impl Iterator<Item = Vec<u8>>) -> Self {
         let mut literals: Vec<Vec<u8>> = values
             .filter(|value| char_count(value) >= MIN_SECRET_CHARS)
@@ -127,7 +145,7 @@ impl Redactor {
     /// where people pass credentials by hand.
     pub fn redact_argv(&self, argv: &[String]) -> Vec<String> {
         // A secret given to an option may be repeated elsewhere on the line.
-        let literals = Redactor::from_values(Self::argv_secret_values(argv));
+        let literals = Redactor::for_argv(argv);
         let mut out = Vec::with_capacity(argv.len());
         let mut secret_next = false;
         for arg in argv {

@@ -241,3 +241,42 @@ fn a_worktree_root_that_cannot_exist_is_a_usage_error_that_writes_nothing() {
     assert_eq!(before, t.snapshot());
     assert_eq!(std::fs::read(&exclude).unwrap_or_default(), before_exclude);
 }
+
+#[test]
+fn a_held_ref_lock_is_named_by_status_and_promote_alike() {
+    let t = TestEnv::new();
+    t.git(&["switch", "-q", "-c", "elsewhere"]).ok();
+    t.completed_run("r1", "f.txt");
+    let lock = t.repo.join(".git/refs/tabellio/runs/r1.lock");
+    std::fs::write(&lock, "").unwrap();
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(st["next_action"]["action"], "unblock-promote", "{st}");
+    assert!(
+        st["next_action"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("r1.lock"),
+        "{st}"
+    );
+    assert!(
+        !st["allowed_actions"]
+            .as_array()
+            .unwrap()
+            .contains(&"promote".into()),
+        "{st}"
+    );
+    let r = t.tab(&["--json", "promote", "r1"]);
+    r.code(4);
+    std::fs::remove_file(&lock).unwrap();
+    t.tab(&["promote", "r1"]).ok();
+}
+
+#[test]
+fn a_dangling_symlink_as_worktree_root_is_a_usage_error() {
+    let t = TestEnv::new();
+    std::os::unix::fs::symlink("/nonexistent/tabellio-root", t.repo.join("dang")).unwrap();
+    t.git(&["config", "tabellio.worktreeRoot", "dang"]).ok();
+    let before = t.snapshot();
+    t.tab(&["start", "s2", "--task", "t"]).code(2);
+    assert_eq!(before, t.snapshot());
+}

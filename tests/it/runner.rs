@@ -202,3 +202,15 @@ fn secrets_passed_on_the_command_line_are_redacted_from_its_output() {
         "{rec}"
     );
 }
+
+#[test]
+fn short_command_line_secrets_are_redacted_from_output_too() {
+    let t = TestEnv::new();
+    t.start_with_commit("r1", "a.txt", "a\n");
+    let r = t.tab(&[
+        "--json", "finish", "r1", "--", "echo", "--token", "Zq9xK2", "again", "Zq9xK2",
+    ]);
+    r.ok();
+    let rec = &r.json()["evidence"][0];
+    assert!(!rec.to_string().contains("Zq9xK2"), "{rec}");
+}

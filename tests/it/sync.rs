@@ -962,3 +962,18 @@ fn init_warns_about_a_refspec_that_overwrites_our_notes() {
     let (_, j) = a.tab_json(&["init"]);
     assert_eq!(j["warnings"], serde_json::json!([]));
 }
+
+#[test]
+fn init_warns_about_a_mirror_refspec_too() {
+    let (_server, a, _b) = TestEnv::server_and_two_clones();
+    a.git(&["config", "--add", "remote.origin.fetch", "+refs/*:refs/*"])
+        .ok();
+    let (_, j) = a.tab_json(&["init"]);
+    assert!(
+        j["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("+refs/*:refs/*"),
+        "{j}"
+    );
+}

@@ -525,3 +525,37 @@ fn sixteen_concurrent_validates_keep_all_records() {
     assert_eq!(t.git_out(&["worktree", "list"]).lines().count(), 1);
     t.fsck();
 }
+
+#[test]
+fn an_intact_record_of_a_newer_schema_is_ignored_not_tampered() {
+    let (t, head) = validated_head();
+    // A newer tool's record: its own shape, digest intact under the canonical rule.
+    let mut rec = json!({"schema": "tabellio.evidence/v2", "checks": [{"name": "readme"}], "status": "passed"});
+    let bytes = {
+        // canonical JSON of this small object: sorted keys, no whitespace
+        serde_json::to_string(&rec).unwrap()
+    };
+    let digest = {
+        use std::io::Write;
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", "import sys,hashlib,json; v=json.loads(sys.stdin.read()); print(hashlib.sha256(json.dumps(v,sort_keys=True,separators=(',',':'),ensure_ascii=False).encode()).hexdigest())"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(bytes.as_bytes())
+            .unwrap();
+        String::from_utf8(child.wait_with_output().unwrap().stdout)
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    rec["digest"] = json!(digest);
+    t.forge_evidence(&head, &serde_json::to_string(&rec).unwrap());
+    let (code, v) = verify_json(&t, &[&head]);
+    assert_eq!((code, only_verdict(&v)), (1, "missing".into()), "{v}");
+}
