@@ -83,6 +83,27 @@ impl Error {
     }
 }
 
+/// `s` as one shell word, for commands people copy from a hint: as is when it holds only
+/// characters no shell treats specially, else single-quoted.
+pub fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, '/' | '.' | '_' | '-' | '+' | ':' | '@' | '=' | ',')
+        });
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// A path as one shell word, normalised (`a/b/../c` → `a/c`) when it exists.
+pub fn shell_path(p: &std::path::Path) -> String {
+    let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    shell_quote(&p.display().to_string())
+}
+
 /// Attach context to a lower-level failure as an internal error.
 pub trait Context<T> {
     fn context(self, what: impl FnOnce() -> String) -> Result<T>;
@@ -105,5 +126,17 @@ impl From<crate::model::SchemaError> for Error {
 impl From<crate::model::policy::PolicyError> for Error {
     fn from(e: crate::model::policy::PolicyError) -> Self {
         Error::usage(e.to_string()).hint("fix .tabellio/policy.json and commit it")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_quote;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("/tmp/a/b.lock"), "/tmp/a/b.lock");
+        assert_eq!(shell_quote("/tmp/a dir/x"), "'/tmp/a dir/x'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
     }
 }

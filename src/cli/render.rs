@@ -120,3 +120,11 @@ pub fn evidence_lines(records: &[tabellio::model::EvidenceRecord]) -> String {
     }
     human
 }
+
+/// Text from records (which may come from other machines) as the terminal should see it:
+/// control characters, escape sequences included, become U+FFFD.
+pub fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+        .collect()
+}

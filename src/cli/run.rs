@@ -158,8 +158,9 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
                     o.target_worktree
                         .as_ref()
                         .map_or(String::new(), |p| format!(
-                            ": the files of {} moved too",
-                            p.display()
+                            ": the files of {} {} too",
+                            p.display(),
+                            if o.dry_run { "would move" } else { "moved" }
                         )),
                     o.run.run_id
                 )
@@ -183,7 +184,7 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
                 o.state,
                 o.previous_state
                     .map_or(String::new(), |p| format!(" (was {p})")),
-                o.run.task.summary,
+                super::render::printable(&o.run.task.summary),
                 o.run.base.reference,
                 short(&o.run.base.commit),
                 o.run.branch
@@ -234,7 +235,14 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
             let human = o
                 .runs
                 .iter()
-                .map(|r| format!("{:<24} {:<18} {}", r.run_id, r.state.as_str(), r.summary))
+                .map(|r| {
+                    format!(
+                        "{:<24} {:<18} {}",
+                        r.run_id,
+                        r.state.as_str(),
+                        super::render::printable(&r.summary)
+                    )
+                })
                 .chain(
                     o.unreadable
                         .iter()

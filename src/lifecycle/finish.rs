@@ -255,6 +255,13 @@ pub fn finish(
         stream,
     };
     let records = run_checks(&ctx, &checks)?;
+    // Checks chosen by hand (`--check`, or an ad-hoc command) do not complete a run whose
+    // policy requires others: the policy's required checks must pass too, in this attempt or
+    // in evidence already noted on this commit.
+    let gate = match required_gap(store, head, &records)? {
+        Some(gap) => Some(gap),
+        None => plans_gate,
+    };
 
     let (attempt, next) = record_attempt(
         store,
@@ -262,7 +269,7 @@ pub fn finish(
         NewAttempt {
             head,
             records: &records,
-            gate: plans_gate,
+            gate,
             command: "finish",
         },
         |completed| {
@@ -281,6 +288,38 @@ pub fn finish(
         attempt,
         evidence: records,
     })
+}
+
+/// The policy's required checks at `head` that neither `records` (this attempt) nor the
+/// evidence already noted on `head` satisfy: `Some(reason)` when there are any.
+fn required_gap(
+    store: &Store,
+    head: gix::ObjectId,
+    records: &[EvidenceRecord],
+) -> Result<Option<String>> {
+    let Some(reqs) = super::evidence::policy_requirements(store, head)? else {
+        return Ok(None);
+    };
+    let satisfied_now = |r: &super::evidence::Requirement| {
+        records.iter().any(|rec| {
+            rec.check.name == r.name
+                && rec.passed()
+                && r.digest.as_deref().is_none_or(|d| d == rec.check.digest)
+        })
+    };
+    let before = super::evidence::evaluate(store, head, &reqs)?;
+    let missing: Vec<String> = reqs
+        .iter()
+        .zip(before)
+        .filter(|(r, v)| !satisfied_now(r) && v.verdict != super::evidence::Verdict::Satisfied)
+        .map(|(r, _)| r.name.clone())
+        .collect();
+    Ok((!missing.is_empty()).then(|| {
+        format!(
+            "required checks not passed: {} (the policy at the run head requires them; `git tabellio finish` runs them)",
+            missing.join(", ")
+        )
+    }))
 }
 
 /// The attempt [`record_attempt`] records.

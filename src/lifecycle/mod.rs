@@ -64,6 +64,13 @@ pub fn resolve_run(env: &Env, run: Option<&str>) -> Result<Ledger> {
         Error::usage("no run given, and the current directory is not inside a run's worktree")
             .hint("name the run (`git tabellio list` shows them) or cd into its worktree")
     };
+    // Inside `<worktree root>/<run>` the directory names the run, whatever is checked out
+    // there (a switched branch or a detached HEAD is exactly what `status` must diagnose).
+    if let Some(id) = run_id_from_path(env) {
+        if let Some(ledger) = env.store.try_find_ledger(&id)? {
+            return Ok(ledger);
+        }
+    }
     let Some(branch) = branch else {
         return Err(no_run());
     };
@@ -85,6 +92,16 @@ pub fn resolve_run(env: &Env, run: Option<&str>) -> Result<Ledger> {
         }
     }
     Err(no_run())
+}
+
+/// The run whose default worktree directory contains the current directory.
+fn run_id_from_path(env: &Env) -> Option<String> {
+    let root = env.store.worktree_root().ok()?;
+    let root = std::fs::canonicalize(root).ok()?;
+    let cwd = std::fs::canonicalize(&env.cwd).ok()?;
+    let id = cwd.strip_prefix(&root).ok()?.components().next()?;
+    let id = id.as_os_str().to_str()?.to_string();
+    check_run_id(&id).is_ok().then_some(id)
 }
 
 /// The worktree where the run's branch is checked out, if any.

@@ -69,11 +69,38 @@ fn summarize(task: &str) -> String {
         .map(str::trim)
         .find(|l| !l.is_empty())
         .unwrap_or("");
+    // The summary is what terminals show (`list`, `status`): control characters (escape
+    // sequences from a task that came with `sync`) become U+FFFD. The text stays verbatim.
+    let first: String = first
+        .chars()
+        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+        .collect();
     let mut s: String = first.chars().take(72).collect();
     if first.chars().count() > 72 {
         s.push('…');
     }
     s
+}
+
+/// An existing ref that `name` would have to be a directory of, or that would have to be a
+/// directory of `name` (`refs/heads/a` vs `refs/heads/a/b`): such a pair cannot coexist.
+fn ref_path_clash(store: &crate::store::Store, name: &str) -> Result<Option<String>> {
+    let mut prefix = String::new();
+    let parts: Vec<&str> = name.split('/').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(part);
+        if prefix.matches('/').count() >= 2 && store.ref_target(&prefix)?.is_some() {
+            return Ok(Some(prefix));
+        }
+    }
+    Ok(store
+        .refs_under(&format!("{name}/"))?
+        .into_iter()
+        .next()
+        .map(|(n, _)| n))
 }
 
 /// `name` as a full, valid `refs/heads/…` name (`flag` and `hint` for the error).
@@ -123,6 +150,12 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
     if store.ref_target(&branch)?.is_some() {
         return Err(Error::usage(format!("branch {branch} already exists"))
             .hint("a run needs a branch of its own; choose another --branch or run id"));
+    }
+    if let Some(clash) = ref_path_clash(store, &branch)? {
+        return Err(Error::usage(format!(
+            "branch {branch} cannot exist beside {clash}: git stores refs as files, and one would be the other's directory"
+        ))
+        .hint("choose another --branch (or run id) that is not a prefix of, or inside, an existing branch"));
     }
     let base_ref = match &opts.base {
         Some(b) => local_branch(

@@ -224,9 +224,18 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
         worktree_broken,
     };
 
+    // Without a policy at the head, `finish` needs the check on its command line.
+    let has_policy =
+        head.is_some_and(|h| matches!(super::finish::policy_at(store, h), Ok(Some(_))));
+    let finish_cmd = if has_policy {
+        format!("git tabellio finish {id}")
+    } else {
+        format!("git tabellio finish {id} -- <check command>")
+    };
+    // Commands for a person to copy: the path is one shell word.
     let wt = workspace
         .as_ref()
-        .map(|p| p.display().to_string())
+        .map(|p| crate::error::shell_path(p))
         .unwrap_or_default();
     let next = |action: &str, blocking: bool, reason: String, command: Option<String>| NextAction {
         action: action.into(),
@@ -322,7 +331,7 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
                 "finish",
                 true,
                 "the run branch changed after validation; validate the new head".into(),
-                Some(format!("git tabellio finish {id}")),
+                Some(finish_cmd.clone()),
             ),
             RunState::Completed if live.target_deleted => next(
                 "restart",
@@ -343,20 +352,23 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
                 "restart",
                 true,
                 format!(
-                    "the target {} moved to {} since the run started; {}",
+                    "the target {} moved to {} since the run started; {}; a run's base is frozen, so the change goes on in a new run from the new tip (carry it over, e.g. with `git cherry-pick`)",
                     run.base.reference,
                     live.target_moved.clone().unwrap_or_default(),
                     live.merge_preview
                         .as_ref()
                         .map_or_else(String::new, |p| p.describe())
                 ),
-                None,
+                Some(format!(
+                    "git tabellio start --base {} --task-file <the task>",
+                    run.base.reference.trim_start_matches("refs/heads/")
+                )),
             ),
             RunState::Completed if !missing.is_empty() => next(
                 "finish",
                 true,
                 format!("evidence is missing or invalid for: {}", missing.join(", ")),
-                Some(format!("git tabellio finish {id}")),
+                Some(finish_cmd.clone()),
             ),
             // Everything promote itself checks (the target's worktree, locks, a rebase in
             // progress): status never says "promote" when promote would refuse.
@@ -407,7 +419,7 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
                 "finish",
                 false,
                 "the last validation failed; fix, commit, then finish again".into(),
-                Some(format!("git tabellio finish {id}")),
+                Some(finish_cmd.clone()),
             ),
             RunState::Blocked => next(
                 "finish",
@@ -416,13 +428,13 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
                     "the run is blocked: {}",
                     run.reason.clone().unwrap_or_else(|| "see the log".into())
                 ),
-                Some(format!("git tabellio finish {id}")),
+                Some(finish_cmd.clone()),
             ),
             _ => next(
                 "finish",
                 false,
                 "validate the run head".into(),
-                Some(format!("git tabellio finish {id}")),
+                Some(finish_cmd.clone()),
             ),
         }
     };

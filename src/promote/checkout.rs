@@ -173,7 +173,7 @@ pub fn refuse_unmovable(path: &Path) -> Result<()> {
         ))
         .hint(format!(
             "another git process is working there; if none is, remove the stale lock with `rm {}`",
-            lock.display()
+            crate::error::shell_path(&lock)
         )));
     }
     let index = repo

@@ -102,20 +102,23 @@ pub enum TxError {
 impl TxError {
     pub fn into_error(self) -> Error {
         match self {
-            TxError::Moved { name, expected, actual } => Error::conflict(format!(
+            TxError::Moved {
+                name,
+                expected,
+                actual,
+            } => Error::conflict(format!(
                 "{name} changed underneath: expected {}, found {}",
                 expected.map_or("nothing".into(), |i| i.to_string()),
                 actual.map_or("nothing".into(), |i| i.to_string()),
             ))
             .hint("another process wrote it at the same time; look at the new state and try again"),
-            TxError::Locked { name, lock } => Error::conflict(format!(
-                "{name} is locked: {} exists",
-                lock.display()
-            ))
-            .hint(format!(
-                "another git process may be running; if none is, the lock was left by a killed process: remove it with `rm {}`",
-                lock.display()
-            )),
+            TxError::Locked { name, lock } => {
+                let shown = std::fs::canonicalize(&lock).unwrap_or(lock);
+                Error::conflict(format!("{name} is locked: {} exists", shown.display())).hint(format!(
+                    "another git process may be running; if none is, the lock was left by a killed process: remove it with `rm {}`",
+                    crate::error::shell_path(&shown)
+                ))
+            }
             TxError::Other(e) => e,
         }
     }

@@ -427,3 +427,19 @@ fn a_relative_worktree_root_is_excluded() {
         exclude
     );
 }
+
+#[test]
+fn checks_picked_by_hand_do_not_complete_a_run_whose_policy_requires_others() {
+    let t = TestEnv::new();
+    t.write(".tabellio/policy.json", &policy(&[("test", &["true"])]));
+    t.git(&["add", "-A"]).ok();
+    t.git(&["commit", "-q", "-m", "policy"]).ok();
+    t.start_with_commit("p2", "a.txt", "a\n");
+    let r = t.tab(&["--json", "finish", "p2", "--check", "garbage", "--", "true"]);
+    r.code(1);
+    let j = r.json();
+    assert_eq!(j["run"]["state"], "validation_failed");
+    assert!(j["run"]["reason"].as_str().unwrap().contains("test"), "{j}");
+    // The required check itself completes it.
+    t.tab(&["finish", "p2"]).ok();
+}

@@ -374,3 +374,53 @@ fn allowed_actions_follow_the_live_repository() {
         "{st}"
     );
 }
+
+#[test]
+fn a_branch_that_would_clash_with_another_as_a_directory_is_refused_up_front() {
+    let t = TestEnv::new();
+    t.tab(&["start", "r2", "--branch", "feature/deep/x", "--task", "t"])
+        .ok();
+    let j = refused(
+        &t,
+        &t.repo,
+        &["start", "r7", "--branch", "feature", "--task", "t"],
+        2,
+    );
+    assert!(
+        j["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("feature/deep/x"),
+        "{j}"
+    );
+    t.git(&["branch", "tabellio"]).ok();
+    refused(&t, &t.repo, &["start", "m1", "--task", "t"], 2);
+}
+
+#[test]
+fn a_switched_run_worktree_still_names_its_run() {
+    let t = TestEnv::new();
+    let wt = t.start_with_commit("w", "a.txt", "a\n");
+    t.git_in(&wt, &["checkout", "-q", "--detach"]).ok();
+    let r = t.tab_in(&wt, &["--json", "status"]);
+    r.ok();
+    assert_eq!(r.json()["run"]["run_id"], "w");
+    assert_eq!(r.json()["next_action"]["action"], "switch-branch");
+}
+
+#[test]
+fn escape_sequences_in_a_task_do_not_reach_the_terminal() {
+    let t = TestEnv::new();
+    t.tab(&["start", "e1", "--task", "\u{1b}[2J\u{1b}]0;pwned\u{7}x"])
+        .ok();
+    let r = t.tab(&["list"]);
+    r.ok();
+    assert!(
+        !r.stdout.contains('\u{1b}') && !r.stdout.contains('\u{7}'),
+        "{:?}",
+        r.stdout
+    );
+    // The task itself is kept verbatim.
+    let (_, st) = t.tab_json(&["status", "e1"]);
+    assert_eq!(st["run"]["task"]["text"], "\u{1b}[2J\u{1b}]0;pwned\u{7}x");
+}
