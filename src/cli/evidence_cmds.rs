@@ -1,6 +1,7 @@
 //! `validate`, `verify`, `hooks install` and `hook <name>`: the commands CI and protected
 //! branches rely on.
 
+use super::render::short;
 use std::io::Read;
 use std::path::Path;
 
@@ -80,10 +81,6 @@ pub struct HookArgs {
 
 fn to_json<T: serde::Serialize>(v: &T) -> serde_json::Value {
     serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
-}
-
-fn short(hex: &str) -> &str {
-    &hex[..hex.len().min(12)]
 }
 
 pub fn validate(a: &ValidateArgs, cwd: &Path, stream: Stream) -> Result<Output> {

@@ -128,3 +128,16 @@ pub fn printable(s: &str) -> String {
         .map(|c| if c.is_control() { '\u{fffd}' } else { c })
         .collect()
 }
+
+/// The line for a promotion that had already happened (local and remote promote alike).
+pub fn already_promoted(run_id: &str, target: &str, new: &str) -> String {
+    format!(
+        "run {run_id} is already promoted ({target} at {}); nothing to do",
+        short(new)
+    )
+}
+
+/// An object id shortened for people (12 hex digits).
+pub fn short(hex: &str) -> &str {
+    &hex[..hex.len().min(12)]
+}

@@ -1,5 +1,6 @@
 //! Dispatch: call the library for each subcommand and turn its outcome into [`Output`].
 
+use super::render::short;
 use std::io::{IsTerminal, Read};
 
 use serde_json::json;
@@ -137,12 +138,7 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
             let env = Env::discover(&cwd)?;
             let o = tabellio::promote::promote(&env, a.run.as_deref(), a.dry_run)?;
             let human = if o.already_promoted {
-                format!(
-                    "run {} is already promoted ({} at {}); nothing to do",
-                    o.run.run_id,
-                    o.target,
-                    short(&o.new)
-                )
+                super::render::already_promoted(&o.run.run_id, &o.target, &o.new)
             } else {
                 format!(
                     "{}{} {} -> {} ({}{}) for run {}",
@@ -383,8 +379,4 @@ fn demo(cli: &Cli, keep: bool) -> Result<Output> {
         json!({"step": "done", "kept": keep, "repository": keep.then(|| repo.display().to_string())}),
         human,
     ))
-}
-
-fn short(hex: &str) -> &str {
-    &hex[..hex.len().min(12)]
 }

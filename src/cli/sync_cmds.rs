@@ -3,6 +3,7 @@
 //! Sync is a report even when it ends in a conflict: with `--json` a diverged or given-up sync is
 //! `{"ok": false, "error": {…}}` *plus* the report's fields, so a script sees what was shared.
 
+use super::render::short;
 use std::io::Write;
 use std::path::Path;
 
@@ -37,10 +38,6 @@ pub struct SyncArgs {
 
 fn to_json<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
-}
-
-fn short(hex: &str) -> &str {
-    &hex[..hex.len().min(12)]
 }
 
 pub fn cmd_init(a: &InitArgs, cwd: &Path) -> Result<Output> {
@@ -283,12 +280,7 @@ pub fn cmd_promote_remote(
         return Ok(failure_with_report(err, 1, body, String::new(), json_mode));
     }
     let human = if o.already_promoted {
-        format!(
-            "run {} is already promoted ({} at {}); nothing to do",
-            o.run.run_id,
-            o.target,
-            short(&o.new)
-        )
+        super::render::already_promoted(&o.run.run_id, &o.target, &o.new)
     } else {
         let mut h = format!(
             "{}{} {} -> {} on {} for run {}",
