@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::lifecycle::{self, finish::CheckSelection, Env};
-use crate::validate::Stream;
+use crate::runner::Stream;
 
 /// One step of the demo, for a person (`say`) and for a program (`data`).
 #[derive(Debug, Serialize)]

@@ -9,8 +9,8 @@ use serde_json::json;
 
 use tabellio::hooks::{self, install::InstallOptions, HookName};
 use tabellio::lifecycle::finish::CheckSelection;
+use tabellio::runner::Stream;
 use tabellio::store::Store;
-use tabellio::validate::Stream;
 use tabellio::verify::{self, interrupt, validate::ValidateOptions, VerifyOptions};
 use tabellio::{Error, Result};
 

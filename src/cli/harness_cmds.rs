@@ -7,7 +7,7 @@ use serde_json::json;
 
 use tabellio::harness::{self, context, LoopOptions};
 use tabellio::lifecycle::Env;
-use tabellio::validate::Stream;
+use tabellio::runner::Stream;
 use tabellio::{Error, Result};
 
 use super::render::{run_json, Output};

@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Read};
 use serde_json::json;
 
 use tabellio::lifecycle::{self, finish::CheckSelection, Env};
-use tabellio::validate::Stream;
+use tabellio::runner::Stream;
 use tabellio::{Error, Result};
 
 use super::render::{print_stdout, run_json, Output};

@@ -9,10 +9,10 @@
 //! nothing, and it is never deleted (deleting a lock file others may hold opens races).
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::sys::flock;
 
 /// The held lock; dropping it closes our descriptor (children may still hold theirs).
 #[derive(Debug)]
@@ -42,33 +42,20 @@ pub fn acquire(common_dir: &Path, run_id: &str) -> Result<LoopLock> {
         .write(true)
         .open(&path)
         .map_err(|e| Error::internal(format!("could not open {}: {e}", path.display())))?;
-    let fd = file.as_raw_fd();
-    // SAFETY: plain syscall on a descriptor we own.
-    let rc = unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(Error::conflict(format!(
-                "another loop of run {run_id}, or an agent or check a killed loop started, is still running (it holds {})",
-                path.display()
-            ))
-            .hint(format!(
-                "wait for it to end or stop it (`fuser {}` names the processes), then run the loop again",
-                path.display()
-            )));
-        }
-        return Err(Error::internal(format!(
-            "could not lock {}: {err}",
+    let locked = flock::lock_exclusive(&file, flock::Wait::No)
+        .map_err(|e| Error::internal(format!("could not lock {}: {e}", path.display())))?;
+    if locked == flock::Locked::Busy {
+        return Err(Error::conflict(format!(
+            "another loop of run {run_id}, or an agent or check a killed loop started, is still running (it holds {})",
+            path.display()
+        ))
+        .hint(format!(
+            "wait for it to end or stop it (`fuser {}` names the processes), then run the loop again",
             path.display()
         )));
     }
-    // Inherited by children on purpose (see the module docs): clear close-on-exec.
-    // SAFETY: plain fcntl calls on a descriptor we own.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFD);
-        if flags >= 0 {
-            libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
-        }
-    }
+    // Inherited by children on purpose (see the module docs). Best effort, as before: without
+    // it only the loop itself holds the lock.
+    let _ = flock::inherit_across_exec(&file);
     Ok(LoopLock { _file: file, path })
 }

@@ -46,9 +46,9 @@ use crate::model::loop_state::{
     HarnessStop, IterationCheck, LoopIteration, LoopState, LoopStatus, Phase,
 };
 use crate::model::{time, EvidenceRecord, RunRecord, RunState};
+use crate::runner::{self, CheckCommand, CommandStop, RunOptions, Stream};
 use crate::store::ledger::{self, Ledger};
 use crate::store::{worktree, Store};
-use crate::validate::{self, CheckCommand, CommandStop, RunOptions, Stream};
 
 use fingerprint::{failure_signature, fingerprint, FingerprintInput};
 
@@ -287,7 +287,7 @@ fn start(env: &Env, opts: &LoopOptions, limits: Limits, ledger: Ledger) -> Resul
 
     // Stored without secrets and without this machine's directories; `argv_sha256` pins the
     // exact command for `--resume`.
-    let redactor = validate::Redactor::from_env();
+    let redactor = runner::Redactor::from_env();
     let paths =
         crate::store::paths::LocalPaths::new(store, run_workspace(store, &ledger)?.as_deref());
     let stored_argv: Vec<String> = redactor
@@ -634,7 +634,7 @@ impl Driver<'_> {
             Phase::Execute,
             format!("running the agent: {}", state.agent.argv.join(" ")),
         );
-        let outcome = validate::run_command(&cmd, &opts)
+        let outcome = runner::run_command(&cmd, &opts)
             .map_err(|e| Error::internal(format!("could not run the agent: {e}")))?;
         if self.interrupt.load(Ordering::SeqCst) {
             // We stopped the agent ourselves: not its failure. Execute runs again on resume.
@@ -643,7 +643,7 @@ impl Driver<'_> {
         }
         // What the agent printed of the secrets its command line carries is redacted too.
         let (argv_secrets_out, argv_redactions) =
-            validate::Redactor::for_argv(&self.argv).redact(&outcome.output.excerpt);
+            runner::Redactor::for_argv(&self.argv).redact(&outcome.output.excerpt);
         let stopped = match (outcome.stop, outcome.exit_code) {
             (CommandStop::Exited, Some(0)) => AgentStop::Exited,
             (CommandStop::Exited, _) => AgentStop::Nonzero,

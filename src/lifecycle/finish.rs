@@ -14,10 +14,10 @@ use crate::model::evidence::{set_digest, tool_id, CheckRef, OutputRecord, Stoppe
 use crate::model::policy::{self, CheckDef, Policy, DEFAULT_EXCERPT_BYTES};
 use crate::model::run::{Attempt, AttemptCheck, Validated};
 use crate::model::{time, EvidenceRecord, RunRecord, RunState};
+use crate::runner::{self, CheckCommand, RunOptions, Stream};
 use crate::store::ledger::{self, Ledger};
 use crate::store::notes::EVIDENCE;
 use crate::store::{worktree, Store};
-use crate::validate::{self, CheckCommand, RunOptions, Stream};
 
 use super::checkpoint::workspace_with_work;
 use super::{resolve_run, Env};
@@ -132,7 +132,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
     let repository = ctx.store.repository_id();
     // Secrets passed on a check's command line must not be stored either; the check digest is
     // computed from the definition, so a redacted argv does not change what it proves.
-    let redactor = validate::Redactor::from_env();
+    let redactor = runner::Redactor::from_env();
     let scrub = crate::store::paths::LocalPaths::new(ctx.store, Some(ctx.worktree));
     let mut records = Vec::new();
     for check in checks {
@@ -147,12 +147,12 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
             stream: ctx.stream,
             ..RunOptions::default()
         };
-        let outcome = validate::run_command(&cmd, &opts)
+        let outcome = runner::run_command(&cmd, &opts)
             .map_err(|e| Error::internal(format!("could not run check {}: {e}", check.name)))?;
         let mutated = workspace_mutated(ctx)?;
         // What the check printed of the secrets its command line carries is redacted too.
         let (argv_secrets_out, argv_redactions) =
-            validate::Redactor::for_argv(&check.def.argv).redact(&outcome.output.excerpt);
+            runner::Redactor::for_argv(&check.def.argv).redact(&outcome.output.excerpt);
         let mut status = outcome.status.as_str().to_string();
         if mutated {
             status = "failed".into();

@@ -60,7 +60,7 @@ pub fn run(store: &Store, args: &[OsString]) -> Result<GitOutput> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    for key in crate::validate::scrubbed_env_keys() {
+    for key in crate::runner::scrubbed_env_keys() {
         cmd.env_remove(key);
     }
     let out = cmd.output().map_err(|e| {

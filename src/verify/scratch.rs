@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::error::{Context, Error, Result};
 use crate::store::Store;
+use crate::sys::{flock, process};
 
 const PREFIX: &str = "validate-";
 
@@ -100,7 +101,6 @@ struct ScratchLock(std::fs::File);
 
 impl ScratchLock {
     fn acquire(root: &Path) -> Result<ScratchLock> {
-        use std::os::unix::io::AsRawFd;
         let path = root.join(".lock");
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -108,27 +108,20 @@ impl ScratchLock {
             .write(true)
             .open(&path)
             .context(|| format!("could not open {}", path.display()))?;
-        loop {
-            // SAFETY: flock on a descriptor we own.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                return Ok(ScratchLock(file));
-            }
-            let err = std::io::Error::last_os_error();
-            if err.kind() != std::io::ErrorKind::Interrupted {
-                return Err(Error::internal(format!(
-                    "could not lock {}: {err}",
-                    path.display()
-                )));
-            }
+        match flock::lock_exclusive(&file, flock::Wait::Yes) {
+            Ok(_) => Ok(ScratchLock(file)),
+            Err(err) => Err(Error::internal(format!(
+                "could not lock {}: {err}",
+                path.display()
+            ))),
         }
     }
 }
 
 impl Drop for ScratchLock {
     fn drop(&mut self) {
-        use std::os::unix::io::AsRawFd;
-        // SAFETY: unlocking our own descriptor (closing it would release the lock too).
-        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+        // Closing the file would release the lock too; unlocking says so at the right moment.
+        flock::unlock(&self.0);
     }
 }
 
@@ -199,10 +192,7 @@ pub fn sweep_stale(store: &Store) {
         if pid <= 0 || pid as u32 == std::process::id() {
             continue;
         }
-        // SAFETY: signal 0 only checks whether the process exists.
-        let gone = unsafe { libc::kill(pid, 0) } != 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone {
+        if process::is_gone(pid) {
             let _ = remove_scratch(store, &entry.path());
         }
     }

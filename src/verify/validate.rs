@@ -13,9 +13,9 @@ use crate::error::{Error, Result};
 use crate::lifecycle::finish::{resolve_checks, run_checks, CheckContext, CheckSelection};
 use crate::lifecycle::publish;
 use crate::model::EvidenceRecord;
+use crate::runner::Stream;
 use crate::store::notes::EVIDENCE;
 use crate::store::Store;
-use crate::validate::Stream;
 
 use super::interrupt;
 use super::scratch::{sweep_stale, ScratchWorktree};

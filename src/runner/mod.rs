@@ -1,4 +1,4 @@
-//! The validation runner: runs one check command and reduces what it did to an outcome that
+//! The process runner: runs one check command and reduces what it did to an outcome that
 //! can be stored as evidence.
 //!
 //! Guarantees. `argv` is executed directly, never through a shell, with stdin `/dev/null`, in
@@ -20,17 +20,26 @@
 //! the check's process group (`setsid`) — it cannot be signalled through the group; if it
 //! still holds the output pipes we stop reading after a bounded drain
 //! ([`RunOutcome::pipes_held_open`]) instead of waiting for it.
+//!
+//! Layout: `spawn` starts the check and judges how it ended, `pump` holds the reader threads,
+//! `wait` the deadline and grace period, `capture` the bounded hashing capture and `redact` the
+//! secret redaction. Process groups and signals are [`crate::sys::process`]'s.
 
 mod capture;
+mod pump;
 mod redact;
-mod runner;
+mod spawn;
+mod wait;
+
+#[cfg(test)]
+mod tests;
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 pub use capture::{excerpt_of, omission_marker, OutputCapture, TailRing};
 pub use redact::{is_secret_name, Redactor, MIN_SECRET_CHARS, REDACTED};
-pub use runner::run_command;
+pub use spawn::run_command;
 
 /// Default excerpt cap: 16 KiB, as the design's policy default.
 pub const DEFAULT_EXCERPT_CAP: usize = 16 * 1024;
