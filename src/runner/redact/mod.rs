@@ -4,8 +4,17 @@
 //! of an excerpt, a false negative publishes a credential in a note that is pushed. It is a
 //! safety net, not a guarantee — a secret the patterns do not know, or one split exactly at
 //! the start of the tail, can survive.
+//!
+//! Layout: this file holds [`Redactor`] and the scan over a text; `patterns` the hand-written
+//! matchers of known secret formats; `argv` the one scanner of command lines for secret-named
+//! options.
 
 use std::os::unix::ffi::OsStringExt;
+
+use patterns::{authorization, orphan_pem_end, pem_block, prefixed_token};
+
+mod argv;
+mod patterns;
 
 /// What a secret is replaced by.
 pub const REDACTED: &str = "[REDACTED]";
@@ -24,18 +33,6 @@ const SECRET_NAME_PARTS: [&str; 4] = ["TOKEN", "SECRET", "PASSWORD", "KEY"];
 pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     SECRET_NAME_PARTS.iter().any(|part| upper.contains(part))
-}
-
-/// Whether a command-line option names a secret: one of its words (split at `-`, `_`, `.`) is,
-/// or ends in, TOKEN, SECRET, PASSWORD, PASSWD or KEY (`--api-key`, `--authtoken`), but not
-/// `--keyboard`.
-fn is_secret_option(name: &str) -> bool {
-    name.split(['-', '_', '.']).any(|word| {
-        let w = word.to_ascii_uppercase();
-        ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY"]
-            .iter()
-            .any(|p| w.ends_with(p))
-    })
 }
 
 /// Whether one end of a piece of text is the real end of the output or a truncation cut.
@@ -71,7 +68,7 @@ impl Redactor {
             .iter()
             .filter(|(name, _)| is_secret_name(name))
             .map(|(_, value)| value.as_bytes().to_vec());
-        Self::from_byte_values(ours.chain(added))
+        Self::from_literals(ours.chain(added), MIN_SECRET_CHARS)
     }
 
     /// Patterns plus these literal secret values (values under [`MIN_SECRET_CHARS`] are
@@ -81,31 +78,18 @@ impl Redactor {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        Self::from_byte_values(
+        Self::from_literals(
             values
                 .into_iter()
                 .map(|value| value.as_ref().as_bytes().to_vec()),
+            MIN_SECRET_CHARS,
         )
     }
 
-    /// The secrets a command line passes to its secret-named options, as literals to redact
-    /// from anything it prints. Shorter than [`MIN_SECRET_CHARS`] is accepted here (the user
-    /// named them secret), down to [`MIN_ARGV_SECRET_CHARS`]: below that a value cannot be told
-    /// apart from ordinary text.
-    pub fn for_argv(argv: &[String]) -> Self {
-        let mut literals: Vec<Vec<u8>> = Self::argv_secret_values(argv)
-            .into_iter()
-            .map(String::into_bytes)
-            .filter(|v| char_count(v) >= MIN_ARGV_SECRET_CHARS)
-            .collect();
-        literals.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-        literals.dedup();
-        Redactor { literals }
-    }
-
-    fn from_byte_values(values: impl Iterator<Item = Vec<u8>>) -> Self {
+    /// Patterns plus the `values` of at least `min_chars` characters, longest first.
+    fn from_literals(values: impl Iterator<Item = Vec<u8>>, min_chars: usize) -> Self {
         let mut literals: Vec<Vec<u8>> = values
-            .filter(|value| char_count(value) >= MIN_SECRET_CHARS)
+            .filter(|value| char_count(value) >= min_chars)
             .collect();
         literals.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         literals.dedup();
@@ -113,64 +97,6 @@ impl Redactor {
     }
 
     /// The redacted text and the number of replacements.
-    /// The values a command line passes to secret-named options (`--token=…`, `--api-key …`):
-    /// the literals to redact from that command's output too, whatever their length.
-    pub fn argv_secret_values(argv: &[String]) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut secret_next = false;
-        for arg in argv {
-            if secret_next {
-                if !arg.is_empty() {
-                    out.push(arg.clone());
-                }
-                secret_next = false;
-                continue;
-            }
-            let option = arg.trim_start_matches('-');
-            if arg.starts_with('-') && !option.is_empty() {
-                match option.split_once('=') {
-                    Some((name, value)) if is_secret_option(name) && !value.is_empty() => {
-                        out.push(value.to_string())
-                    }
-                    None if is_secret_option(option) => secret_next = true,
-                    _ => {}
-                }
-            }
-        }
-        out
-    }
-
-    /// Redact a command line: each argument as text, plus the values of secret-named options
-    /// (`--token=…`, `--api-key …`, `-password …`), whatever their length — a command line is
-    /// where people pass credentials by hand.
-    pub fn redact_argv(&self, argv: &[String]) -> Vec<String> {
-        // A secret given to an option may be repeated elsewhere on the line.
-        let literals = Redactor::for_argv(argv);
-        let mut out = Vec::with_capacity(argv.len());
-        let mut secret_next = false;
-        for arg in argv {
-            if secret_next {
-                out.push(REDACTED.to_string());
-                secret_next = false;
-                continue;
-            }
-            let option = arg.trim_start_matches('-');
-            if arg.starts_with('-') && !option.is_empty() {
-                match option.split_once('=') {
-                    Some((name, value)) if is_secret_option(name) && !value.is_empty() => {
-                        let prefix = &arg[..arg.len() - value.len()];
-                        out.push(format!("{prefix}{REDACTED}"));
-                        continue;
-                    }
-                    None if is_secret_option(option) => secret_next = true,
-                    _ => {}
-                }
-            }
-            out.push(literals.redact(&self.redact(arg).0).0);
-        }
-        out
-    }
-
     pub fn redact(&self, text: &str) -> (String, u64) {
         self.redact_piece(text, Edge::Whole, Edge::Whole)
     }
@@ -254,234 +180,8 @@ impl Redactor {
     }
 }
 
-const PEM_BEGIN: &[u8] = b"-----BEGIN ";
-const PEM_END: &[u8] = b"-----END ";
-const PEM_DASHES: &[u8] = b"-----";
-const PRIVATE_KEY: &[u8] = b"PRIVATE KEY";
-
-/// `-----BEGIN <label containing PRIVATE KEY>-----` through the matching END line, or to the
-/// end of the text when the END line is missing (cut off).
-fn pem_block(bytes: &[u8], at: usize, end: Edge) -> Option<(usize, usize)> {
-    let rest = &bytes[at..];
-    if !rest.starts_with(PEM_BEGIN) {
-        // A BEGIN line cut in the middle may have been a key's.
-        let cut_begin =
-            end == Edge::Cut && rest.len() > PEM_DASHES.len() && PEM_BEGIN.starts_with(rest);
-        return cut_begin.then_some((at, bytes.len()));
-    }
-    let label_start = at + PEM_BEGIN.len();
-    let line_end = find(&bytes[label_start..], b"\n").map_or(bytes.len(), |p| label_start + p);
-    let Some(label_len) = find(&bytes[label_start..line_end], PEM_DASHES) else {
-        // The header line itself runs into the cut.
-        return (end == Edge::Cut && line_end == bytes.len()).then_some((at, bytes.len()));
-    };
-    let label = &bytes[label_start..label_start + label_len];
-    find(label, PRIVATE_KEY)?;
-    let body_start = label_start + label_len + PEM_DASHES.len();
-    let end_line = [PEM_END, label, PEM_DASHES].concat();
-    let block_end = find(&bytes[body_start..], &end_line)
-        .map_or(bytes.len(), |p| body_start + p + end_line.len());
-    Some((at, block_end))
-}
-
-/// The end of the first `-----END … PRIVATE KEY-----` line when no BEGIN line precedes it.
-fn orphan_pem_end(bytes: &[u8]) -> Option<usize> {
-    let at = find(bytes, PEM_END)?;
-    if find(&bytes[..at], PEM_BEGIN).is_some() {
-        return None;
-    }
-    let label_start = at + PEM_END.len();
-    let line_end = find(&bytes[label_start..], b"\n").map_or(bytes.len(), |p| label_start + p);
-    let label_len = find(&bytes[label_start..line_end], PEM_DASHES)?;
-    find(&bytes[label_start..label_start + label_len], PRIVATE_KEY)?;
-    Some(label_start + label_len + PEM_DASHES.len())
-}
-
-struct TokenFormat {
-    prefixes: &'static [&'static str],
-    body: fn(u8) -> bool,
-    min_body: usize,
-}
-
-const TOKEN_FORMATS: &[TokenFormat] = &[
-    TokenFormat {
-        prefixes: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
-        body: is_alnum,
-        min_body: 20,
-    },
-    TokenFormat {
-        prefixes: &["github_pat_"],
-        body: is_word,
-        min_body: 20,
-    },
-    TokenFormat {
-        prefixes: &["glpat-"],
-        body: is_word_or_dash,
-        min_body: 20,
-    },
-    TokenFormat {
-        prefixes: &["xoxb-", "xoxp-", "xoxa-", "xoxr-", "xoxs-"],
-        body: is_alnum_or_dash,
-        min_body: 10,
-    },
-    TokenFormat {
-        prefixes: &["AKIA", "ASIA"],
-        body: is_upper_or_digit,
-        min_body: 16,
-    },
-];
-
-/// A known token format starting at a word boundary. A token running into a cut is redacted
-/// whatever its length: the rest of it is gone, so it may have been long enough.
-fn prefixed_token(bytes: &[u8], at: usize, end: Edge) -> Option<(usize, usize)> {
-    if at > 0 && bytes[at - 1].is_ascii_alphanumeric() {
-        return None;
-    }
-    let rest = &bytes[at..];
-    for format in TOKEN_FORMATS {
-        for prefix in format.prefixes {
-            if !rest.starts_with(prefix.as_bytes()) {
-                continue;
-            }
-            let body_start = at + prefix.len();
-            let body = count_while(bytes, body_start, format.body);
-            let stop = body_start + body;
-            let into_cut = end == Edge::Cut && stop == bytes.len() && body > 0;
-            if body >= format.min_body || into_cut {
-                return Some((at, stop));
-            }
-        }
-    }
-    None
-}
-
-/// The credentials of `Authorization: Bearer <token>` (or `Basic`), header name in any case,
-/// also as a quoted key (`"authorization": "Bearer …"`). Only the credentials are replaced.
-fn authorization(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
-    const NAME: &[u8] = b"authorization";
-    const SCHEMES: [&[u8]; 2] = [b"bearer", b"basic"];
-    if at > 0 && is_header_name_char(bytes[at - 1]) {
-        return None;
-    }
-    if !starts_with_ignore_case(&bytes[at..], NAME) {
-        return None;
-    }
-    let mut pos = at + NAME.len();
-    pos += count_while(bytes, pos, is_quote);
-    pos += count_while(bytes, pos, is_blank);
-    if !matches!(bytes.get(pos), Some(b':' | b'=')) {
-        return None;
-    }
-    pos += 1;
-    pos += count_while(bytes, pos, is_blank);
-    pos += count_while(bytes, pos, is_quote);
-    let scheme = SCHEMES
-        .iter()
-        .find(|scheme| starts_with_ignore_case(&bytes[pos..], scheme))?;
-    pos += scheme.len();
-    let blanks = count_while(bytes, pos, is_blank);
-    if blanks == 0 {
-        return None;
-    }
-    pos += blanks;
-    let token = count_while(bytes, pos, is_token68);
-    (token > 0).then_some((pos, pos + token))
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() {
-        return Some(0);
-    }
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-fn starts_with_ignore_case(bytes: &[u8], prefix: &[u8]) -> bool {
-    bytes.len() >= prefix.len() && bytes[..prefix.len()].eq_ignore_ascii_case(prefix)
-}
-
-fn count_while(bytes: &[u8], from: usize, pred: fn(u8) -> bool) -> usize {
-    bytes
-        .get(from..)
-        .map_or(0, |rest| rest.iter().take_while(|&&b| pred(b)).count())
-}
-
 fn char_count(value: &[u8]) -> usize {
     std::str::from_utf8(value).map_or(value.len(), |s| s.chars().count())
-}
-
-fn is_alnum(b: u8) -> bool {
-    b.is_ascii_alphanumeric()
-}
-
-fn is_word(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
-}
-
-fn is_word_or_dash(b: u8) -> bool {
-    is_word(b) || b == b'-'
-}
-
-fn is_alnum_or_dash(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'-'
-}
-
-fn is_upper_or_digit(b: u8) -> bool {
-    b.is_ascii_uppercase() || b.is_ascii_digit()
-}
-
-fn is_header_name_char(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
-}
-
-fn is_quote(b: u8) -> bool {
-    b == b'"' || b == b'\''
-}
-
-fn is_blank(b: u8) -> bool {
-    b == b' ' || b == b'\t'
-}
-
-/// RFC 6750 `b64token` characters.
-fn is_token68(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/' | b'=')
-}
-
-#[cfg(test)]
-mod argv_tests {
-    use super::*;
-
-    #[test]
-    fn secret_options_on_a_command_line() {
-        let argv: Vec<String> = [
-            "agent",
-            "--token=sekrit123",
-            "--api-key",
-            "abc",
-            "-password",
-            "hunter2",
-            "--verbose",
-            "--keyboard=us",
-            "plain",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let out = Redactor::default().redact_argv(&argv);
-        assert_eq!(
-            out,
-            [
-                "agent",
-                "--token=[REDACTED]",
-                "--api-key",
-                "[REDACTED]",
-                "-password",
-                "[REDACTED]",
-                "--verbose",
-                "--keyboard=us",
-                "plain"
-            ]
-        );
-    }
 }
 
 #[cfg(test)]
