@@ -18,6 +18,9 @@ pub struct CheckRef {
     pub digest: String,
 }
 
+/// What is stored of a command's output: every byte counted and hashed, a bounded, redacted
+/// excerpt. Also the agent's output in a loop record (`loop_state::AgentOutput`). Strict like
+/// every evidence field: an unknown field is an edit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutputRecord {

@@ -182,15 +182,9 @@ pub struct AgentSpec {
     pub timeout_s: u64,
 }
 
-/// The bounded output record of one agent run (same truncation and redaction as evidence).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AgentOutput {
-    pub bytes: u64,
-    pub sha256: String,
-    pub excerpt: String,
-    pub truncated: bool,
-    pub redactions: u64,
-}
+/// The bounded output record of one agent run: the very record a check's evidence holds (same
+/// truncation, redaction and JSON fields), so the two cannot drift apart.
+pub type AgentOutput = super::evidence::OutputRecord;
 
 /// What `execute` saw.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -326,5 +320,31 @@ impl LoopState {
     /// `--resume`).
     pub fn is_stopped(&self) -> bool {
         self.why_harness_stopped.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_output_is_written_like_evidence_output() {
+        let output = AgentOutput {
+            bytes: 3,
+            sha256: "a".repeat(64),
+            excerpt: "ok\n".into(),
+            truncated: false,
+            redactions: 0,
+        };
+        let json = serde_json::to_string(&output).expect("serialize");
+        assert_eq!(
+            json,
+            format!(
+                r#"{{"bytes":3,"sha256":"{}","excerpt":"ok\n","truncated":false,"redactions":0}}"#,
+                "a".repeat(64)
+            )
+        );
+        let back: AgentOutput = serde_json::from_str(&json).expect("parse");
+        assert_eq!(back, output);
     }
 }
