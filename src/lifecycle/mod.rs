@@ -13,11 +13,11 @@ pub mod start;
 pub mod status;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::model::ids::check_run_id;
 use crate::model::RunRecord;
+use crate::store::backoff;
 use crate::store::ledger::Ledger;
 use crate::store::notes::PreparedNotes;
 use crate::store::tx::{self, Cas, TxError};
@@ -192,19 +192,11 @@ pub fn publish(
                 if name.starts_with("refs/notes/") && attempt < NOTES_RETRIES =>
             {
                 attempt += 1;
-                backoff(attempt);
+                backoff::LOCAL_REFS.sleep(attempt);
             }
             Err(e) => return Err(e.into_error()),
         }
     }
-}
-
-fn backoff(attempt: u32) {
-    // Jittered exponential backoff: racing writers spread out instead of colliding again.
-    let base = 5u64 << attempt.min(7);
-    let jitter =
-        (std::process::id() as u64 ^ u64::from(attempt).wrapping_mul(2_654_435_761)) % base.max(1);
-    std::thread::sleep(Duration::from_millis(base + jitter));
 }
 
 /// `Some(x)` when `x` is a non-empty string.

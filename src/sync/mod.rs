@@ -21,11 +21,11 @@ pub mod push;
 pub mod remote_promote;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
 use crate::error::Result;
+use crate::store::backoff::REMOTE_ROUNDS;
 use crate::store::tx::{self, Cas, TxError};
 use crate::store::Store;
 
@@ -226,7 +226,7 @@ pub fn sync(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
                 Ok(()) => {}
                 // A local command wrote a ledger or notes meanwhile: plan again from there.
                 Err(TxError::Moved { .. } | TxError::Locked { .. }) if round < MAX_ROUNDS => {
-                    backoff(round);
+                    REMOTE_ROUNDS.sleep(round);
                     continue;
                 }
                 Err(e) => return Err(e.into_error()),
@@ -256,7 +256,7 @@ pub fn sync(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
                 if round == MAX_ROUNDS {
                     report.record_final(&notes, &ledgers, false);
                 } else {
-                    backoff(round);
+                    REMOTE_ROUNDS.sleep(round);
                 }
             }
             PushResult::Declined { refs, messages } => {
@@ -299,18 +299,6 @@ pub(crate) fn record_pushed_in_tracking(store: &Store, remote: &str, pushes: &[P
     if !edits.is_empty() {
         let _ = tx::apply(store, &edits);
     }
-}
-
-/// Wait a little before the next round: exponential with jitter, so clones that collided do
-/// not collide again in lockstep.
-pub(crate) fn backoff(round: u32) {
-    let base = 40u64 << round.min(6);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::from(d.subsec_nanos()))
-        .unwrap_or(0);
-    let jitter = (nanos ^ u64::from(std::process::id()).wrapping_mul(2_654_435_761)) % base;
-    std::thread::sleep(Duration::from_millis(base + jitter));
 }
 
 pub(crate) fn ser_oid<S: Serializer>(id: &gix::ObjectId, s: S) -> Result<S::Ok, S::Error> {

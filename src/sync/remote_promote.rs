@@ -23,7 +23,8 @@ use crate::store::Store;
 use super::fetch::{self, Tracking};
 use super::notes_merge::NotesStep;
 use super::push::{self, PushRef, PushResult, PushedRef};
-use super::{backoff, MAX_ROUNDS};
+use super::MAX_ROUNDS;
+use crate::store::backoff::REMOTE_ROUNDS;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RemotePromoteOutcome {
@@ -146,7 +147,7 @@ pub fn promote_remote(
                 // the notes did (the next round merges them again).
                 result.pushed = refs;
                 if round < MAX_ROUNDS {
-                    backoff(round);
+                    REMOTE_ROUNDS.sleep(round);
                 }
             }
             PushResult::Declined { refs, messages } => {
