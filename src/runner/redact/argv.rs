@@ -57,8 +57,8 @@ fn is_secret_option(name: &str) -> bool {
 impl Redactor {
     /// The secrets a command line passes to its secret-named options, as literals to redact
     /// from anything it prints. Shorter than [`super::MIN_SECRET_CHARS`] is accepted here (the
-    /// user named them secret), down to [`MIN_ARGV_SECRET_CHARS`]: below that a value cannot be
-    /// told apart from ordinary text.
+    /// user named them secret), down to `MIN_ARGV_SECRET_CHARS` (4): below that a value cannot
+    /// be told apart from ordinary text.
     pub fn for_argv(argv: &[String]) -> Self {
         let values = Self::argv_secret_values(argv)
             .into_iter()
