@@ -1,5 +1,6 @@
-//! The process runner: runs one check command and reduces what it did to an outcome that
-//! can be stored as evidence.
+//! The process runner: runs one command (a check, or the loop's agent) and reduces what it did
+//! to a [`RunOutcome`] — a verdict, how it stopped, and a hashed, bounded, redacted summary of
+//! its output. It knows nothing of evidence: callers decide what to record and where.
 //!
 //! Guarantees. `argv` is executed directly, never through a shell, with stdin `/dev/null`, in
 //! `RunOptions::cwd`, with our environment plus `env_add` minus the repository-locating
@@ -117,7 +118,7 @@ impl Default for RunOptions {
     }
 }
 
-/// How the command stopped (the evidence record's `stopped.command`).
+/// How the command stopped (recorded by callers, e.g. as evidence's `stopped.command`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CommandStop {
     /// Exited by itself with an exit code.
@@ -150,7 +151,7 @@ impl std::fmt::Display for CommandStop {
     }
 }
 
-/// The verdict on the check (the evidence record's `status`).
+/// The verdict on the check (recorded by callers, e.g. as evidence's `status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CheckStatus {
     Passed,
@@ -176,7 +177,7 @@ impl std::fmt::Display for CheckStatus {
     }
 }
 
-/// What is stored of the output (the evidence record's `output`).
+/// What may be stored of the output (callers record it, e.g. as evidence's `output`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutputSummary {
     /// Every byte the check wrote to stdout and stderr.

@@ -216,7 +216,7 @@ fn not_started(
         });
     }
     // A missing working directory is also ENOENT; it is not a missing command. The path is
-    // not named: local paths are never stored in evidence.
+    // not named: callers publish this output, and local paths must never leave the machine.
     let (stop, message) = if err.kind() == io::ErrorKind::NotFound {
         match std::fs::metadata(&opts.cwd) {
             Ok(_) => (
