@@ -1,6 +1,7 @@
-//! The library's error: what went wrong, in words for a person, a hint saying what to do, and
-//! the kind that decides the exit code (DESIGN.md section 4). Every fallible operation of the
-//! library returns it; `main.rs` only renders it.
+//! The library's error: what went wrong, in words for a person, a hint saying what to do, the
+//! kind that decides the exit code (docs/cli.md, "Exit codes"), and the lower-level error that
+//! caused it, if any. Every fallible operation of the library returns it; the CLI's renderer
+//! only prints it.
 
 /// What kind of failure, which fixes the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
