@@ -95,13 +95,13 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         self.kind.exit_code()
     }
-    /// The messages of the errors below this one, outermost first.
-    pub fn causes(&self) -> impl Iterator<Item = String> + '_ {
+    /// The errors below this one, outermost first.
+    pub fn causes(&self) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
         let mut next = std::error::Error::source(self);
         std::iter::from_fn(move || {
             let e = next?;
             next = e.source();
-            Some(e.to_string())
+            Some(e)
         })
     }
 }
@@ -171,7 +171,7 @@ mod tests {
         let err = lower.context(|| "could not write x".into()).unwrap_err();
         assert_eq!(err.kind, ErrorKind::Internal);
         assert_eq!(err.message, "could not write x: outer failure");
-        let causes: Vec<String> = err.causes().collect();
+        let causes: Vec<String> = err.causes().map(|e| e.to_string()).collect();
         assert_eq!(causes, ["outer failure", "disk on fire"]);
     }
 
@@ -179,7 +179,8 @@ mod tests {
     fn an_error_without_a_cause_has_no_causes() {
         assert_eq!(Error::usage("x").causes().count(), 0);
         let caused = Error::refused("y").caused_by(Error::usage("z"));
-        assert_eq!(caused.causes().collect::<Vec<_>>(), ["z"]);
+        let causes: Vec<String> = caused.causes().map(|e| e.to_string()).collect();
+        assert_eq!(causes, ["z"]);
     }
 
     #[test]

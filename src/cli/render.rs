@@ -167,15 +167,18 @@ fn clap_message(e: &clap::Error) -> String {
 }
 
 /// The causes below `err` worth a line of their own: each one not already said verbatim by
-/// the message or by a cause shown before it.
+/// the message (plainly or in its alternate form, `{:#}`, which for gix's errors holds their
+/// whole chain and is what `Context` puts in the message) or by a cause shown before it.
 fn causes(err: &Error) -> Vec<String> {
     let mut shown: Vec<String> = Vec::new();
     for cause in err.causes() {
-        let said = cause.is_empty()
-            || err.message.contains(&cause)
-            || shown.iter().any(|s| s.contains(&cause));
+        let plain = cause.to_string();
+        let said = plain.is_empty()
+            || err.message.contains(&plain)
+            || err.message.contains(&format!("{cause:#}"))
+            || shown.iter().any(|s| s.contains(&plain));
         if !said {
-            shown.push(cause);
+            shown.push(plain);
         }
     }
     shown
@@ -292,5 +295,29 @@ mod tests {
             error_text(&err),
             "error: ref moved\nhint: try again\ncaused by: lock held\n"
         );
+    }
+
+    /// Like gix's errors: `{:#}` prints the whole chain, `{}` one line in other words.
+    #[derive(Debug)]
+    struct Chained;
+    impl std::fmt::Display for Chained {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            if f.alternate() {
+                write!(f, "Message {{ read failed }}\n\nCaused by:\n    0: corrupt")
+            } else {
+                write!(f, "read failed, path=x")
+            }
+        }
+    }
+    impl std::error::Error for Chained {}
+
+    #[test]
+    fn a_cause_whose_alternate_form_is_in_the_message_is_not_repeated() {
+        let err = Error::internal(format!("could not read y: {Chained:#}")).caused_by(Chained);
+        assert!(causes(&err).is_empty());
+        let err = Error::internal(format!("could not read y: {Chained}")).caused_by(Chained);
+        assert!(causes(&err).is_empty());
+        let err = Error::internal("could not read y").caused_by(Chained);
+        assert_eq!(causes(&err), ["read failed, path=x"]);
     }
 }
