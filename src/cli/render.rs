@@ -210,6 +210,12 @@ fn error_text(err: &Error) -> String {
     text
 }
 
+/// The one line a command interrupted by a signal prints before it re-raises the signal (its
+/// exit is the signal's, not ours).
+pub fn interrupted(err: &Error) {
+    print_stderr(&format!("error: {}\n", err.message));
+}
+
 /// Write `text` to stdout; a closed stdout is ignored.
 pub fn print_stdout(text: &str) {
     let mut out = std::io::stdout().lock();

@@ -8,7 +8,7 @@ use tabellio::Result;
 
 use super::finish::ChecksArgs;
 use crate::cli::format::{evidence_lines, short, to_json, verdict_word};
-use crate::cli::{Ctx, Output};
+use crate::cli::{render, Ctx, Output};
 
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
@@ -33,7 +33,7 @@ pub fn cmd_validate(ctx: &Ctx, args: &ValidateArgs) -> Result<Output> {
         Err(e) => {
             if let Some(sig) = interrupt::received() {
                 // Cleaned up and wrote nothing; end the way an interrupted program ends.
-                eprintln!("error: {}", e.message);
+                render::interrupted(&e);
                 interrupt::reraise(sig);
             }
             return Err(e);
