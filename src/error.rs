@@ -1,6 +1,7 @@
-//! The library's error: what went wrong, in words for a person, a hint saying what to do, and
-//! the kind that decides the exit code (DESIGN.md section 4). Every fallible operation of the
-//! library returns it; `main.rs` only renders it.
+//! The library's error: what went wrong, in words for a person, a hint saying what to do, the
+//! kind that decides the exit code (docs/cli.md, "Exit codes"), and the lower-level error that
+//! caused it, if any. Every fallible operation of the library returns it; the CLI's renderer
+//! only prints it.
 
 /// What kind of failure, which fixes the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,13 +41,20 @@ impl ErrorKind {
     }
 }
 
-/// A failure with a message that is never empty and, where we know one, a hint.
+/// The lower-level failure an [`Error`] was caused by.
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A failure with a message that is never empty and, where we know one, a hint and the lower
+/// error that caused it. The message is what a person reads first; the cause chain
+/// ([`std::error::Error::source`]) is what the renderer adds below it as `caused by:` lines.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct Error {
     pub kind: ErrorKind,
     pub message: String,
     pub hint: Option<String>,
+    #[source]
+    pub source: Option<Cause>,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -57,6 +65,7 @@ impl Error {
             kind,
             message: message.into(),
             hint: None,
+            source: None,
         }
     }
     pub fn usage(message: impl Into<String>) -> Self {
@@ -78,8 +87,22 @@ impl Error {
         self.hint = Some(hint.into());
         self
     }
+    /// Keep `cause` as this error's source (the message stays as it is).
+    pub fn caused_by(mut self, cause: impl Into<Cause>) -> Self {
+        self.source = Some(cause.into());
+        self
+    }
     pub fn exit_code(&self) -> i32 {
         self.kind.exit_code()
+    }
+    /// The errors below this one, outermost first.
+    pub fn causes(&self) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+        let mut next = std::error::Error::source(self);
+        std::iter::from_fn(move || {
+            let e = next?;
+            next = e.source();
+            Some(e)
+        })
     }
 }
 
@@ -104,15 +127,19 @@ pub fn shell_path(p: &std::path::Path) -> String {
     shell_quote(&p.display().to_string())
 }
 
-/// Attach context to a lower-level failure as an internal error.
+/// Attach context to a lower-level failure as an internal error that keeps it as its source.
 pub trait Context<T> {
     fn context(self, what: impl FnOnce() -> String) -> Result<T>;
 }
 
-impl<T, E: std::fmt::Display> Context<T> for std::result::Result<T, E> {
+impl<T, E> Context<T> for std::result::Result<T, E>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
     fn context(self, what: impl FnOnce() -> String) -> Result<T> {
-        // `{:#}` gives gix's whole chain on one line.
-        self.map_err(|e| Error::internal(format!("{}: {e:#}", what())))
+        // The message stays one line with the lower error in it (`{:#}` gives gix's whole chain
+        // where it supports that); the error itself is kept so its own causes are not lost.
+        self.map_err(|e| Error::internal(format!("{}: {e:#}", what())).caused_by(e))
     }
 }
 
@@ -131,7 +158,30 @@ impl From<crate::model::policy::PolicyError> for Error {
 
 #[cfg(test)]
 mod tests {
-    use super::shell_quote;
+    use super::{shell_quote, Context, Error, ErrorKind};
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer failure")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn context_keeps_the_message_and_the_cause() {
+        let lower: std::result::Result<(), Outer> =
+            Err(Outer(std::io::Error::other("disk on fire")));
+        let err = lower.context(|| "could not write x".into()).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Internal);
+        assert_eq!(err.message, "could not write x: outer failure");
+        let causes: Vec<String> = err.causes().map(|e| e.to_string()).collect();
+        assert_eq!(causes, ["outer failure", "disk on fire"]);
+    }
+
+    #[test]
+    fn an_error_without_a_cause_has_no_causes() {
+        assert_eq!(Error::usage("x").causes().count(), 0);
+        let caused = Error::refused("y").caused_by(Error::usage("z"));
+        let causes: Vec<String> = caused.causes().map(|e| e.to_string()).collect();
+        assert_eq!(causes, ["z"]);
+    }
 
     #[test]
     fn quoting() {

@@ -1,14 +1,18 @@
-//! Command-line parsing (clap) and rendering: human text or one JSON object.
+//! The command line: parsing (clap), one file per subcommand under `commands/`, and the one
+//! renderer that prints human text or one JSON object and decides the exit code.
 
-pub mod evidence_cmds;
-pub mod export_cmd;
-pub mod harness_cmds;
-pub mod plans_cmd;
+pub mod commands;
+pub mod ctx;
+pub mod format;
 pub mod render;
-pub mod run;
-pub mod sync_cmds;
 
 use clap::{Parser, Subcommand};
+
+use tabellio::Result;
+
+use commands::*;
+pub use ctx::Ctx;
+pub use render::Output;
 
 /// Keep every agent run, checkpoint and piece of validation evidence inside git.
 #[derive(Debug, Parser)]
@@ -27,151 +31,72 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Start a run: freeze a base commit, create the run branch and its worktree.
-    Start(StartArgs),
+    Start(start::StartArgs),
     /// Record progress on the run branch's head commit.
-    Checkpoint(CheckpointArgs),
+    Checkpoint(checkpoint::CheckpointArgs),
     /// Run the validation checks and record the evidence.
-    Finish(FinishArgs),
+    Finish(finish::FinishArgs),
     /// Move the target branch to exactly the validated commit (fast-forward, compare-and-swap).
-    Promote(PromoteArgs),
+    Promote(promote::PromoteArgs),
     /// Show a run's state and what to do next.
-    Status(RunArg),
+    Status(status::StatusArgs),
     /// List runs.
-    List(ListArgs),
+    List(list::ListArgs),
     /// Show a run's ledger: one line per state transition.
-    Log(RequiredRunArg),
+    Log(log::LogArgs),
     /// Abandon a run.
-    Abandon(AbandonArgs),
+    Abandon(abandon::AbandonArgs),
     /// Remove the worktree and branch of a promoted or abandoned run.
-    Cleanup(CleanupArgs),
+    Cleanup(cleanup::CleanupArgs),
     /// Show the evidence records on a commit (and its tree), or on a tree.
-    Evidence(EvidenceArgs),
+    Evidence(evidence::EvidenceArgs),
     /// Show the whole life of a run in a throwaway repository.
-    Demo(DemoArgs),
+    Demo(demo::DemoArgs),
     /// Plan hygiene: where a run's checklist plans stand, and moving misplaced ones.
-    Plans(plans_cmd::PlansArgs),
+    Plans(plans::PlansArgs),
     /// Run checks on any commit in a temporary worktree and record the evidence (CI).
-    Validate(evidence_cmds::ValidateArgs),
+    Validate(validate::ValidateArgs),
     /// Check that commits have passing, untampered evidence for the required checks.
-    Verify(evidence_cmds::VerifyArgs),
+    Verify(verify::VerifyArgs),
     /// Install the hooks that gate protected refs.
-    Hooks(evidence_cmds::HooksArgs),
+    Hooks(hooks::HooksArgs),
     /// Run a hook (called by the installed shims).
-    Hook(evidence_cmds::HookArgs),
+    Hook(hook::HookArgs),
     /// Set up tracking of a remote's runs and notes, the exclude line, and hooks (idempotent).
-    Init(sync_cmds::InitArgs),
+    Init(init::InitArgs),
     /// Share runs and evidence with a remote: fetch, union-merge notes, reconcile ledgers, push.
-    Sync(sync_cmds::SyncArgs),
+    Sync(sync::SyncArgs),
     /// Drive an agent command and the checks until the run validates or stops converging.
-    Loop(harness_cmds::LoopArgs),
+    Loop(r#loop::LoopArgs),
     /// The packet an agent (or a reviewer) reads: task, commits, attempts, failures, next action.
-    Context(harness_cmds::ContextArgs),
+    Context(context::ContextArgs),
     /// Export a run: the whole run (tabellio.export/v1) or an in-toto statement.
-    Export(export_cmd::ExportArgs),
+    Export(export::ExportArgs),
 }
 
-#[derive(Debug, clap::Args)]
-pub struct RunArg {
-    /// The run id (default: the run whose worktree you are in).
-    pub run: Option<String>,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct RequiredRunArg {
-    pub run: String,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct StartArgs {
-    /// The run id (generated when omitted).
-    pub run: Option<String>,
-    /// The task, verbatim.
-    #[arg(
-        long,
-        conflicts_with = "task_file",
-        required_unless_present = "task_file"
-    )]
-    pub task: Option<String>,
-    /// Read the task from a file (`-` for standard input).
-    #[arg(long, value_name = "FILE")]
-    pub task_file: Option<std::path::PathBuf>,
-    /// The branch to start from and promote into (default: the current branch).
-    #[arg(long)]
-    pub base: Option<String>,
-    /// The run branch (default: tabellio/<run>).
-    #[arg(long)]
-    pub branch: Option<String>,
-    /// Who runs it: <human|agent|ci|system>:<id>.
-    #[arg(long)]
-    pub actor: Option<String>,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct CheckpointArgs {
-    pub run: Option<String>,
-    /// A summary (default: the commit's subject).
-    #[arg(short, long)]
-    pub message: Option<String>,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct FinishArgs {
-    pub run: Option<String>,
-    /// A policy check to run (repeatable), or the name of the ad-hoc check after `--`.
-    #[arg(long = "check", value_name = "NAME")]
-    pub checks: Vec<String>,
-    /// Timeout in seconds of the ad-hoc check.
-    #[arg(long, value_name = "SECONDS")]
-    pub timeout: Option<u64>,
-    /// An ad-hoc check command, run directly (never through a shell).
-    #[arg(last = true, value_name = "ARGV")]
-    pub argv: Vec<String>,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct PromoteArgs {
-    pub run: Option<String>,
-    /// Check everything and say what would happen, without writing.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Promote on this remote: one atomic push of target, ledger and evidence notes.
-    #[arg(long, value_name = "NAME")]
-    pub remote: Option<String>,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct ListArgs {
-    /// Only runs in this state.
-    #[arg(long)]
-    pub state: Option<String>,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct AbandonArgs {
-    pub run: String,
-    /// Why.
-    #[arg(short, long)]
-    pub message: Option<String>,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct CleanupArgs {
-    pub run: String,
-    /// Discard uncommitted changes and unmerged commits of an abandoned run.
-    #[arg(long)]
-    pub force: bool,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct DemoArgs {
-    /// Keep the demo repository and print where it is.
-    #[arg(long)]
-    pub keep: bool,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct EvidenceArgs {
-    /// A commit or a tree (default: HEAD).
-    #[arg(default_value = "HEAD")]
-    pub rev: String,
+/// Run one subcommand.
+pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<Output> {
+    match command {
+        Command::Start(a) => start::cmd_start(ctx, a),
+        Command::Checkpoint(a) => checkpoint::cmd_checkpoint(ctx, a),
+        Command::Finish(a) => finish::cmd_finish(ctx, a),
+        Command::Promote(a) => promote::cmd_promote(ctx, a),
+        Command::Status(a) => status::cmd_status(ctx, a),
+        Command::List(a) => list::cmd_list(ctx, a),
+        Command::Log(a) => log::cmd_log(ctx, a),
+        Command::Abandon(a) => abandon::cmd_abandon(ctx, a),
+        Command::Cleanup(a) => cleanup::cmd_cleanup(ctx, a),
+        Command::Evidence(a) => evidence::cmd_evidence(ctx, a),
+        Command::Demo(a) => demo::cmd_demo(ctx, a),
+        Command::Plans(a) => plans::cmd_plans(ctx, a),
+        Command::Validate(a) => validate::cmd_validate(ctx, a),
+        Command::Verify(a) => verify::cmd_verify(ctx, a),
+        Command::Hooks(a) => hooks::cmd_hooks(ctx, a),
+        Command::Hook(a) => hook::cmd_hook(ctx, a),
+        Command::Init(a) => init::cmd_init(ctx, a),
+        Command::Sync(a) => sync::cmd_sync(ctx, a),
+        Command::Loop(a) => r#loop::cmd_loop(ctx, a),
+        Command::Context(a) => context::cmd_context(ctx, a),
+        Command::Export(a) => export::cmd_export(ctx, a),
+    }
 }

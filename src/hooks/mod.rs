@@ -409,10 +409,10 @@ fn peel_to_commit(store: &Store, id: gix::ObjectId) -> Option<gix::ObjectId> {
 /// Returns at once — without opening the repository — in any other phase and when no update in
 /// the transaction could be gated (deletions, symbolic refs, pseudo-refs, notes, remote-tracking
 /// and tabellio refs). `open` is called only when there is something to judge.
-pub fn reference_transaction(
+pub fn reference_transaction<S: std::ops::Deref<Target = Store>>(
     phase: &str,
     input: &str,
-    open: impl FnOnce() -> Result<Store>,
+    open: impl FnOnce() -> Result<S>,
 ) -> Result<HookOutcome> {
     let mut out = HookOutcome::default();
     if phase != "prepared" {

@@ -82,36 +82,44 @@ impl Cas {
     }
 }
 
-/// Why a transaction did not land.
-#[derive(Debug)]
+/// Why a transaction did not land. Callers that retry match on it; the rest turn it into an
+/// [`Error`] with `?` (or [`TxError::into_error`]), which adds the kind and a hint.
+#[derive(Debug, thiserror::Error)]
 pub enum TxError {
     /// `name` is no longer at the value we expected.
+    #[error(
+        "{name} changed underneath: expected {}, found {}",
+        or_nothing(expected),
+        or_nothing(actual)
+    )]
     Moved {
         name: String,
         expected: Option<gix::ObjectId>,
         actual: Option<gix::ObjectId>,
     },
     /// A lock file is in the way (held by another writer, or left by a killed process).
-    Locked {
-        name: String,
-        lock: PathBuf,
-    },
+    #[error("{name} is locked: {} exists", lock.display())]
+    Locked { name: String, lock: PathBuf },
+    #[error(transparent)]
     Other(Error),
+}
+
+fn or_nothing(id: &Option<gix::ObjectId>) -> String {
+    id.map_or("nothing".into(), |i| i.to_string())
+}
+
+impl From<TxError> for Error {
+    fn from(e: TxError) -> Self {
+        e.into_error()
+    }
 }
 
 impl TxError {
     pub fn into_error(self) -> Error {
         match self {
-            TxError::Moved {
-                name,
-                expected,
-                actual,
-            } => Error::conflict(format!(
-                "{name} changed underneath: expected {}, found {}",
-                expected.map_or("nothing".into(), |i| i.to_string()),
-                actual.map_or("nothing".into(), |i| i.to_string()),
-            ))
-            .hint("another process wrote it at the same time; look at the new state and try again"),
+            moved @ TxError::Moved { .. } => Error::conflict(moved.to_string()).hint(
+                "another process wrote it at the same time; look at the new state and try again",
+            ),
             TxError::Locked { name, lock } => {
                 let shown = std::fs::canonicalize(&lock).unwrap_or(lock);
                 Error::conflict(format!("{name} is locked: {} exists", shown.display())).hint(format!(
@@ -239,4 +247,38 @@ fn diagnose(store: &Store, edits: &[Cas], err: gix::Error) -> TxError {
     TxError::Other(Error::internal(format!(
         "the ref transaction failed: {err:#}"
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TxError;
+    use crate::error::{Error, ErrorKind};
+
+    #[test]
+    fn a_moved_ref_is_a_conflict_with_the_same_words() {
+        let id = gix::ObjectId::null(gix::hash::Kind::Sha1);
+        let moved = TxError::Moved {
+            name: "refs/heads/main".into(),
+            expected: None,
+            actual: Some(id),
+        };
+        let text = moved.to_string();
+        assert_eq!(
+            text,
+            format!("refs/heads/main changed underneath: expected nothing, found {id}")
+        );
+        let err = Error::from(moved);
+        assert_eq!(err.kind, ErrorKind::Conflict);
+        assert_eq!(err.message, text);
+        assert!(err.hint.is_some());
+    }
+
+    #[test]
+    fn other_passes_the_error_through() {
+        let err: Error = TxError::Other(Error::usage("bad ref name")).into();
+        assert_eq!(
+            (err.kind, err.message.as_str()),
+            (ErrorKind::Usage, "bad ref name")
+        );
+    }
 }

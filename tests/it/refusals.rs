@@ -424,3 +424,32 @@ fn escape_sequences_in_a_task_do_not_reach_the_terminal() {
     let (_, st) = t.tab_json(&["status", "e1"]);
     assert_eq!(st["run"]["task"]["text"], "\u{1b}[2J\u{1b}]0;pwned\u{7}x");
 }
+
+/// A run ref pointing at a loose object that does not inflate: an internal error whose message
+/// already carries gix's whole cause chain, so nothing is said twice.
+#[test]
+fn a_corrupt_ledger_commit_is_an_internal_error_that_says_its_cause_once() {
+    let t = TestEnv::new();
+    let id = "1111111111111111111111111111111111111111";
+    let git = t.repo.join(".git");
+    write_file(&git.join("objects/11").join(&id[2..]), "not zlib at all");
+    write_file(&git.join("refs/tabellio/runs/a"), &format!("{id}\n"));
+    let r = t.tab(&["status", "a"]);
+    r.code(70);
+    assert!(
+        r.stderr
+            .starts_with(&format!("error: could not read commit {id}: ")),
+        "{}",
+        r.desc
+    );
+    assert!(
+        r.stderr.contains("Could not decode zip stream"),
+        "{}",
+        r.desc
+    );
+    assert!(!r.stderr.contains("caused by:"), "{}", r.desc);
+    let (code, j) = t.tab_json(&["status", "a"]);
+    assert_eq!(code, 70);
+    assert_eq!(j["error"]["code"], "internal");
+    assert!(j["error"].get("causes").is_none(), "{j}");
+}

@@ -1,17 +1,15 @@
-//! `loop` and `context`: the harness commands.
+//! `loop [<run>] -- <agent…>`: drive an agent command and the checks until the run validates or
+//! stops converging.
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
 
-use tabellio::harness::{self, context, LoopOptions};
-use tabellio::lifecycle::Env;
-use tabellio::runner::Stream;
+use tabellio::harness::{self, LoopOptions};
 use tabellio::{Error, Result};
 
-use super::render::{run_json, Output};
-use super::Cli;
+use crate::cli::format::{next_line, run_json, to_json};
+use crate::cli::{Ctx, Output};
 
 #[derive(Debug, clap::Args)]
 pub struct LoopArgs {
@@ -38,21 +36,6 @@ pub struct LoopArgs {
     /// The agent command, run directly (never through a shell) in the run worktree.
     #[arg(last = true, value_name = "AGENT")]
     pub argv: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ContextFormat {
-    Json,
-    Markdown,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct ContextArgs {
-    /// The run id (default: the run whose worktree you are in).
-    pub run: Option<String>,
-    /// The packet as JSON or as markdown for a prompt.
-    #[arg(long, value_enum, default_value = "markdown")]
-    pub format: ContextFormat,
 }
 
 /// `90`, `90s`, `15m`, `2h`, `1h30m`: a whole number of seconds, at least one.
@@ -92,8 +75,8 @@ pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
     Ok(Duration::from_secs(total))
 }
 
-pub fn cmd_loop(cli: &Cli, args: &LoopArgs, cwd: &Path, stream: Stream) -> Result<Output> {
-    let env = Env::discover(cwd)?;
+pub fn cmd_loop(ctx: &Ctx, args: &LoopArgs) -> Result<Output> {
+    let env = ctx.env()?;
     let opts = LoopOptions {
         run: args.run.clone(),
         agent_argv: args.argv.clone(),
@@ -103,16 +86,16 @@ pub fn cmd_loop(cli: &Cli, args: &LoopArgs, cwd: &Path, stream: Stream) -> Resul
         checks: args.checks.clone(),
         promote: args.promote,
         resume: args.resume,
-        stream,
+        stream: ctx.stream,
     };
     let interrupt = harness::interrupt::install()?;
-    let show = !cli.json && !cli.quiet;
+    let show = ctx.shows_progress();
     let mut on_event = |e: &harness::LoopEvent| {
         if show {
             eprintln!("[loop {} {}] {}", e.iteration, e.phase, e.message);
         }
     };
-    let o = harness::run_loop(&env, &opts, interrupt, &mut on_event)?;
+    let o = harness::run_loop(env, &opts, interrupt, &mut on_event)?;
     let l = o
         .loop_state()
         .ok_or_else(|| Error::internal("the loop left no loop state behind"))?;
@@ -132,16 +115,16 @@ pub fn cmd_loop(cli: &Cli, args: &LoopArgs, cwd: &Path, stream: Stream) -> Resul
     if let Some(reason) = &o.run.reason {
         human.push_str(&format!("\n{reason}"));
     }
-    human.push_str(&format!(
-        "\nnext: {} — {}{}",
-        o.next_action.action,
-        o.next_action.reason,
-        o.next_action
-            .command
-            .as_deref()
-            .map_or(String::new(), |c| format!("\n      {c}"))
+    let next = &o.next_action;
+    human.push('\n');
+    human.push_str(&next_line(
+        &next.action,
+        "",
+        &next.reason,
+        next.command.as_deref(),
     ));
-    let exit = o.exit_code();
+    // The loop's verdict: the run validated (and was promoted when asked) and the loop ended.
+    let validated = o.exit_code() == 0;
     let extra = json!({
         "invocation": o.invocation,
         "promoted": o.promoted,
@@ -150,28 +133,9 @@ pub fn cmd_loop(cli: &Cli, args: &LoopArgs, cwd: &Path, stream: Stream) -> Resul
         "why_harness_stopped": l.why_harness_stopped.map(|w| w.as_str()),
         "done_reason": l.done_reason.map(|d| d.as_str()),
         "iterations": l.history.len(),
-        "next_action": serde_json::to_value(&o.next_action).unwrap_or_default(),
+        "next_action": to_json(&o.next_action),
     });
-    Ok(Output::new(run_json(&o.run, o.workspace.as_deref(), extra), human).exit(exit))
-}
-
-pub fn cmd_context(cli: &Cli, args: &ContextArgs, cwd: &Path) -> Result<Output> {
-    let env = Env::discover(cwd)?;
-    let o = context::context(&env, args.run.as_deref())?;
-    let markdown = context::to_markdown(&o.packet);
-    let human = match args.format {
-        ContextFormat::Markdown => markdown.clone(),
-        ContextFormat::Json => serde_json::to_string_pretty(&o.packet)
-            .map_err(|e| Error::internal(format!("could not render the packet: {e}")))?,
-    };
-    let mut extra = json!({"context": o.packet});
-    if args.format == ContextFormat::Markdown && cli.json {
-        extra["markdown"] = markdown.into();
-    }
-    Ok(Output::new(
-        run_json(&o.run, o.workspace.as_deref(), extra),
-        human,
-    ))
+    Ok(Output::new(run_json(&o.run, o.workspace.as_deref(), extra), human).verdict(validated))
 }
 
 #[cfg(test)]

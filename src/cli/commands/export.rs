@@ -1,14 +1,13 @@
-//! `git tabellio export <run> [--format tabellio|in-toto] [--out <file>]`.
+//! `export <run> [--format tabellio|in-toto] [--out <file>]`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::json;
 
 use tabellio::export::{self, Format};
-use tabellio::lifecycle::Env;
 use tabellio::{Error, Result};
 
-use super::render::Output;
+use crate::cli::{Ctx, Output};
 
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
@@ -38,9 +37,8 @@ impl From<ExportFormat> for Format {
     }
 }
 
-pub fn cmd_export(args: &ExportArgs, cwd: &Path) -> Result<Output> {
-    let env = Env::discover(cwd)?;
-    let o = export::export(&env, &args.run, args.format.into())?;
+pub fn cmd_export(ctx: &Ctx, args: &ExportArgs) -> Result<Output> {
+    let o = export::export(ctx.env()?, &args.run, args.format.into())?;
     let format = o.format.as_str();
     match &args.out {
         // Without --out the document is the output: pretty for a person, wrapped with --json.

@@ -1,14 +1,14 @@
-//! `git tabellio plans [status|reconcile]`.
+//! `plans [status|reconcile]`: where a run's checklist plans stand, and moving misplaced ones.
 
 use std::path::PathBuf;
 
 use serde_json::json;
 
 use tabellio::lifecycle::plans::{self as run_plans, PlanTarget};
-use tabellio::lifecycle::Env;
 use tabellio::Result;
 
-use super::render::Output;
+use crate::cli::format::short;
+use crate::cli::{Ctx, Output};
 
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -54,40 +54,41 @@ fn target(t: &TargetArgs) -> PlanTarget<'_> {
     }
 }
 
-pub fn run(args: &PlansArgs, cwd: &std::path::Path) -> Result<Output> {
+pub fn cmd_plans(ctx: &Ctx, args: &PlansArgs) -> Result<Output> {
     match &args.action {
-        None => status(&args.target, cwd),
-        Some(PlansAction::Status(t)) => status(t, cwd),
-        Some(PlansAction::Reconcile(r)) => {
-            let env = Env::discover(cwd)?;
-            let done = run_plans::reconcile(&env, target(&r.target), r.commit)?;
-            let mut human = String::new();
-            for m in &done.outcome.moved {
-                human.push_str(&format!("moved {} -> {}\n", m.from, m.to));
-            }
-            for e in &done.outcome.errors {
-                human.push_str(&format!("error: {}: {}\n", e.path(), e.message()));
-            }
-            if done.outcome.moved.is_empty() && done.outcome.errors.is_empty() {
-                human.push_str("nothing to move: every plan is where it belongs\n");
-            }
-            if let Some(c) = &done.commit {
-                human.push_str(&format!("committed the moves as {}\n", &c[..12]));
-            }
-            let mut j = done.outcome.to_json();
-            j["commit"] = json!(done.commit);
-            j["path"] = json!(done.path.display().to_string());
-            let code = if done.outcome.errors.is_empty() { 0 } else { 1 };
-            Ok(Output::new(j, human.trim_end().to_string()).exit(code))
-        }
+        None => status(ctx, &args.target),
+        Some(PlansAction::Status(t)) => status(ctx, t),
+        Some(PlansAction::Reconcile(r)) => reconcile(ctx, r),
     }
 }
 
-fn status(t: &TargetArgs, cwd: &std::path::Path) -> Result<Output> {
+fn reconcile(ctx: &Ctx, r: &ReconcileArgs) -> Result<Output> {
+    let done = run_plans::reconcile(ctx.env()?, target(&r.target), r.commit)?;
+    let mut human = String::new();
+    for m in &done.outcome.moved {
+        human.push_str(&format!("moved {} -> {}\n", m.from, m.to));
+    }
+    for e in &done.outcome.errors {
+        human.push_str(&format!("error: {}: {}\n", e.path(), e.message()));
+    }
+    if done.outcome.moved.is_empty() && done.outcome.errors.is_empty() {
+        human.push_str("nothing to move: every plan is where it belongs\n");
+    }
+    if let Some(c) = &done.commit {
+        human.push_str(&format!("committed the moves as {}\n", short(c)));
+    }
+    let mut j = done.outcome.to_json();
+    j["commit"] = json!(done.commit);
+    j["path"] = json!(done.path.display().to_string());
+    let clean = done.outcome.errors.is_empty();
+    Ok(Output::new(j, human.trim_end().to_string()).verdict(clean))
+}
+
+fn status(ctx: &Ctx, t: &TargetArgs) -> Result<Output> {
     // Scanning a named directory reads files only: it works outside any repository.
     let (path, run) = match (&t.run, &t.dir) {
         (None, Some(dir)) => (run_plans::locate_dir(dir)?, None),
-        _ => run_plans::locate(&Env::discover(cwd)?, target(t))?,
+        _ => run_plans::locate(ctx.env()?, target(t))?,
     };
     let report = tabellio::plans::scan_dir(&path);
     let mut human = format!("{}\n", report.bar());

@@ -1,0 +1,31 @@
+//! `abandon <run> [-m <why>]`.
+
+use serde_json::json;
+
+use tabellio::lifecycle::manage;
+use tabellio::Result;
+
+use crate::cli::format::run_json;
+use crate::cli::{Ctx, Output};
+
+#[derive(Debug, clap::Args)]
+pub struct AbandonArgs {
+    pub run: String,
+    /// Why.
+    #[arg(short, long)]
+    pub message: Option<String>,
+}
+
+pub fn cmd_abandon(ctx: &Ctx, args: &AbandonArgs) -> Result<Output> {
+    let o = manage::abandon(ctx.env()?, Some(&args.run), args.message.as_deref())?;
+    let human = format!(
+        "run {} abandoned (was {}); `git tabellio cleanup {}` removes its worktree and branch",
+        o.run.run_id,
+        o.run.previous_state.map_or("-", |s| s.as_str()),
+        o.run.run_id
+    );
+    Ok(Output::new(
+        run_json(&o.run, o.workspace.as_deref(), json!({})),
+        human,
+    ))
+}

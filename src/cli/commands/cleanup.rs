@@ -1,0 +1,43 @@
+//! `cleanup <run> [--force]`: remove the worktree and branch of a finished run.
+
+use serde_json::json;
+
+use tabellio::lifecycle::manage;
+use tabellio::Result;
+
+use crate::cli::format::run_json;
+use crate::cli::{Ctx, Output};
+
+#[derive(Debug, clap::Args)]
+pub struct CleanupArgs {
+    pub run: String,
+    /// Discard uncommitted changes and unmerged commits of an abandoned run.
+    #[arg(long)]
+    pub force: bool,
+}
+
+pub fn cmd_cleanup(ctx: &Ctx, args: &CleanupArgs) -> Result<Output> {
+    let o = manage::cleanup(ctx.env()?, &args.run, args.force)?;
+    let human = format!(
+        "cleaned up run {}: {}{}",
+        o.run.run_id,
+        o.removed_worktree
+            .as_ref()
+            .map_or("no worktree to remove".into(), |p| format!(
+                "removed worktree {}",
+                p.display()
+            )),
+        o.deleted_branch
+            .as_ref()
+            .map_or(String::new(), |b| format!(", deleted branch {b}"))
+    );
+    let removed = o.removed_worktree.as_ref().map(|p| p.display().to_string());
+    Ok(Output::new(
+        run_json(
+            &o.run,
+            None,
+            json!({"removed_worktree": removed, "deleted_branch": o.deleted_branch}),
+        ),
+        human,
+    ))
+}

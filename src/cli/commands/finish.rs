@@ -1,0 +1,60 @@
+//! `finish`: run the validation checks and record the evidence.
+
+use serde_json::json;
+
+use tabellio::lifecycle::finish::{self, CheckSelection};
+use tabellio::Result;
+
+use crate::cli::format::{evidence_lines, run_json, short, to_json, verdict_word};
+use crate::cli::{Ctx, Output};
+
+#[derive(Debug, clap::Args)]
+pub struct FinishArgs {
+    pub run: Option<String>,
+    #[command(flatten)]
+    pub checks: ChecksArgs,
+}
+
+/// Which checks to run: policy checks by name, or one ad-hoc command (`finish` and
+/// `validate`).
+#[derive(Debug, clap::Args)]
+pub struct ChecksArgs {
+    /// A policy check to run (repeatable), or the name of the ad-hoc check after `--`.
+    #[arg(long = "check", value_name = "NAME")]
+    pub checks: Vec<String>,
+    /// Timeout in seconds of the ad-hoc check.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
+    /// An ad-hoc check command, run directly (never through a shell).
+    #[arg(last = true, value_name = "ARGV")]
+    pub argv: Vec<String>,
+}
+
+impl ChecksArgs {
+    pub fn selection(&self) -> CheckSelection {
+        CheckSelection {
+            names: self.checks.clone(),
+            argv: self.argv.clone(),
+            timeout_s: self.timeout,
+        }
+    }
+}
+
+pub fn cmd_finish(ctx: &Ctx, args: &FinishArgs) -> Result<Output> {
+    let sel = args.checks.selection();
+    let o = finish::finish(ctx.env()?, args.run.as_deref(), &sel, ctx.stream)?;
+    let mut human = evidence_lines(&o.evidence);
+    let passed = o.passed();
+    human.push_str(&format!(
+        "run {} is {} (attempt {} on {})",
+        o.run.run_id,
+        o.run.state,
+        o.attempt.n,
+        short(&o.attempt.commit)
+    ));
+    if passed {
+        human.push_str(&format!("\nnext: `git tabellio promote {}`", o.run.run_id));
+    }
+    let extra = json!({"attempt": to_json(&o.attempt), "evidence": to_json(&o.evidence), "verdict": verdict_word(passed)});
+    Ok(Output::new(run_json(&o.run, Some(&o.workspace), extra), human).verdict(passed))
+}

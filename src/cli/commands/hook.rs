@@ -1,0 +1,69 @@
+//! `hook <name> [args…]`: run a hook (called by the installed shims). Its report goes to
+//! stderr (git shows it; a server relays it to the pusher); the exit code refuses or allows.
+
+use std::io::Read;
+
+use tabellio::hooks::{self, HookName};
+use tabellio::{Error, Result};
+
+use crate::cli::format::to_json;
+use crate::cli::{Ctx, Output};
+
+#[derive(Debug, clap::Args)]
+pub struct HookArgs {
+    /// The hook git is running.
+    #[arg(value_parser = ["reference-transaction", "pre-push", "pre-receive"])]
+    pub name: String,
+    /// The hook's arguments, as git passes them.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+pub fn cmd_hook(ctx: &Ctx, args: &HookArgs) -> Result<Output> {
+    let name = HookName::parse(&args.name)
+        .ok_or_else(|| Error::usage(format!("unknown hook {:?}", args.name)))?;
+    let mut input = String::new();
+    std::io::stdin()
+        .read_to_string(&mut input)
+        .map_err(|e| Error::usage(format!("could not read the hook's standard input: {e}")))?;
+    let outcome = match name {
+        HookName::ReferenceTransaction => {
+            let phase = args.args.first().map(String::as_str).unwrap_or_default();
+            hooks::reference_transaction(phase, &input, || ctx.store())?
+        }
+        HookName::PrePush => {
+            let mut remote = args.args.first().cloned();
+            if input.trim().is_empty() {
+                // The pre-commit framework reads the push lines itself and hands over the
+                // first pushed ref in PRE_COMMIT_* variables instead.
+                if let Some((line, name)) = pre_commit_push_line() {
+                    input = line;
+                    remote = remote.or(name);
+                }
+            }
+            let remote = remote.as_deref().unwrap_or("the remote");
+            hooks::pre_push(ctx.store()?, remote, &input)?
+        }
+        HookName::PreReceive => hooks::pre_receive(&input, || hooks::quarantine::open(&ctx.cwd))?,
+    };
+    let report = outcome.report(name);
+    if !report.is_empty() {
+        eprint!("{report}");
+    }
+    let allowed = outcome.refused.is_empty();
+    Ok(Output::new(to_json(&outcome), String::new()).verdict(allowed))
+}
+
+/// The push line the pre-commit framework describes in its environment (it consumes the real
+/// standard input and passes on only the first pushed ref), with the remote's name.
+fn pre_commit_push_line() -> Option<(String, Option<String>)> {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let to = var("PRE_COMMIT_TO_REF")?;
+    let remote_branch = var("PRE_COMMIT_REMOTE_BRANCH")?;
+    let local = var("PRE_COMMIT_LOCAL_BRANCH").unwrap_or_else(|| to.clone());
+    let from = var("PRE_COMMIT_FROM_REF").unwrap_or_else(|| "0".repeat(to.len()));
+    Some((
+        format!("{local} {to} {remote_branch} {from}\n"),
+        var("PRE_COMMIT_REMOTE_NAME"),
+    ))
+}

@@ -1,0 +1,42 @@
+//! `list [--state <state>]`: the runs, one line each.
+
+use serde_json::json;
+
+use tabellio::lifecycle::manage;
+use tabellio::Result;
+
+use crate::cli::format::{printable, to_json};
+use crate::cli::{Ctx, Output};
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// Only runs in this state.
+    #[arg(long)]
+    pub state: Option<String>,
+}
+
+pub fn cmd_list(ctx: &Ctx, args: &ListArgs) -> Result<Output> {
+    let o = manage::list(ctx.env()?, args.state.as_deref())?;
+    let human = o
+        .runs
+        .iter()
+        .map(|r| {
+            format!(
+                "{:<24} {:<18} {}",
+                r.run_id,
+                r.state.as_str(),
+                printable(&r.summary)
+            )
+        })
+        .chain(
+            o.unreadable
+                .iter()
+                .map(|u| format!("{:<24} {:<18} {}", u.run_id, "unreadable", u.message)),
+        )
+        .collect::<Vec<_>>()
+        .join("\n");
+    Ok(Output::new(
+        json!({"runs": to_json(&o.runs), "unreadable": to_json(&o.unreadable)}),
+        human,
+    ))
+}

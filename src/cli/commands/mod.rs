@@ -1,0 +1,24 @@
+//! One file per subcommand: its arguments (`XxxArgs`) and `cmd_xxx(&Ctx, &XxxArgs)`, which
+//! calls the library and turns its outcome into an [`Output`](super::Output).
+
+pub mod abandon;
+pub mod checkpoint;
+pub mod cleanup;
+pub mod context;
+pub mod demo;
+pub mod evidence;
+pub mod export;
+pub mod finish;
+pub mod hook;
+pub mod hooks;
+pub mod init;
+pub mod list;
+pub mod log;
+pub mod r#loop;
+pub mod plans;
+pub mod promote;
+pub mod start;
+pub mod status;
+pub mod sync;
+pub mod validate;
+pub mod verify;

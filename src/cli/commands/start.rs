@@ -1,0 +1,85 @@
+//! `start`: freeze a base commit, create the run branch and its worktree.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use tabellio::lifecycle::start::{self, StartOptions};
+use tabellio::{Error, Result};
+
+use crate::cli::format::{run_json, short};
+use crate::cli::{Ctx, Output};
+
+#[derive(Debug, clap::Args)]
+pub struct StartArgs {
+    /// The run id (generated when omitted).
+    pub run: Option<String>,
+    /// The task, verbatim.
+    #[arg(
+        long,
+        conflicts_with = "task_file",
+        required_unless_present = "task_file"
+    )]
+    pub task: Option<String>,
+    /// Read the task from a file (`-` for standard input).
+    #[arg(long, value_name = "FILE")]
+    pub task_file: Option<PathBuf>,
+    /// The branch to start from and promote into (default: the current branch).
+    #[arg(long)]
+    pub base: Option<String>,
+    /// The run branch (default: tabellio/<run>).
+    #[arg(long)]
+    pub branch: Option<String>,
+    /// Who runs it: <human|agent|ci|system>:<id>.
+    #[arg(long)]
+    pub actor: Option<String>,
+}
+
+pub fn cmd_start(ctx: &Ctx, args: &StartArgs) -> Result<Output> {
+    let task = read_task(args)?;
+    let o = start::start(
+        ctx.env()?,
+        StartOptions {
+            run_id: args.run.clone(),
+            task,
+            base: args.base.clone(),
+            branch: args.branch.clone(),
+            actor: args.actor.clone(),
+        },
+    )?;
+    let human = format!(
+        "started run {} from {} ({})\nworktree: {}\nbranch:   {}\nnext: commit your work there, then `git tabellio finish {}`",
+        o.run.run_id,
+        o.run.base.reference,
+        short(&o.run.base.commit),
+        o.workspace.display(),
+        o.run.branch,
+        o.run.run_id
+    );
+    Ok(Output::new(
+        run_json(&o.run, Some(&o.workspace), json!({})),
+        human,
+    ))
+}
+
+/// The task from `--task`, `--task-file <file>` or `--task-file -` (standard input).
+fn read_task(args: &StartArgs) -> Result<String> {
+    match (&args.task, &args.task_file) {
+        (Some(t), _) => Ok(t.clone()),
+        (None, Some(f)) if f.as_os_str() == "-" => {
+            let mut s = String::new();
+            std::io::stdin().read_to_string(&mut s).map_err(|e| {
+                Error::usage(format!("could not read the task from standard input: {e}"))
+            })?;
+            Ok(s)
+        }
+        (None, Some(f)) => std::fs::read_to_string(f).map_err(|e| {
+            Error::usage(format!("could not read the task file {}: {e}", f.display()))
+                .hint("give a readable UTF-8 text file")
+        }),
+        (None, None) => {
+            Err(Error::usage("a task is required").hint("--task <text> or --task-file <file>"))
+        }
+    }
+}

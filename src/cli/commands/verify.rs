@@ -1,0 +1,61 @@
+//! `verify [<rev>|<a..b>]…`: check that commits have passing, untampered evidence for the
+//! required checks.
+
+use tabellio::verify::VerifyOptions;
+use tabellio::Result;
+
+use crate::cli::format::{short, to_json};
+use crate::cli::{Ctx, Output};
+
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// Commits and ranges `a..b` to verify (default: HEAD).
+    #[arg(value_name = "REV|A..B")]
+    pub revs: Vec<String>,
+    /// Also require evidence for this check (repeatable).
+    #[arg(long = "check", value_name = "NAME")]
+    pub checks: Vec<String>,
+    /// Apply the policy at this revision to every commit (default: each commit's own).
+    #[arg(long, value_name = "REV")]
+    pub policy_from: Option<String>,
+}
+
+pub fn cmd_verify(ctx: &Ctx, args: &VerifyArgs) -> Result<Output> {
+    let o = tabellio::verify::verify(
+        ctx.store()?,
+        &VerifyOptions {
+            revs: args.revs.clone(),
+            checks: args.checks.clone(),
+            policy_from: args.policy_from.clone(),
+        },
+    )?;
+    let mut human = String::new();
+    for c in &o.commits {
+        let checks: Vec<String> = c
+            .checks
+            .iter()
+            .map(|v| format!("{}: {}", v.name, v.verdict.as_str()))
+            .collect();
+        human.push_str(&format!(
+            "{:<12} {} ({})\n",
+            if c.verified {
+                "verified"
+            } else {
+                "NOT VERIFIED"
+            },
+            short(&c.commit),
+            checks.join(", ")
+        ));
+    }
+    if o.commits.is_empty() {
+        human.push_str("no commits to verify\n");
+    } else if !o.verified {
+        let bad = o.commits.iter().filter(|c| !c.verified).count();
+        human.push_str(&format!(
+            "{bad} of {} commit(s) not verified; make evidence with `git tabellio validate <commit>`",
+            o.commits.len()
+        ));
+    }
+    let verified = o.verified;
+    Ok(Output::new(to_json(&o), human).verdict(verified))
+}
