@@ -18,5 +18,6 @@ pub mod lifecycle;
 pub mod plans;
 pub mod promote;
 pub mod sync;
+pub mod trust;
 pub mod validate;
 pub mod verify;
