@@ -25,4 +25,5 @@ pub mod runner;
 pub mod sync;
 #[allow(unsafe_code)]
 pub mod sys;
+pub mod trust;
 pub mod verify;

@@ -1,4 +1,6 @@
-//! `.tabellio/policy.json` (`tabellio.policy/v1`): named checks, required checks, protected refs.
+//! `.tabellio/policy.json` (`tabellio.policy/v1`): named checks, required checks, protected refs,
+//! and optionally who may attest (`trust`), which paths need a person's approval (`guarded`) and
+//! who may approve (`approval`).
 //!
 //! Parsing is strict: an unknown field, an unknown schema, an empty argv or a required check that
 //! is not defined is an error naming the file and the field. The policy is always read from a
@@ -64,6 +66,84 @@ pub struct Policy {
     pub output: OutputPolicy,
     #[serde(default)]
     pub plans: PlansPolicy,
+    /// Who may sign evidence, and which checks need a signature to count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<TrustPolicy>,
+    /// Gitignore-style globs of paths whose change needs an approval before promotion; when
+    /// present the policy file itself is always guarded too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guarded: Option<Vec<String>>,
+    /// Who may approve a change to guarded paths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalPolicy>,
+}
+
+/// `"trust": {"allowed_signers": "<path in the repository>", "require_signed": [names] | "*"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrustPolicy {
+    /// The allowed-signers file (ssh-keygen's format), read from the same commit as the policy.
+    pub allowed_signers: String,
+    /// Which checks count only when signed by an allowed signer; `"*"` (the default) is every
+    /// check.
+    #[serde(default)]
+    pub require_signed: RequireSigned,
+}
+
+/// `require_signed`: every check (`"*"`) or the named ones.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum RequireSigned {
+    #[default]
+    All,
+    Checks(Vec<String>),
+}
+
+impl RequireSigned {
+    /// Does evidence of check `name` need a trusted signature to count?
+    pub fn covers(&self, name: &str) -> bool {
+        match self {
+            RequireSigned::All => true,
+            RequireSigned::Checks(names) => names.iter().any(|n| n == name),
+        }
+    }
+}
+
+impl Serialize for RequireSigned {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            RequireSigned::All => s.serialize_str("*"),
+            RequireSigned::Checks(names) => names.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RequireSigned {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Star(String),
+            Names(Vec<String>),
+        }
+        match Raw::deserialize(de).map_err(|_| {
+            serde::de::Error::custom("must be \"*\" (every check) or a list of check names")
+        })? {
+            Raw::Star(s) if s == "*" => Ok(RequireSigned::All),
+            Raw::Star(s) => Err(serde::de::Error::custom(format!(
+                "{s:?} is neither \"*\" nor a list; write [{s:?}] for one check"
+            ))),
+            Raw::Names(names) => Ok(RequireSigned::Checks(names)),
+        }
+    }
+}
+
+/// `"approval": {"distinct_from_actor": bool}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalPolicy {
+    /// The approver may not be the run's own actor.
+    #[serde(default)]
+    pub distinct_from_actor: bool,
 }
 
 /// A map whose keys must be unique (serde_json would keep the last of two).
@@ -140,11 +220,8 @@ impl Policy {
                 )));
             }
         }
-        let mut seen = std::collections::BTreeSet::new();
-        for name in &policy.required {
-            if !seen.insert(name) {
-                return Err(PolicyError(format!("required: {name:?} is listed twice")));
-            }
+        if let Some(name) = first_duplicate(&policy.required) {
+            return Err(PolicyError(format!("required: {name:?} is listed twice")));
         }
         if policy.output.excerpt_bytes == Some(0) {
             return Err(PolicyError(
@@ -175,7 +252,49 @@ impl Policy {
                 )));
             }
         }
+        policy.validate_trust()?;
         Ok(policy)
+    }
+
+    /// `trust` and `guarded`: paths that can be found in a commit, checks that exist, globs
+    /// that compile.
+    fn validate_trust(&self) -> Result<(), PolicyError> {
+        if let Some(trust) = &self.trust {
+            check_repo_path(&trust.allowed_signers).map_err(|why| {
+                PolicyError(format!(
+                    "trust.allowed_signers: {:?} {why}; write a path inside the repository such as \".tabellio/allowed_signers\"",
+                    trust.allowed_signers
+                ))
+            })?;
+            if let RequireSigned::Checks(names) = &trust.require_signed {
+                if let Some(name) = first_duplicate(names) {
+                    return Err(PolicyError(format!(
+                        "trust.require_signed: {name:?} is listed twice"
+                    )));
+                }
+                for name in names {
+                    if !self.checks.contains_key(name) {
+                        return Err(PolicyError(format!(
+                            "trust.require_signed: check {name:?} is not defined under \"checks\"; define it or write \"*\" for every check"
+                        )));
+                    }
+                }
+            }
+        }
+        for (i, pattern) in self.guarded.iter().flatten().enumerate() {
+            let body = pattern.strip_prefix('!').unwrap_or(pattern);
+            if body.trim() != body || body.is_empty() {
+                return Err(PolicyError(format!(
+                    "guarded[{i}]: {pattern:?} is empty or has surrounding spaces; write the glob alone, e.g. \"tests/**\""
+                )));
+            }
+            if gix::glob::parse(pattern.as_bytes()).is_none() {
+                return Err(PolicyError(format!(
+                    "guarded[{i}]: {pattern:?} is not a glob; see the guarded paths syntax in the docs"
+                )));
+            }
+        }
+        Ok(())
     }
 
     pub fn excerpt_bytes(&self) -> usize {
@@ -187,6 +306,29 @@ impl Policy {
     pub fn protects(&self, refname: &str) -> bool {
         self.protect.iter().any(|p| ref_pattern_matches(p, refname))
     }
+}
+
+/// The first name listed a second time.
+fn first_duplicate(names: &[String]) -> Option<&String> {
+    let mut seen = std::collections::BTreeSet::new();
+    names.iter().find(|name| !seen.insert(*name))
+}
+
+/// Why `path` is not a plain repository-relative path, if it is not.
+fn check_repo_path(path: &str) -> Result<(), &'static str> {
+    if path.is_empty() {
+        return Err("is empty");
+    }
+    if path.starts_with('/') || path.contains('\\') {
+        return Err("is not a relative path with '/' separators");
+    }
+    if path
+        .split('/')
+        .any(|c| c.is_empty() || c == "." || c == ".." || c == ".git")
+    {
+        return Err("has an empty, '.', '..' or '.git' component");
+    }
+    Ok(())
 }
 
 /// Match a protect pattern: `*` matches any run of characters except `/`, `**` any run at all.
@@ -254,6 +396,96 @@ mod tests {
         for (text, needle) in cases {
             let err = Policy::parse(text).unwrap_err().to_string();
             assert!(err.contains(needle) && err.contains(PATH), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn trust_guarded_and_approval() {
+        let p = Policy::parse(
+            r#"{"schema":"tabellio.policy/v1","checks":{"test":{"argv":["t"]},"lint":{"argv":["l"]}},
+               "required":["test","lint"],
+               "trust":{"allowed_signers":".tabellio/allowed_signers","require_signed":["test"]},
+               "guarded":[".tabellio/**","tests/**","!tests/free/**"],
+               "approval":{"distinct_from_actor":true}}"#,
+        )
+        .unwrap();
+        let trust = p.trust.as_ref().unwrap();
+        assert_eq!(trust.allowed_signers, ".tabellio/allowed_signers");
+        assert!(trust.require_signed.covers("test"));
+        assert!(!trust.require_signed.covers("lint"));
+        assert_eq!(p.guarded.as_ref().map(Vec::len), Some(3));
+        assert!(p.approval.as_ref().unwrap().distinct_from_actor);
+
+        let star = Policy::parse(
+            r#"{"schema":"tabellio.policy/v1","trust":{"allowed_signers":"signers","require_signed":"*"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            star.trust.as_ref().unwrap().require_signed,
+            RequireSigned::All
+        );
+        let default = Policy::parse(
+            r#"{"schema":"tabellio.policy/v1","trust":{"allowed_signers":"signers"}}"#,
+        )
+        .unwrap();
+        assert!(default.trust.unwrap().require_signed.covers("anything"));
+        assert_eq!(
+            serde_json::to_value(&star.trust).unwrap(),
+            serde_json::json!({"allowed_signers":"signers","require_signed":"*"})
+        );
+    }
+
+    #[test]
+    fn a_policy_without_trust_is_unchanged() {
+        let text =
+            r#"{"schema":"tabellio.policy/v1","checks":{"t":{"argv":["x"]}},"required":["t"]}"#;
+        let p = Policy::parse(text).unwrap();
+        assert_eq!((&p.trust, &p.guarded, &p.approval), (&None, &None, &None));
+        assert_eq!(
+            serde_json::to_value(&p).unwrap(),
+            serde_json::json!({"schema":"tabellio.policy/v1","checks":{"t":{"argv":["x"],"timeout_s":600}},
+                "required":["t"],"protect":[],"output":{"excerpt_bytes":null},"plans":{"require_hygiene":false}})
+        );
+    }
+
+    #[test]
+    fn trust_errors_name_the_field_and_say_what_to_write() {
+        let cases = [
+            (
+                r#""trust":{"allowed_signers":"/etc/signers"}"#,
+                "trust.allowed_signers",
+            ),
+            (r#""trust":{"allowed_signers":"../signers"}"#, "'..'"),
+            (
+                r#""trust":{"allowed_signers":"s","require_signed":"test"}"#,
+                "[\"test\"]",
+            ),
+            (
+                r#""trust":{"allowed_signers":"s","require_signed":["nope"]}"#,
+                "\"nope\" is not defined",
+            ),
+            (
+                r#""trust":{"allowed_signers":"s","require_signed":["t","t"]}"#,
+                "listed twice",
+            ),
+            (r#""trust":{"allowed_signers":"s","extra":1}"#, "extra"),
+            (r#""trust":{"require_signed":"*"}"#, "allowed_signers"),
+            (r#""guarded":["tests/**",""]"#, "guarded[1]"),
+            (r#""guarded":["!"]"#, "guarded[0]"),
+            (r#""guarded":[" tests/**"]"#, "surrounding spaces"),
+            (r#""guarded":"tests/**""#, "guarded"),
+            (
+                r#""approval":{"distinct_from_actor":"yes"}"#,
+                "approval.distinct_from_actor",
+            ),
+            (r#""approval":{"two_people":true}"#, "two_people"),
+        ];
+        for (field, needle) in cases {
+            let text = format!(
+                r#"{{"schema":"tabellio.policy/v1","checks":{{"t":{{"argv":["x"]}}}},{field}}}"#
+            );
+            let err = Policy::parse(&text).unwrap_err().to_string();
+            assert!(err.contains(needle) && err.contains(PATH), "{field}: {err}");
         }
     }
 
