@@ -10,7 +10,8 @@ use std::process::Command;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::lifecycle::{self, finish::CheckSelection, Env};
+use crate::evidence::produce::CheckSelection;
+use crate::lifecycle::{self, Env};
 use crate::validate::Stream;
 
 /// One step of the demo, for a person (`say`) and for a program (`data`).

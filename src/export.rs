@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
-use crate::lifecycle::evidence::records_for;
+use crate::evidence::read::records_for;
 use crate::lifecycle::manage::LogEntry;
 use crate::lifecycle::{resolve_run, run_workspace, Env};
 use crate::model::evidence::{set_digest, tool_id};

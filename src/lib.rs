@@ -7,6 +7,7 @@
 
 pub mod demo;
 pub mod error;
+pub mod evidence;
 pub mod export;
 pub mod harness;
 pub mod model;

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use serde_json::json;
 
+use tabellio::evidence::produce::CheckSelection;
 use tabellio::hooks::{self, install::InstallOptions, HookName};
-use tabellio::lifecycle::finish::CheckSelection;
 use tabellio::store::Store;
 use tabellio::validate::Stream;
 use tabellio::verify::{self, interrupt, validate::ValidateOptions, VerifyOptions};

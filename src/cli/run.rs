@@ -5,7 +5,8 @@ use std::io::{IsTerminal, Read};
 
 use serde_json::json;
 
-use tabellio::lifecycle::{self, finish::CheckSelection, Env};
+use tabellio::evidence::produce::CheckSelection;
+use tabellio::lifecycle::{self, Env};
 use tabellio::validate::Stream;
 use tabellio::{Error, Result};
 

@@ -33,12 +33,14 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::lifecycle::checkpoint::record_checkpoint;
-use crate::lifecycle::evidence::{evaluate as evaluate_evidence, Verdict};
-use crate::lifecycle::finish::{
-    record_attempt, resolve_checks, run_checks, CheckContext, CheckSelection, NewAttempt,
+use crate::evidence::judge::{evaluate as evaluate_evidence, Verdict};
+use crate::evidence::produce::{
+    resolve_checks, run_checks, CheckContext, CheckSelection, ResolveChecksError,
 };
-use crate::lifecycle::status::{requirements_for, status_of, NextAction};
+use crate::evidence::requirements::{required_at, Claim};
+use crate::lifecycle::checkpoint::record_checkpoint;
+use crate::lifecycle::finish::{record_attempt, NewAttempt};
+use crate::lifecycle::status::{status_of, NextAction};
 use crate::lifecycle::{resolve_run, run_workspace, Env};
 use crate::model::canonical::{self, sha256_hex};
 use crate::model::loop_state::{
@@ -47,6 +49,7 @@ use crate::model::loop_state::{
 };
 use crate::model::{time, EvidenceRecord, RunRecord, RunState};
 use crate::store::ledger::{self, Ledger};
+use crate::store::policy::PolicyAtError;
 use crate::store::{worktree, Store};
 use crate::validate::{self, CheckCommand, CommandStop, RunOptions, Stream};
 
@@ -825,10 +828,10 @@ impl Driver<'_> {
             None
         };
         // A policy the agent broke is reported by resolving the checks below.
-        let requirements = match requirements_for(store, rec, head) {
+        let requirements = match required_at(store, head, Claim::RunHead(rec)) {
             Ok(r) => r,
-            Err(e) if e.kind == crate::ErrorKind::Usage => Vec::new(),
-            Err(e) => return Err(e),
+            Err(PolicyAtError::Invalid { .. }) => Vec::new(),
+            Err(e) => return Err(e.into()),
         };
         if let Some(why) = skip {
             self.say(n, Phase::Evaluate, format!("checks skipped: {why}"));
@@ -854,13 +857,12 @@ impl Driver<'_> {
             names: state.checks.clone(),
             ..CheckSelection::default()
         };
-        let resolved = resolve_checks(store, head, &sel).and_then(|(checks, cap)| {
-            Ok((checks, cap, crate::lifecycle::plans::gate(store, head)?))
-        });
-        let (checks, cap, gate) = match resolved {
-            Ok(r) => r,
+        let (checks, cap, gate) = match resolve_checks(store, head, &sel) {
+            Ok((checks, cap)) => (checks, cap, crate::lifecycle::plans::gate(store, head)?),
+            Err(ResolveChecksError::Read(e)) => return Err(e),
             // The agent's commit broke the policy: the harness cannot evaluate, for good.
-            Err(e) if e.kind == crate::ErrorKind::Usage => {
+            Err(e) => {
+                let e = Error::from(e);
                 self.say(
                     n,
                     Phase::Evaluate,
@@ -882,7 +884,6 @@ impl Driver<'_> {
                 });
                 return commit(store, &ledger, next, &command);
             }
-            Err(e) => return Err(e),
         };
         let path = self.workspace(&ledger)?;
         self.say(
@@ -1315,7 +1316,7 @@ fn stop_reason(state: &LoopState, last: &LoopIteration, harness: HarnessStop) ->
 fn missing_after(
     store: &Store,
     head: gix::ObjectId,
-    requirements: &[crate::lifecycle::evidence::Requirement],
+    requirements: &[crate::evidence::requirements::Requirement],
     fresh: &[EvidenceRecord],
 ) -> Result<Vec<String>> {
     let existing = evaluate_evidence(store, head, requirements)?;

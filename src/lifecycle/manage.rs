@@ -5,14 +5,13 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::evidence::read::{lines_on, records_for, Notes};
 use crate::model::{evidence, EvidenceRecord, RunRecord, RunState, SchemaError};
 use crate::store::ledger;
-use crate::store::notes::EVIDENCE;
 use crate::store::repo::CommitOrTree;
 use crate::store::tx::{self, Cas};
 use crate::store::worktree;
 
-use super::evidence::records_for;
 use super::{resolve_run, run_workspace, Env};
 
 #[derive(Debug, Serialize)]
@@ -260,19 +259,7 @@ pub fn evidence(env: &Env, rev: &str) -> Result<EvidenceOutcome> {
             let tree = store.tree_of(commit)?;
             (Some(commit), tree, records_for(store, commit, tree)?)
         }
-        CommitOrTree::Tree(tree) => {
-            let mut lines = store.note_lines(EVIDENCE, tree)?;
-            lines.sort();
-            lines.dedup();
-            let lines = lines
-                .into_iter()
-                .map(|l| {
-                    let rec = EvidenceRecord::from_line(&l).ok();
-                    (l, rec)
-                })
-                .collect();
-            (None, tree, lines)
-        }
+        CommitOrTree::Tree(tree) => (None, tree, lines_on(store, Notes::Local, None, tree)?),
     };
     let records = lines
         .into_iter()

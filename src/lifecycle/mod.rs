@@ -5,7 +5,6 @@
 //! worktrees and files exactly as they were.
 
 pub mod checkpoint;
-pub mod evidence;
 pub mod finish;
 pub mod manage;
 pub mod plans;

@@ -10,8 +10,9 @@ use crate::model::{RunRecord, RunState};
 use crate::store::ledger::Ledger;
 use crate::store::{worktree, Store};
 
-use super::evidence::{attempt_requirements, evaluate, policy_requirements, Requirement, Verdict};
 use super::{resolve_run, run_workspace, Env};
+use crate::evidence::judge::{evaluate, Verdict};
+use crate::evidence::requirements::{required_at, Claim};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NextAction {
@@ -58,22 +59,6 @@ pub struct StatusOutcome {
     pub live: LiveState,
     /// The run worktree's plans, when it has a plan folder.
     pub plans: Option<serde_json::Value>,
-}
-
-/// The checks a run's head must have evidence for: the policy's required checks at `commit`,
-/// else the checks the run was last finished with (ad-hoc), else none known.
-pub fn requirements_for(
-    store: &Store,
-    run: &RunRecord,
-    commit: gix::ObjectId,
-) -> Result<Vec<Requirement>> {
-    Ok(match policy_requirements(store, commit)? {
-        Some(reqs) => reqs,
-        None => run
-            .last_attempt()
-            .map(attempt_requirements)
-            .unwrap_or_default(),
-    })
 }
 
 /// What the run's state allows, narrowed by the live repository: nothing that would be
@@ -187,7 +172,7 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
     let mut policy_error = None;
     let mut plan_faults = None;
     if let Some(h) = head.filter(|h| *h != run.base.commit) {
-        match requirements_for(store, run, h) {
+        match required_at(store, h, Claim::RunHead(run)) {
             Ok(reqs) => {
                 for v in evaluate(store, h, &reqs)? {
                     if v.verdict == Verdict::Satisfied {
@@ -203,7 +188,7 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
             }
             Err(e) => {
                 missing.push("policy".into());
-                policy_error = Some(e.message);
+                policy_error = Some(crate::Error::from(e).message);
             }
         }
     }
@@ -226,7 +211,7 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
 
     // Without a policy at the head, `finish` needs the check on its command line.
     let has_policy =
-        head.is_some_and(|h| matches!(super::finish::policy_at(store, h), Ok(Some(_))));
+        head.is_some_and(|h| matches!(crate::store::policy::policy_at(store, h), Ok(Some(_))));
     let finish_cmd = if has_policy {
         format!("git tabellio finish {id}")
     } else {

@@ -14,9 +14,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::lifecycle::evidence::{
-    attempt_requirements, evaluate, policy_requirements, Requirement, Verdict,
-};
+use crate::evidence::judge::{evaluate, Verdict};
+use crate::evidence::requirements::{required_at, Claim};
 use crate::lifecycle::{resolve_run, Env};
 use crate::model::run::Promotion;
 use crate::model::{time, RunRecord, RunState};
@@ -72,26 +71,6 @@ pub struct Plan {
     pub ledger_only: bool,
 }
 
-/// The requirements a validated commit must still meet: the policy's required checks at that
-/// commit, or the ad-hoc checks of the attempt that validated it.
-pub fn promotion_requirements(
-    store: &Store,
-    run: &RunRecord,
-    validated: gix::ObjectId,
-) -> Result<Vec<Requirement>> {
-    if let Some(reqs) = policy_requirements(store, validated)? {
-        return Ok(reqs);
-    }
-    let hex = validated.to_string();
-    Ok(run
-        .attempts
-        .iter()
-        .rev()
-        .find(|a| a.commit == hex && a.status == "passed")
-        .map(attempt_requirements)
-        .unwrap_or_default())
-}
-
 /// The run's own preconditions of promotion, local or remote (`sync::remote_promote`): completed,
 /// target a branch, run branch head == validated commit, and the evidence re-read from the notes
 /// and its digests re-checked. Returns the target ref and the validated commit.
@@ -138,7 +117,7 @@ pub fn check_validated(store: &Store, run: &RunRecord) -> Result<(String, gix::O
         )));
     }
     // The ledger is never trusted on its own: the evidence must be in the notes, intact.
-    let requirements = promotion_requirements(store, run, validated_id)?;
+    let requirements = required_at(store, validated_id, Claim::Promotion(run))?;
     if requirements.is_empty() {
         return Err(Error::refused(format!(
             "run {id} has no record of which checks validated {}",

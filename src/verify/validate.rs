@@ -10,7 +10,7 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::lifecycle::finish::{resolve_checks, run_checks, CheckContext, CheckSelection};
+use crate::evidence::produce::{resolve_checks, run_checks, CheckContext, CheckSelection};
 use crate::lifecycle::publish;
 use crate::model::EvidenceRecord;
 use crate::store::notes::EVIDENCE;

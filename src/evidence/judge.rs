@@ -1,23 +1,19 @@
-//! Judging evidence: which required checks a commit has passing, untampered records for.
+//! Verdicts: which required checks a commit has passing, untampered records for.
 //!
-//! The ledger is never trusted about validation: status, promote and verify all re-read the
-//! records from `refs/notes/tabellio/evidence` (on the commit and on its tree) and re-check each
-//! record's digest, the object it names and the check definition it was made with.
+//! The one place verdicts are decided, shared by status, promote, verify and the hooks: each
+//! record's digest, the object it names and the check definition it was made with are
+//! re-checked every time.
+
+use std::collections::BTreeSet;
 
 use serde::Serialize;
 
 use crate::error::Result;
 use crate::model::EvidenceRecord;
-use crate::store::notes::EVIDENCE;
 use crate::store::Store;
 
-/// One check a commit must have evidence for: its name and, when a definition is known, the
-/// digest that definition has now (older evidence is stale).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Requirement {
-    pub name: String,
-    pub digest: Option<String>,
-}
+use super::read::{records_for, Line};
+use super::requirements::{Gate, Requirement};
 
 /// The verdict on one requirement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -63,25 +59,6 @@ pub struct CheckVerdict {
     pub record: Option<String>,
 }
 
-/// All evidence lines on `commit` and on its tree, as (line, parsed record or `None`).
-pub fn records_for(
-    store: &Store,
-    commit: gix::ObjectId,
-    tree: gix::ObjectId,
-) -> Result<Vec<(String, Option<EvidenceRecord>)>> {
-    let mut lines = store.note_lines(EVIDENCE, commit)?;
-    lines.extend(store.note_lines(EVIDENCE, tree)?);
-    lines.sort();
-    lines.dedup();
-    Ok(lines
-        .into_iter()
-        .map(|l| {
-            let rec = EvidenceRecord::from_line(&l).ok();
-            (l, rec)
-        })
-        .collect())
-}
-
 /// The verdict on one record for one requirement.
 pub fn judge(rec: &EvidenceRecord, req: &Requirement, commit: &str, tree: &str) -> Verdict {
     if !rec.digest_is_valid() {
@@ -118,15 +95,15 @@ pub fn evaluate(
     ))
 }
 
-/// Judge every requirement against already read evidence lines (as [`records_for`] returns
-/// them): the one place verdicts are decided, shared by status, promote, verify and the hooks.
+/// Judge every requirement against already read evidence lines (as
+/// [`super::read::lines_on`] returns them): the one place verdicts are decided, shared by status, promote, verify and the hooks.
 ///
 /// A line that does not parse as a known record but names the required check is judged too:
 /// when its own digest is wrong it was edited (`tampered`, e.g. a hand-changed `schema`); when
 /// the digest is right it is a genuine record of a schema this tool cannot read, which never
 /// satisfies and is otherwise ignored.
 pub fn evaluate_records(
-    records: &[(String, Option<EvidenceRecord>)],
+    records: &[Line],
     commit: &str,
     tree: &str,
     requirements: &[Requirement],
@@ -205,38 +182,47 @@ fn judge_unreadable(line: &str, name: &str) -> Option<(Verdict, String)> {
     (!genuine).then_some((Verdict::Tampered, claimed))
 }
 
-/// The policy's required checks at `commit`, each with the digest its definition has there;
-/// `None` when there is no policy or it requires nothing.
-pub fn policy_requirements(
-    store: &Store,
-    commit: gix::ObjectId,
-) -> Result<Option<Vec<Requirement>>> {
-    let Some(policy) = super::finish::policy_at(store, commit)? else {
-        return Ok(None);
-    };
-    if policy.required.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(
-        policy
-            .required
-            .iter()
-            .map(|n| Requirement {
-                name: n.clone(),
-                digest: policy.checks.get(n).map(|d| d.digest()),
-            })
-            .collect(),
-    ))
-}
+/// The name shown for the requirement of [`Gate::AnyPassing`] when no record exists at all.
+pub const ANY_CHECK: &str = "*";
 
-/// The checks an attempt ran, with the digests their definitions had.
-pub fn attempt_requirements(attempt: &crate::model::run::Attempt) -> Vec<Requirement> {
-    attempt
-        .checks
-        .iter()
-        .map(|c| Requirement {
-            name: c.name.clone(),
-            digest: Some(c.digest.clone()),
-        })
-        .collect()
+/// Judge already read lines against `gate`: the verdict on each check, and whether the commit
+/// is verified. Under [`Gate::AnyPassing`] every check with a readable record is judged and one
+/// satisfied check verifies; a commit with no record at all is `missing` [`ANY_CHECK`].
+pub fn judge_gate(
+    records: &[Line],
+    commit: &str,
+    tree: &str,
+    gate: &Gate,
+) -> (Vec<CheckVerdict>, bool) {
+    match gate {
+        Gate::Required(reqs) => {
+            let checks = evaluate_records(records, commit, tree, reqs);
+            let verified = checks.iter().all(|c| c.verdict == Verdict::Satisfied);
+            (checks, verified)
+        }
+        Gate::AnyPassing => {
+            let names: BTreeSet<&str> = records
+                .iter()
+                .filter_map(|(_, r)| r.as_ref())
+                .map(|r| r.check.name.as_str())
+                .collect();
+            let reqs: Vec<Requirement> = names
+                .into_iter()
+                .map(|name| Requirement {
+                    name: name.to_string(),
+                    digest: None,
+                })
+                .collect();
+            let mut checks = evaluate_records(records, commit, tree, &reqs);
+            let verified = checks.iter().any(|c| c.verdict == Verdict::Satisfied);
+            if checks.is_empty() {
+                checks.push(CheckVerdict {
+                    name: ANY_CHECK.into(),
+                    verdict: Verdict::Missing,
+                    record: None,
+                });
+            }
+            (checks, verified)
+        }
+    }
 }
