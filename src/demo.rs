@@ -11,7 +11,8 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::evidence::produce::CheckSelection;
-use crate::lifecycle::{self, Env};
+use crate::lifecycle;
+use crate::run::Env;
 use crate::validate::Stream;
 
 /// One step of the demo, for a person (`say`) and for a program (`data`).
@@ -169,7 +170,7 @@ pub fn run(dir: &Path, on_step: &mut dyn FnMut(&Step)) -> Result<PathBuf> {
         serde_json::json!({"state": pass.run.state, "attempt": pass.attempt}),
     );
 
-    let promoted = crate::promote::promote(&env, Some("demo-1"), false)?;
+    let promoted = crate::lifecycle::promote::promote(&env, Some("demo-1"), false)?;
     emit(
         "promote",
         format!(

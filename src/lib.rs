@@ -17,7 +17,7 @@ pub use error::{Error, ErrorKind, Result};
 pub mod hooks;
 pub mod lifecycle;
 pub mod plans;
-pub mod promote;
+pub mod run;
 pub mod sync;
 pub mod validate;
 pub mod verify;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use tabellio::export::{self, Format};
-use tabellio::lifecycle::Env;
+use tabellio::run::Env;
 use tabellio::{Error, Result};
 
 use super::render::Output;

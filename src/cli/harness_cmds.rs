@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use tabellio::harness::{self, context, LoopOptions};
-use tabellio::lifecycle::Env;
+use tabellio::run::Env;
 use tabellio::validate::Stream;
 use tabellio::{Error, Result};
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use tabellio::lifecycle::plans::{self as run_plans, PlanTarget};
-use tabellio::lifecycle::Env;
+use tabellio::run::Env;
 use tabellio::Result;
 
 use super::render::Output;

@@ -6,7 +6,8 @@ use std::io::{IsTerminal, Read};
 use serde_json::json;
 
 use tabellio::evidence::produce::CheckSelection;
-use tabellio::lifecycle::{self, Env};
+use tabellio::lifecycle;
+use tabellio::run::Env;
 use tabellio::validate::Stream;
 use tabellio::{Error, Result};
 
@@ -137,7 +138,7 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
                 );
             }
             let env = Env::discover(&cwd)?;
-            let o = tabellio::promote::promote(&env, a.run.as_deref(), a.dry_run)?;
+            let o = tabellio::lifecycle::promote::promote(&env, a.run.as_deref(), a.dry_run)?;
             let human = if o.already_promoted {
                 super::render::already_promoted(&o.run.run_id, &o.target, &o.new)
             } else {

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use tabellio::lifecycle::Env;
+use tabellio::run::Env;
 use tabellio::sync::init::{self, InitOptions};
 use tabellio::sync::ledgers::LedgerStep;
 use tabellio::sync::notes_merge::NotesAction;

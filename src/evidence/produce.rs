@@ -76,7 +76,7 @@ pub fn resolve_checks(
             )));
         }
         let name = sel.names.first().cloned().unwrap_or_else(|| "adhoc".into());
-        crate::lifecycle::valid_run_id(&name)
+        crate::run::valid_run_id(&name)
             .map_err(|_| selection(Error::usage(format!("invalid check name {name:?}"))))?;
         let def = CheckDef {
             argv: sel.argv.clone(),

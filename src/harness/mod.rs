@@ -41,13 +41,13 @@ use crate::evidence::requirements::{required_at, Claim};
 use crate::lifecycle::checkpoint::record_checkpoint;
 use crate::lifecycle::finish::{record_attempt, NewAttempt};
 use crate::lifecycle::status::{status_of, NextAction};
-use crate::lifecycle::{resolve_run, run_workspace, Env};
 use crate::model::canonical::{self, sha256_hex};
 use crate::model::loop_state::{
     AgentOutput, AgentRun, AgentSpec, AgentStop, Collected, CommittedBy, DoneReason, Evaluated,
     HarnessStop, IterationCheck, LoopIteration, LoopState, LoopStatus, Phase,
 };
 use crate::model::{time, EvidenceRecord, RunRecord, RunState};
+use crate::run::{resolve_run, run_workspace, Env};
 use crate::store::ledger::{self, Ledger};
 use crate::store::policy::PolicyAtError;
 use crate::store::{worktree, Store};
@@ -429,7 +429,7 @@ fn promote_if_asked(env: &Env, ledger: Ledger) -> Result<Ledger> {
         .as_ref()
         .is_some_and(|l| l.promote && l.status == LoopStatus::Terminal);
     if wants && ledger.record.state == RunState::Completed {
-        crate::promote::promote(env, Some(&ledger.record.run_id), false)?;
+        crate::lifecycle::promote::promote(env, Some(&ledger.record.run_id), false)?;
         return env.store.find_ledger(&ledger.record.run_id);
     }
     Ok(ledger)
@@ -507,7 +507,7 @@ fn next_action_from_loop(rec: &RunRecord, why: &str) -> NextAction {
 /// Write `next` as a ledger commit on top of `ledger` (compare-and-swap) and return the new
 /// ledger.
 fn commit(store: &Store, ledger: &Ledger, next: RunRecord, command: &str) -> Result<Ledger> {
-    crate::lifecycle::advance(store, ledger, next, command, &[])
+    crate::run::advance(store, ledger, next, command, &[])
 }
 
 fn loop_of(ledger: &Ledger) -> Result<&LoopState> {

@@ -21,7 +21,7 @@ use crate::store::Store;
 use crate::validate::Stream;
 
 use super::checkpoint::workspace_with_work;
-use super::{resolve_run, Env};
+use crate::run::{resolve_run, Env};
 
 #[derive(Debug, Serialize)]
 pub struct FinishOutcome {
@@ -205,7 +205,7 @@ pub fn record_attempt(
     next.reason = gate;
     update(&mut next);
     let lines: Vec<String> = records.iter().map(EvidenceRecord::to_line).collect();
-    let advanced = super::advance(
+    let advanced = crate::run::advance(
         store,
         ledger,
         next,

@@ -12,7 +12,7 @@ use crate::store::repo::CommitOrTree;
 use crate::store::tx::{self, Cas};
 use crate::store::worktree;
 
-use super::{resolve_run, run_workspace, Env};
+use crate::run::{resolve_run, run_workspace, Env};
 
 #[derive(Debug, Serialize)]
 pub struct RunOutcome {
@@ -34,7 +34,7 @@ pub fn abandon(env: &Env, run: Option<&str>, why: Option<&str>) -> Result<RunOut
     }
     let mut next = ledger::transition(rec, RunState::Abandoned);
     next.reason = super::non_empty(why).or_else(|| Some("abandoned".into()));
-    let advanced = super::advance(store, &ledger, next, "abandon", &[])?;
+    let advanced = crate::run::advance(store, &ledger, next, "abandon", &[])?;
     Ok(RunOutcome {
         workspace: run_workspace(store, &ledger)?,
         run: advanced.record,
@@ -211,7 +211,7 @@ pub struct LogEntry {
 }
 
 pub fn log(env: &Env, run: &str) -> Result<(RunRecord, Vec<LogEntry>)> {
-    super::valid_run_id(run)?;
+    crate::run::valid_run_id(run)?;
     let history = env.store.ledger_history(run)?;
     let run = history
         .last()

@@ -15,7 +15,7 @@ use crate::model::{time, RunRecord, RunState};
 use crate::store::ledger;
 use crate::store::tx::{self, Cas};
 
-use super::{valid_run_id, Env};
+use crate::run::{valid_run_id, Env};
 
 pub struct StartOptions {
     pub run_id: Option<String>,

@@ -10,9 +10,9 @@ use crate::model::{RunRecord, RunState};
 use crate::store::ledger::Ledger;
 use crate::store::{worktree, Store};
 
-use super::{resolve_run, run_workspace, Env};
 use crate::evidence::judge::{evaluate, Verdict};
 use crate::evidence::requirements::{required_at, Claim};
+use crate::run::{resolve_run, run_workspace, Env};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NextAction {
@@ -357,7 +357,7 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
             ),
             // Everything promote itself checks (the target's worktree, locks, a rebase in
             // progress): status never says "promote" when promote would refuse.
-            RunState::Completed => match crate::promote::plan(store, ledger.clone()) {
+            RunState::Completed => match crate::lifecycle::promote::plan(store, ledger.clone()).map_err(crate::Error::from) {
                 Ok(_) => next(
                     "promote",
                     false,

@@ -11,9 +11,9 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::evidence::produce::{resolve_checks, run_checks, CheckContext, CheckSelection};
-use crate::lifecycle::publish;
 use crate::model::EvidenceRecord;
 use crate::store::notes::EVIDENCE;
+use crate::store::publish::publish;
 use crate::store::Store;
 use crate::validate::Stream;
 
