@@ -226,3 +226,158 @@ pub fn judge_gate(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const COMMIT: &str = "1111111111111111111111111111111111111111";
+    const TREE: &str = "2222222222222222222222222222222222222222";
+
+    fn record(name: &str, status: &str, check_digest: &str) -> EvidenceRecord {
+        let mut r = crate::model::evidence::tests::sample();
+        r.commit = COMMIT.into();
+        r.tree = TREE.into();
+        r.check.name = name.into();
+        r.check.digest = check_digest.into();
+        r.status = status.into();
+        r.seal()
+    }
+
+    fn req(name: &str, digest: Option<&str>) -> Requirement {
+        Requirement {
+            name: name.into(),
+            digest: digest.map(str::to_string),
+        }
+    }
+
+    fn lines(records: &[EvidenceRecord]) -> Vec<Line> {
+        records
+            .iter()
+            .map(|r| (r.to_line(), Some(r.clone())))
+            .collect()
+    }
+
+    fn verdict(records: &[Line], r: &Requirement) -> Verdict {
+        evaluate_records(records, COMMIT, TREE, std::slice::from_ref(r))[0].verdict
+    }
+
+    #[test]
+    fn every_verdict_of_one_record() {
+        let r = req("test", Some("d1"));
+        let ok = record("test", "passed", "d1");
+        assert_eq!(judge(&ok, &r, COMMIT, TREE), Verdict::Satisfied);
+        // Noted on the tree only (a rebase kept it): still this commit's evidence.
+        assert_eq!(
+            judge(&ok, &r, "9".repeat(40).as_str(), TREE),
+            Verdict::Satisfied
+        );
+        assert_eq!(
+            judge(&ok, &r, "9".repeat(40).as_str(), "8".repeat(40).as_str()),
+            Verdict::MismatchedObject
+        );
+        assert_eq!(
+            judge(&record("test", "failed", "d1"), &r, COMMIT, TREE),
+            Verdict::Failed
+        );
+        assert_eq!(
+            judge(&record("test", "passed", "d0"), &r, COMMIT, TREE),
+            Verdict::StaleCheck
+        );
+        // A requirement without a known definition accepts any definition.
+        let any = req("test", None);
+        assert_eq!(
+            judge(&record("test", "passed", "d0"), &any, COMMIT, TREE),
+            Verdict::Satisfied
+        );
+        let mut forged = ok.clone();
+        forged.status = "passed".into();
+        forged.exit_code = Some(1);
+        assert_eq!(judge(&forged, &r, COMMIT, TREE), Verdict::Tampered);
+        assert_eq!(verdict(&[], &r), Verdict::Missing);
+        for v in [
+            Verdict::Satisfied,
+            Verdict::Missing,
+            Verdict::Failed,
+            Verdict::StaleCheck,
+            Verdict::Tampered,
+            Verdict::MismatchedObject,
+        ] {
+            let json = serde_json::to_value(v).expect("a verdict serializes");
+            assert_eq!(json.as_str(), Some(v.as_str()));
+        }
+    }
+
+    #[test]
+    fn a_satisfying_record_wins_and_otherwise_the_most_alarming() {
+        let r = req("test", Some("d1"));
+        let good = record("test", "passed", "d1");
+        let failed = record("test", "failed", "d1");
+        let mut tampered = record("test", "failed", "d1");
+        tampered.status = "passed".into();
+        assert_eq!(
+            verdict(&lines(&[failed.clone(), good.clone()]), &r),
+            Verdict::Satisfied
+        );
+        assert_eq!(
+            verdict(&lines(&[failed.clone(), tampered.clone()]), &r),
+            Verdict::Tampered
+        );
+        let stale = record("test", "passed", "d0");
+        assert_eq!(verdict(&lines(&[stale, failed]), &r), Verdict::Failed);
+        // Another check's records say nothing about this one.
+        assert_eq!(
+            verdict(&lines(&[record("lint", "passed", "d1")]), &r),
+            Verdict::Missing
+        );
+    }
+
+    #[test]
+    fn an_unreadable_line_is_tampered_unless_it_is_a_genuine_newer_record() {
+        let r = req("test", Some("d1"));
+        let junk = vec![("not json".to_string(), None)];
+        assert_eq!(verdict(&junk, &r), Verdict::Tampered);
+        // A record with its schema edited: its digest no longer matches.
+        let mut value: serde_json::Value =
+            serde_json::from_str(&record("test", "passed", "d1").to_line()).expect("json");
+        value["schema"] = "tabellio.evidence/v9".into();
+        let edited = vec![(value.to_string(), None)];
+        assert_eq!(verdict(&edited, &r), Verdict::Tampered);
+        // A genuine record of a newer schema (digest intact) never satisfies, never alarms.
+        let digest = crate::model::canonical::digest_without_field(&value).expect("digest");
+        value["digest"] = digest.into();
+        let newer = vec![(value.to_string(), None)];
+        assert_eq!(verdict(&newer, &r), Verdict::Missing);
+        // A readable-JSON line naming another check is not ours.
+        let other = vec![(
+            r#"{"check":{"name":"lint"},"digest":"x"}"#.to_string(),
+            None,
+        )];
+        assert_eq!(verdict(&other, &r), Verdict::Missing);
+        let ours = vec![(
+            r#"{"check":{"name":"test"},"digest":"x"}"#.to_string(),
+            None,
+        )];
+        assert_eq!(verdict(&ours, &r), Verdict::Tampered);
+    }
+
+    #[test]
+    fn a_gate_of_any_passing_check_needs_one_and_names_the_absent() {
+        let (checks, verified) = judge_gate(&[], COMMIT, TREE, &Gate::AnyPassing);
+        assert!(!verified);
+        assert_eq!(checks.len(), 1);
+        assert_eq!(
+            (checks[0].name.as_str(), checks[0].verdict),
+            (ANY_CHECK, Verdict::Missing)
+        );
+        let some = lines(&[record("lint", "failed", "d"), record("test", "passed", "d")]);
+        let (checks, verified) = judge_gate(&some, COMMIT, TREE, &Gate::AnyPassing);
+        assert!(verified);
+        assert_eq!(checks.len(), 2);
+        let gate = Gate::Required(vec![req("lint", None), req("test", None)]);
+        let (checks, verified) = judge_gate(&some, COMMIT, TREE, &gate);
+        assert!(!verified);
+        assert_eq!(checks[0].verdict, Verdict::Failed);
+        assert_eq!(checks[1].verdict, Verdict::Satisfied);
+    }
+}

@@ -118,3 +118,121 @@ pub fn required_at(
     let policy = policy_at(store, commit)?;
     Ok(for_claim(policy.as_ref(), claim, &commit.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::policy::CheckDef;
+
+    fn policy(required: &[&str], defined: &[&str]) -> Policy {
+        let checks: serde_json::Map<String, serde_json::Value> = defined
+            .iter()
+            .map(|n| {
+                (
+                    n.to_string(),
+                    serde_json::json!({"argv": [n], "timeout_s": 60}),
+                )
+            })
+            .collect();
+        Policy::parse(
+            &serde_json::json!({
+                "schema": crate::model::policy::SCHEMA,
+                "checks": checks,
+                "required": required,
+            })
+            .to_string(),
+        )
+        .expect("a valid policy")
+    }
+
+    fn digest_of(name: &str) -> String {
+        CheckDef {
+            argv: vec![name.into()],
+            timeout_s: 60,
+        }
+        .digest()
+    }
+
+    fn run_with_attempts(attempts: serde_json::Value) -> RunRecord {
+        serde_json::from_value(serde_json::json!({
+            "schema": "tabellio.run/v1", "run_id": "r1", "state": "completed",
+            "previous_state": null,
+            "task": {"summary": "t", "text": "t", "sha256": "0".repeat(64)},
+            "actor": {"type": "human", "id": "me"}, "repository": "repo",
+            "base": {"ref": "refs/heads/main", "commit": "1".repeat(40)},
+            "branch": "refs/heads/tabellio/r1", "checkpoints": [], "attempts": attempts,
+            "validated": null, "promotion": null, "loop": null, "reason": null,
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+        }))
+        .expect("a valid run record")
+    }
+
+    fn attempt(commit: &str, status: &str, check: &str) -> serde_json::Value {
+        serde_json::json!({
+            "n": 1, "commit": commit, "tree": "2".repeat(40), "status": status,
+            "checks": [{"name": check, "digest": "adhoc", "status": status, "exit_code": 0}],
+            "evidence_digest": "3".repeat(64), "at": "2026-01-01T00:00:00Z",
+        })
+    }
+
+    fn names(reqs: &[Requirement]) -> Vec<&str> {
+        reqs.iter().map(|r| r.name.as_str()).collect()
+    }
+
+    #[test]
+    fn the_policy_decides_with_current_definitions() {
+        let p = policy(&["test", "lint"], &["test", "lint", "doc"]);
+        let reqs = of_policy(Some(&p), &["doc".into(), "test".into(), "extra".into()]);
+        assert_eq!(names(&reqs), ["test", "lint", "doc", "extra"]);
+        assert_eq!(reqs[0].digest, Some(digest_of("test")));
+        assert_eq!(reqs[2].digest, Some(digest_of("doc")));
+        // Named on the command line, not defined: any definition.
+        assert_eq!(reqs[3].digest, None);
+        assert!(of_policy(None, &[]).is_empty());
+    }
+
+    #[test]
+    fn a_policy_that_requires_nothing_never_means_zero_records() {
+        let empty = policy(&[], &["test"]);
+        assert_eq!(Gate::from_policy(Some(&empty), &[]), Gate::AnyPassing);
+        assert_eq!(Gate::from_policy(None, &[]), Gate::AnyPassing);
+        let gate = Gate::from_policy(None, &["test".into()]);
+        assert_eq!(
+            gate,
+            Gate::Required(vec![Requirement {
+                name: "test".into(),
+                digest: None
+            }])
+        );
+    }
+
+    #[test]
+    fn each_claim_falls_back_to_its_own_attempts() {
+        let validated = "4".repeat(40);
+        let run = run_with_attempts(serde_json::json!([
+            attempt(&validated, "passed", "unit"),
+            attempt(&"5".repeat(40), "failed", "later"),
+        ]));
+        // The policy wins over any attempt.
+        let p = policy(&["test"], &["test"]);
+        for claim in [Claim::Policy, Claim::RunHead(&run), Claim::Promotion(&run)] {
+            assert_eq!(names(&for_claim(Some(&p), claim, &validated)), ["test"]);
+        }
+        // Without one: the run head by the last attempt, the promotion by the passing attempt
+        // of the validated commit, the policy claim by nothing.
+        assert!(for_claim(None, Claim::Policy, &validated).is_empty());
+        let head = for_claim(None, Claim::RunHead(&run), &validated);
+        assert_eq!(names(&head), ["later"]);
+        assert_eq!(head[0].digest.as_deref(), Some("adhoc"));
+        assert_eq!(
+            names(&for_claim(None, Claim::Promotion(&run), &validated)),
+            ["unit"]
+        );
+        assert!(for_claim(None, Claim::Promotion(&run), &"5".repeat(40)).is_empty());
+        let empty = policy(&[], &[]);
+        assert_eq!(
+            names(&for_claim(Some(&empty), Claim::RunHead(&run), "")),
+            ["later"]
+        );
+    }
+}

@@ -40,6 +40,7 @@ use crate::evidence::produce::{
 use crate::evidence::requirements::{required_at, Claim};
 use crate::lifecycle::checkpoint::record_checkpoint;
 use crate::lifecycle::finish::{record_attempt, NewAttempt};
+use crate::lifecycle::status::next_action::blocked_loop_step;
 use crate::lifecycle::status::{status_of, NextAction};
 use crate::model::canonical::{self, sha256_hex};
 use crate::model::loop_state::{
@@ -474,25 +475,14 @@ fn next_action_from_loop(rec: &RunRecord, why: &str) -> NextAction {
     };
     let harness = rec.loop_state.as_ref().and_then(|l| l.why_harness_stopped);
     match (rec.state, harness) {
-        (RunState::Blocked, Some(HarnessStop::Interrupted)) | (RunState::Looping, _) => action(
+        (RunState::Looping, _) => action(
             "loop",
             true,
             Some(format!("git tabellio loop {id} --resume")),
         ),
-        (RunState::Blocked, Some(HarnessStop::ExecutorFailure)) => action(
-            "loop",
-            true,
-            Some(format!(
-                "git tabellio loop {id} -- <a working agent command>"
-            )),
-        ),
-        // The run head is not usable as it is (a broken policy): fix it in the run worktree,
-        // commit, then validate.
-        (RunState::Blocked, Some(HarnessStop::Error)) => {
-            action("finish", true, Some(format!("git tabellio finish {id}")))
-        }
-        (RunState::Blocked, _) => {
-            action("review", true, Some(format!("git tabellio context {id}")))
+        (RunState::Blocked, stop) => {
+            let (step, command) = blocked_loop_step(id, stop);
+            action(step, true, Some(command))
         }
         (RunState::Completed, _) => {
             action("promote", false, Some(format!("git tabellio promote {id}")))
