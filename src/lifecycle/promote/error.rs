@@ -120,3 +120,60 @@ impl From<PromoteError> for Error {
         error.hint(hint)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    #[test]
+    fn a_refusal_keeps_its_message_hint_and_exit_code() {
+        let e = Error::from(PromoteError::BranchChanged {
+            run_id: "r1".into(),
+            branch: "refs/heads/tabellio/r1".into(),
+            head: "nothing".into(),
+            validated: "abc".into(),
+        });
+        assert_eq!(e.kind, ErrorKind::Refused);
+        assert_eq!(
+            e.message,
+            "run branch changed after validation: refs/heads/tabellio/r1 is at nothing, the validated commit is abc"
+        );
+        assert_eq!(
+            e.hint.as_deref(),
+            Some("validate the new head first: `git tabellio finish r1`")
+        );
+        let moved = |preview: Option<&str>| {
+            Error::from(PromoteError::TargetMoved {
+                target: "refs/heads/main".into(),
+                current: "nothing (deleted)".into(),
+                base: "abc".into(),
+                preview: preview.map(str::to_string),
+            })
+        };
+        let e = moved(None);
+        assert_eq!(e.kind, ErrorKind::Conflict);
+        assert_eq!(
+            e.message,
+            "target moved: refs/heads/main is at nothing (deleted), the run started from abc"
+        );
+        assert!(moved(Some("it merges cleanly"))
+            .message
+            .ends_with("from abc; it merges cleanly"));
+        let e = Error::from(PromoteError::EvidenceDoesNotHold {
+            run_id: "r1".into(),
+            validated: "abc".into(),
+            unsatisfied: vec!["test (tampered)".into(), "lint (missing)".into()],
+        });
+        assert_eq!(
+            e.message,
+            "the evidence for abc does not hold: test (tampered), lint (missing)"
+        );
+        let other = Error::usage("x").hint("y");
+        let e = Error::from(PromoteError::from(other));
+        assert_eq!(
+            (e.kind, e.message.as_str(), e.hint.as_deref()),
+            (ErrorKind::Usage, "x", Some("y"))
+        );
+    }
+}
