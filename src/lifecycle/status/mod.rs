@@ -17,8 +17,7 @@ use crate::run::{resolve_run, Env};
 use crate::store::ledger::Ledger;
 use crate::store::Store;
 
-pub use next_action::{loop_next_action, NextAction};
-pub use observe::LiveState;
+pub use next_action::{loop_next_action, LiveState, NextAction};
 
 #[derive(Debug, Serialize)]
 pub struct StatusOutcome {

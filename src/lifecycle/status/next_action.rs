@@ -11,7 +11,28 @@ use serde::Serialize;
 use crate::model::loop_state::HarnessStop;
 use crate::model::{RunRecord, RunState};
 
-use super::observe::LiveState;
+/// What the live repository says, beside what the ledger says.
+#[derive(Debug, Clone, Serialize)]
+pub struct LiveState {
+    pub worktree_exists: bool,
+    pub head: Option<String>,
+    /// The branch checked out in the run worktree, when it is not the run branch.
+    pub branch_switched: Option<String>,
+    pub dirty: Vec<String>,
+    pub untracked: Vec<String>,
+    /// The run branch moved after the validated commit.
+    pub head_changed_since_validation: bool,
+    /// The target's current tip, when it moved since the run started.
+    pub target_moved: Option<String>,
+    /// The target branch no longer exists.
+    pub target_deleted: bool,
+    /// When the target moved: would the run merge cleanly onto its new tip?
+    pub merge_preview: Option<crate::store::merge::MergePreview>,
+    /// The policy at the head cannot be read (the run cannot be validated until it is fixed).
+    pub policy_error: Option<String>,
+    /// The run worktree exists but cannot be used (an interrupted start, a damaged `.git`).
+    pub worktree_broken: Option<String>,
+}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NextAction {

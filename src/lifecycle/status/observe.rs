@@ -1,13 +1,11 @@
 //! Observing a run: what its ledger says and what the live repository says, read once into
-//! plain values ([`LiveState`], [`Conditions`]) that the next-action table decides on.
+//! the plain values ([`LiveState`], [`Conditions`]) that the next-action table decides on.
 //!
 //! Evidence and the plan gate are judged live, from the notes and the committed plans at the
 //! head: the ledger's word is never enough. A policy that cannot be read is observed, not
 //! fatal: status is where a person learns that it must be fixed.
 
 use std::path::PathBuf;
-
-use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::evidence::judge::{evaluate, Verdict};
@@ -19,30 +17,7 @@ use crate::store::ledger::Ledger;
 use crate::store::worktree::{self, WorkspaceState};
 use crate::store::Store;
 
-use super::next_action::{Conditions, PlanFaults};
-
-/// What the live repository says, beside what the ledger says.
-#[derive(Debug, Clone, Serialize)]
-pub struct LiveState {
-    pub worktree_exists: bool,
-    pub head: Option<String>,
-    /// The branch checked out in the run worktree, when it is not the run branch.
-    pub branch_switched: Option<String>,
-    pub dirty: Vec<String>,
-    pub untracked: Vec<String>,
-    /// The run branch moved after the validated commit.
-    pub head_changed_since_validation: bool,
-    /// The target's current tip, when it moved since the run started.
-    pub target_moved: Option<String>,
-    /// The target branch no longer exists.
-    pub target_deleted: bool,
-    /// When the target moved: would the run merge cleanly onto its new tip?
-    pub merge_preview: Option<crate::store::merge::MergePreview>,
-    /// The policy at the head cannot be read (the run cannot be validated until it is fixed).
-    pub policy_error: Option<String>,
-    /// The run worktree exists but cannot be used (an interrupted start, a damaged `.git`).
-    pub worktree_broken: Option<String>,
-}
+use super::next_action::{Conditions, LiveState, PlanFaults};
 
 /// Everything observed about one run.
 pub struct Observed {
