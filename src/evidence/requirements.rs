@@ -154,17 +154,9 @@ mod tests {
     }
 
     fn run_with_attempts(attempts: serde_json::Value) -> RunRecord {
-        serde_json::from_value(serde_json::json!({
-            "schema": "tabellio.run/v1", "run_id": "r1", "state": "completed",
-            "previous_state": null,
-            "task": {"summary": "t", "text": "t", "sha256": "0".repeat(64)},
-            "actor": {"type": "human", "id": "me"}, "repository": "repo",
-            "base": {"ref": "refs/heads/main", "commit": "1".repeat(40)},
-            "branch": "refs/heads/tabellio/r1", "checkpoints": [], "attempts": attempts,
-            "validated": null, "promotion": null, "loop": null, "reason": null,
-            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
-        }))
-        .expect("a valid run record")
+        let mut run = crate::model::run::tests::sample(crate::model::RunState::Completed);
+        run.attempts = serde_json::from_value(attempts).expect("valid attempts");
+        run
     }
 
     fn attempt(commit: &str, status: &str, check: &str) -> serde_json::Value {

@@ -371,3 +371,65 @@ pub fn promote(env: &Env, run: Option<&str>, dry_run: bool) -> Result<PromoteOut
     }
     Ok(outcome(next))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::run::tests::sample;
+
+    /// An empty repository: no branch, no commit, no notes.
+    fn empty_store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        gix::init(dir.path()).expect("git init");
+        let store = Store::discover(dir.path()).expect("the new repository");
+        (dir, store)
+    }
+
+    #[test]
+    fn the_run_itself_must_be_promotable_before_anything_is_read() {
+        let (_dir, store) = empty_store();
+        for state in [
+            RunState::Active,
+            RunState::ValidationFailed,
+            RunState::Promoted,
+        ] {
+            assert!(matches!(
+                check_validated(&store, &sample(state)),
+                Err(PromoteError::NotCompleted { .. })
+            ));
+        }
+        let mut tag = sample(RunState::Completed);
+        tag.base.reference = "refs/tags/v1".into();
+        assert!(matches!(
+            check_validated(&store, &tag),
+            Err(PromoteError::TargetNotABranch { .. })
+        ));
+        let mut forged = sample(RunState::Completed);
+        forged.validated = None;
+        assert!(matches!(
+            check_validated(&store, &forged),
+            Err(PromoteError::NoValidatedCommit { .. })
+        ));
+        // A run synced from another machine, whose branch did not travel with it.
+        assert!(matches!(
+            check_validated(&store, &sample(RunState::Completed)),
+            Err(PromoteError::BranchNotHere { .. })
+        ));
+        let e = Error::from(
+            plan(
+                &store,
+                Ledger {
+                    tip: gix::ObjectId::null(gix::hash::Kind::Sha1),
+                    record: sample(RunState::Active),
+                },
+            )
+            .err()
+            .expect("refused"),
+        );
+        assert_eq!(e.kind, crate::ErrorKind::Refused);
+        assert_eq!(
+            e.message,
+            "run r1 is active; only a completed run can be promoted"
+        );
+    }
+}

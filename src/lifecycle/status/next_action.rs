@@ -402,24 +402,12 @@ mod tests {
         AgentSpec, AgentStop, DoneReason, LoopState, LoopStatus, Phase,
     };
 
+    /// The base and validated commits of [`crate::model::run::tests::sample`].
     const BASE: &str = "1111111111111111111111111111111111111111";
     const VALIDATED: &str = "2222222222222222222222222222222222222222";
 
     fn run(state: RunState) -> RunRecord {
-        serde_json::from_value(serde_json::json!({
-            "schema": "tabellio.run/v1", "run_id": "r1", "state": state.as_str(),
-            "previous_state": null,
-            "task": {"summary": "t", "text": "t", "sha256": "0".repeat(64)},
-            "actor": {"type": "human", "id": "me"}, "repository": "repo",
-            "base": {"ref": "refs/heads/main", "commit": BASE},
-            "branch": "refs/heads/tabellio/r1", "checkpoints": [], "attempts": [],
-            "validated": (state == RunState::Completed).then(|| serde_json::json!({
-                "commit": VALIDATED, "tree": "3".repeat(40), "evidence_digest": "4".repeat(64)
-            })),
-            "promotion": null, "loop": null, "reason": null,
-            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
-        }))
-        .expect("a valid run record")
+        crate::model::run::tests::sample(state)
     }
 
     /// A blocked run whose loop stopped because of `stop`.
