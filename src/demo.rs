@@ -10,7 +10,9 @@ use std::process::Command;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::lifecycle::{self, finish::CheckSelection, Env};
+use crate::evidence::produce::CheckSelection;
+use crate::lifecycle;
+use crate::run::Env;
 use crate::runner::Stream;
 
 /// One step of the demo, for a person (`say`) and for a program (`data`).
@@ -168,7 +170,7 @@ pub fn run(dir: &Path, on_step: &mut dyn FnMut(&Step)) -> Result<PathBuf> {
         serde_json::json!({"state": pass.run.state, "attempt": pass.attempt}),
     );
 
-    let promoted = crate::promote::promote(&env, Some("demo-1"), false)?;
+    let promoted = crate::lifecycle::promote::promote(&env, Some("demo-1"), false)?;
     emit(
         "promote",
         format!(

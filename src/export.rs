@@ -21,13 +21,13 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
-use crate::lifecycle::evidence::records_for;
+use crate::evidence::read::records_for;
 use crate::lifecycle::manage::LogEntry;
-use crate::lifecycle::{resolve_run, run_workspace, Env};
 use crate::model::evidence::{set_digest, tool_id};
 use crate::model::run::{Attempt, AttemptCheck, Validated};
 use crate::model::{self, canonical, checkpoint, CheckpointRecord, EvidenceRecord, RunRecord};
 use crate::model::{RunState, SchemaError};
+use crate::run::{resolve_run, run_workspace, Env};
 use crate::store::notes::CHECKPOINTS;
 use crate::store::paths::LocalPaths;
 use crate::store::Store;

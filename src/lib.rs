@@ -11,6 +11,7 @@
 
 pub mod demo;
 pub mod error;
+pub mod evidence;
 pub mod export;
 pub mod harness;
 pub mod model;
@@ -20,7 +21,7 @@ pub use error::{Error, ErrorKind, Result};
 pub mod hooks;
 pub mod lifecycle;
 pub mod plans;
-pub mod promote;
+pub mod run;
 pub mod runner;
 pub mod sync;
 #[allow(unsafe_code)]

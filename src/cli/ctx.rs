@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 // The one place the CLI names the environment type: commands reach it through `Ctx::env`.
-use tabellio::lifecycle::Env;
+use tabellio::run::Env;
 use tabellio::runner::Stream;
 use tabellio::store::Store;
 use tabellio::{Error, Result};

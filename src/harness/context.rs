@@ -15,12 +15,12 @@ use gix::bstr::ByteSlice;
 use serde_json::{json, Map, Value};
 
 use crate::error::{Context, Result};
-use crate::lifecycle::evidence::records_for;
+use crate::evidence::read::records_for;
 use crate::lifecycle::status::status_of;
-use crate::lifecycle::{resolve_run, run_workspace, Env};
 use crate::model::canonical;
 use crate::model::run::Attempt;
 use crate::model::RunRecord;
+use crate::run::{resolve_run, run_workspace, Env};
 use crate::store::ledger::Ledger;
 use crate::store::merge::merge_preview;
 use crate::store::Store;

@@ -33,21 +33,25 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::lifecycle::checkpoint::record_checkpoint;
-use crate::lifecycle::evidence::{evaluate as evaluate_evidence, Verdict};
-use crate::lifecycle::finish::{
-    record_attempt, resolve_checks, run_checks, CheckContext, CheckSelection, NewAttempt,
+use crate::evidence::judge::{evaluate as evaluate_evidence, Verdict};
+use crate::evidence::produce::{
+    resolve_checks, run_checks, CheckContext, CheckSelection, ResolveChecksError,
 };
-use crate::lifecycle::status::{requirements_for, status_of, NextAction};
-use crate::lifecycle::{resolve_run, run_workspace, Env};
+use crate::evidence::requirements::{required_at, Claim};
+use crate::lifecycle::checkpoint::record_checkpoint;
+use crate::lifecycle::finish::{record_attempt, NewAttempt};
+use crate::lifecycle::status::next_action::blocked_loop_step;
+use crate::lifecycle::status::{status_of, NextAction};
 use crate::model::canonical::{self, sha256_hex};
 use crate::model::loop_state::{
     AgentOutput, AgentRun, AgentSpec, AgentStop, Collected, CommittedBy, DoneReason, Evaluated,
     HarnessStop, IterationCheck, LoopIteration, LoopState, LoopStatus, Phase,
 };
 use crate::model::{time, EvidenceRecord, RunRecord, RunState};
+use crate::run::{resolve_run, run_workspace, Env};
 use crate::runner::{self, CheckCommand, CommandStop, RunOptions, Stream};
 use crate::store::ledger::{self, Ledger};
+use crate::store::policy::PolicyAtError;
 use crate::store::{worktree, Store};
 
 use fingerprint::{failure_signature, fingerprint, FingerprintInput};
@@ -426,7 +430,7 @@ fn promote_if_asked(env: &Env, ledger: Ledger) -> Result<Ledger> {
         .as_ref()
         .is_some_and(|l| l.promote && l.status == LoopStatus::Terminal);
     if wants && ledger.record.state == RunState::Completed {
-        crate::promote::promote(env, Some(&ledger.record.run_id), false)?;
+        crate::lifecycle::promote::promote(env, Some(&ledger.record.run_id), false)?;
         return env.store.find_ledger(&ledger.record.run_id);
     }
     Ok(ledger)
@@ -471,25 +475,14 @@ fn next_action_from_loop(rec: &RunRecord, why: &str) -> NextAction {
     };
     let harness = rec.loop_state.as_ref().and_then(|l| l.why_harness_stopped);
     match (rec.state, harness) {
-        (RunState::Blocked, Some(HarnessStop::Interrupted)) | (RunState::Looping, _) => action(
+        (RunState::Looping, _) => action(
             "loop",
             true,
             Some(format!("git tabellio loop {id} --resume")),
         ),
-        (RunState::Blocked, Some(HarnessStop::ExecutorFailure)) => action(
-            "loop",
-            true,
-            Some(format!(
-                "git tabellio loop {id} -- <a working agent command>"
-            )),
-        ),
-        // The run head is not usable as it is (a broken policy): fix it in the run worktree,
-        // commit, then validate.
-        (RunState::Blocked, Some(HarnessStop::Error)) => {
-            action("finish", true, Some(format!("git tabellio finish {id}")))
-        }
-        (RunState::Blocked, _) => {
-            action("review", true, Some(format!("git tabellio context {id}")))
+        (RunState::Blocked, stop) => {
+            let (step, command) = blocked_loop_step(id, stop);
+            action(step, true, Some(command))
         }
         (RunState::Completed, _) => {
             action("promote", false, Some(format!("git tabellio promote {id}")))
@@ -504,7 +497,7 @@ fn next_action_from_loop(rec: &RunRecord, why: &str) -> NextAction {
 /// Write `next` as a ledger commit on top of `ledger` (compare-and-swap) and return the new
 /// ledger.
 fn commit(store: &Store, ledger: &Ledger, next: RunRecord, command: &str) -> Result<Ledger> {
-    crate::lifecycle::advance(store, ledger, next, command, &[])
+    crate::run::advance(store, ledger, next, command, &[])
 }
 
 fn loop_of(ledger: &Ledger) -> Result<&LoopState> {
@@ -825,10 +818,10 @@ impl Driver<'_> {
             None
         };
         // A policy the agent broke is reported by resolving the checks below.
-        let requirements = match requirements_for(store, rec, head) {
+        let requirements = match required_at(store, head, Claim::RunHead(rec)) {
             Ok(r) => r,
-            Err(e) if e.kind == crate::ErrorKind::Usage => Vec::new(),
-            Err(e) => return Err(e),
+            Err(PolicyAtError::Invalid { .. }) => Vec::new(),
+            Err(e) => return Err(e.into()),
         };
         if let Some(why) = skip {
             self.say(n, Phase::Evaluate, format!("checks skipped: {why}"));
@@ -854,13 +847,12 @@ impl Driver<'_> {
             names: state.checks.clone(),
             ..CheckSelection::default()
         };
-        let resolved = resolve_checks(store, head, &sel).and_then(|(checks, cap)| {
-            Ok((checks, cap, crate::lifecycle::plans::gate(store, head)?))
-        });
-        let (checks, cap, gate) = match resolved {
-            Ok(r) => r,
+        let (checks, cap, gate) = match resolve_checks(store, head, &sel) {
+            Ok((checks, cap)) => (checks, cap, crate::lifecycle::plans::gate(store, head)?),
+            Err(ResolveChecksError::Read(e)) => return Err(e),
             // The agent's commit broke the policy: the harness cannot evaluate, for good.
-            Err(e) if e.kind == crate::ErrorKind::Usage => {
+            Err(e) => {
+                let e = Error::from(e);
                 self.say(
                     n,
                     Phase::Evaluate,
@@ -882,7 +874,6 @@ impl Driver<'_> {
                 });
                 return commit(store, &ledger, next, &command);
             }
-            Err(e) => return Err(e),
         };
         let path = self.workspace(&ledger)?;
         self.say(
@@ -1315,7 +1306,7 @@ fn stop_reason(state: &LoopState, last: &LoopIteration, harness: HarnessStop) ->
 fn missing_after(
     store: &Store,
     head: gix::ObjectId,
-    requirements: &[crate::lifecycle::evidence::Requirement],
+    requirements: &[crate::evidence::requirements::Requirement],
     fresh: &[EvidenceRecord],
 ) -> Result<Vec<String>> {
     let existing = evaluate_evidence(store, head, requirements)?;

@@ -22,11 +22,12 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::evidence::requirements::Gate;
 use crate::model::policy::{ref_pattern_matches, Policy};
 use crate::store::notes::EVIDENCE;
 use crate::store::notes_view::NotesView;
 use crate::store::Store;
-use crate::verify::{CommitVerdict, Gate, Verifier};
+use crate::verify::{CommitVerdict, Verifier};
 
 /// The hooks we provide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -10,7 +10,7 @@ use crate::store::ledger::{self, Ledger};
 use crate::store::notes::CHECKPOINTS;
 use crate::store::{worktree, Store};
 
-use super::{resolve_run, run_workspace, Env};
+use crate::run::{resolve_run, run_workspace, Env};
 
 #[derive(Debug, Serialize)]
 pub struct CheckpointOutcome {
@@ -120,7 +120,7 @@ pub fn checkpoint(
                 entry.at.clone(),
             );
             let message = format!("tabellio: checkpoint {} (note restored)", rec.run_id);
-            super::publish(
+            crate::store::publish::publish(
                 store,
                 None,
                 &[(CHECKPOINTS, vec![(head, vec![note.to_line()])])],
@@ -188,7 +188,7 @@ pub fn record_checkpoint(
         summary,
         at,
     });
-    let advanced = super::advance(
+    let advanced = crate::run::advance(
         store,
         ledger,
         next,

@@ -4,205 +4,24 @@
 //! it was, finishable again. Afterwards the attempt goes into the ledger and the evidence records
 //! onto the validated commit and its tree, in one transaction.
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::PathBuf;
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::model::evidence::{set_digest, tool_id, CheckRef, OutputRecord, Stopped, SCHEMA};
-use crate::model::policy::{self, CheckDef, Policy, DEFAULT_EXCERPT_BYTES};
+use crate::evidence::judge::{evaluate, Verdict};
+use crate::evidence::produce::{resolve_checks, run_checks, CheckContext, CheckSelection};
+use crate::evidence::requirements::{required_at, Claim, Requirement};
+use crate::model::evidence::set_digest;
 use crate::model::run::{Attempt, AttemptCheck, Validated};
 use crate::model::{time, EvidenceRecord, RunRecord, RunState};
-use crate::runner::{self, CheckCommand, RunOptions, Stream};
+use crate::runner::Stream;
 use crate::store::ledger::{self, Ledger};
 use crate::store::notes::EVIDENCE;
-use crate::store::{worktree, Store};
+use crate::store::Store;
 
 use super::checkpoint::workspace_with_work;
-use super::{resolve_run, Env};
-
-/// Which checks to run, as the command line said.
-#[derive(Debug, Clone, Default)]
-pub struct CheckSelection {
-    /// `--check <name>`: policy checks by name, or the name of the ad-hoc check.
-    pub names: Vec<String>,
-    /// The argv after `--`: an ad-hoc check.
-    pub argv: Vec<String>,
-    /// `--timeout <seconds>` for the ad-hoc check.
-    pub timeout_s: Option<u64>,
-}
-
-/// A check to run, with its definition (whose digest the evidence carries).
-#[derive(Debug, Clone)]
-pub struct ResolvedCheck {
-    pub name: String,
-    pub def: CheckDef,
-}
-
-/// Read `.tabellio/policy.json` at `commit`, `None` when there is none.
-pub fn policy_at(store: &Store, commit: gix::ObjectId) -> Result<Option<Policy>> {
-    match store.read_file_at(commit, policy::PATH)? {
-        None => Ok(None),
-        Some(bytes) => Ok(Some(Policy::parse(&String::from_utf8_lossy(&bytes))?)),
-    }
-}
-
-/// Turn the command line's selection into checks, reading the policy at `commit`.
-pub fn resolve_checks(
-    store: &Store,
-    commit: gix::ObjectId,
-    sel: &CheckSelection,
-) -> Result<(Vec<ResolvedCheck>, usize)> {
-    let policy = policy_at(store, commit)?;
-    let cap = policy
-        .as_ref()
-        .map_or(DEFAULT_EXCERPT_BYTES, Policy::excerpt_bytes);
-    if !sel.argv.is_empty() {
-        if sel.names.len() > 1 {
-            return Err(Error::usage(
-                "an ad-hoc check (after --) takes at most one --check name",
-            ));
-        }
-        let name = sel.names.first().cloned().unwrap_or_else(|| "adhoc".into());
-        super::valid_run_id(&name)
-            .map_err(|_| Error::usage(format!("invalid check name {name:?}")))?;
-        let def = CheckDef {
-            argv: sel.argv.clone(),
-            timeout_s: sel.timeout_s.unwrap_or(policy::DEFAULT_TIMEOUT_S),
-        };
-        if def.timeout_s == 0 {
-            return Err(Error::usage("--timeout must be at least 1 second"));
-        }
-        return Ok((vec![ResolvedCheck { name, def }], cap));
-    }
-    if sel.timeout_s.is_some() {
-        return Err(Error::usage("--timeout applies to an ad-hoc check given after --")
-            .hint("a policy check's timeout is part of its definition: change timeout_s in .tabellio/policy.json"));
-    }
-    let Some(policy) = policy else {
-        return Err(Error::usage(format!("no checks to run: no {} at {commit} and no command after --", policy::PATH))
-            .hint("give a check command after `--` (e.g. `-- cargo test`), or commit a policy with required checks"));
-    };
-    let names: Vec<String> = if sel.names.is_empty() {
-        policy.required.clone()
-    } else {
-        sel.names.clone()
-    };
-    if names.is_empty() {
-        return Err(Error::usage(format!(
-            "{} requires no checks and none were named",
-            policy::PATH
-        ))
-        .hint("name checks with --check <name>, or list them under \"required\""));
-    }
-    let mut out = Vec::new();
-    for name in names {
-        let def = policy.checks.get(&name).ok_or_else(|| {
-            Error::usage(format!("check {name:?} is not defined in {}", policy::PATH)).hint(
-                format!(
-                    "defined checks: {}",
-                    policy.checks.keys().cloned().collect::<Vec<_>>().join(", ")
-                ),
-            )
-        })?;
-        out.push(ResolvedCheck {
-            name,
-            def: def.clone(),
-        });
-    }
-    Ok((out, cap))
-}
-
-/// Where checks run and what must still hold afterwards.
-pub struct CheckContext<'a> {
-    pub store: &'a Store,
-    pub worktree: &'a Path,
-    pub run_id: Option<&'a str>,
-    pub commit: gix::ObjectId,
-    /// The branch that must still be checked out afterwards (`None`: detached).
-    pub branch: Option<&'a str>,
-    pub excerpt_cap: usize,
-    pub stream: Stream,
-}
-
-/// Run each check and turn its outcome into a sealed evidence record.
-pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Vec<EvidenceRecord>> {
-    let tree = ctx.store.tree_of(ctx.commit)?;
-    let repository = ctx.store.repository_id();
-    // Secrets passed on a check's command line must not be stored either; the check digest is
-    // computed from the definition, so a redacted argv does not change what it proves.
-    let redactor = runner::Redactor::from_env();
-    let scrub = crate::store::paths::LocalPaths::new(ctx.store, Some(ctx.worktree));
-    let mut records = Vec::new();
-    for check in checks {
-        let cmd = CheckCommand {
-            name: check.name.clone(),
-            argv: check.def.argv.clone(),
-            timeout: Duration::from_secs(check.def.timeout_s),
-        };
-        let opts = RunOptions {
-            cwd: ctx.worktree.to_path_buf(),
-            excerpt_cap: ctx.excerpt_cap,
-            stream: ctx.stream,
-            ..RunOptions::default()
-        };
-        let outcome = runner::run_command(&cmd, &opts)
-            .map_err(|e| Error::internal(format!("could not run check {}: {e}", check.name)))?;
-        let mutated = workspace_mutated(ctx)?;
-        // What the check printed of the secrets its command line carries is redacted too.
-        let (argv_secrets_out, argv_redactions) =
-            runner::Redactor::for_argv(&check.def.argv).redact(&outcome.output.excerpt);
-        let mut status = outcome.status.as_str().to_string();
-        if mutated {
-            status = "failed".into();
-        }
-        let rec = EvidenceRecord {
-            schema: SCHEMA.into(),
-            run_id: ctx.run_id.map(str::to_string),
-            repository: repository.clone(),
-            commit: ctx.commit.to_string(),
-            tree: tree.to_string(),
-            check: CheckRef {
-                name: check.name.clone(),
-                argv: redactor
-                    .redact_argv(&check.def.argv)
-                    .iter()
-                    .map(|a| scrub.apply(a))
-                    .collect(),
-                digest: check.def.digest(),
-            },
-            status,
-            exit_code: outcome.exit_code,
-            signal: outcome.signal,
-            started_at: time::rfc3339(outcome.started_at),
-            finished_at: time::rfc3339(outcome.finished_at),
-            duration_ms: outcome.duration_ms,
-            output: OutputRecord {
-                bytes: outcome.output.bytes,
-                sha256: outcome.output.sha256.clone(),
-                excerpt: scrub.apply(&argv_secrets_out),
-                truncated: outcome.output.truncated,
-                redactions: outcome.output.redactions + argv_redactions,
-            },
-            stopped: Stopped {
-                command: outcome.stop.as_str().into(),
-                tabellio: mutated.then(|| "workspace_mutated".to_string()),
-            },
-            tool: tool_id(),
-            digest: String::new(),
-        }
-        .seal();
-        records.push(rec);
-    }
-    Ok(records)
-}
-
-/// Did the check commit, switch branches, or leave changes behind?
-fn workspace_mutated(ctx: &CheckContext<'_>) -> Result<bool> {
-    let ws = worktree::inspect(ctx.worktree)?;
-    Ok(ws.branch.as_deref() != ctx.branch || ws.head != Some(ctx.commit) || !ws.is_clean())
-}
+use crate::run::{resolve_run, Env};
 
 #[derive(Debug, Serialize)]
 pub struct FinishOutcome {
@@ -297,21 +116,22 @@ fn required_gap(
     head: gix::ObjectId,
     records: &[EvidenceRecord],
 ) -> Result<Option<String>> {
-    let Some(reqs) = super::evidence::policy_requirements(store, head)? else {
+    let reqs = required_at(store, head, Claim::Policy)?;
+    if reqs.is_empty() {
         return Ok(None);
-    };
-    let satisfied_now = |r: &super::evidence::Requirement| {
+    }
+    let satisfied_now = |r: &Requirement| {
         records.iter().any(|rec| {
             rec.check.name == r.name
                 && rec.passed()
                 && r.digest.as_deref().is_none_or(|d| d == rec.check.digest)
         })
     };
-    let before = super::evidence::evaluate(store, head, &reqs)?;
+    let before = evaluate(store, head, &reqs)?;
     let missing: Vec<String> = reqs
         .iter()
         .zip(before)
-        .filter(|(r, v)| !satisfied_now(r) && v.verdict != super::evidence::Verdict::Satisfied)
+        .filter(|(r, v)| !satisfied_now(r) && v.verdict != Verdict::Satisfied)
         .map(|(r, _)| r.name.clone())
         .collect();
     Ok((!missing.is_empty()).then(|| {
@@ -385,7 +205,7 @@ pub fn record_attempt(
     next.reason = gate;
     update(&mut next);
     let lines: Vec<String> = records.iter().map(EvidenceRecord::to_line).collect();
-    let advanced = super::advance(
+    let advanced = crate::run::advance(
         store,
         ledger,
         next,

@@ -5,15 +5,14 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::evidence::read::{lines_on, records_for, Notes};
 use crate::model::{evidence, EvidenceRecord, RunRecord, RunState, SchemaError};
 use crate::store::ledger;
-use crate::store::notes::EVIDENCE;
 use crate::store::repo::CommitOrTree;
 use crate::store::tx::{self, Cas};
 use crate::store::worktree;
 
-use super::evidence::records_for;
-use super::{resolve_run, run_workspace, Env};
+use crate::run::{resolve_run, run_workspace, Env};
 
 #[derive(Debug, Serialize)]
 pub struct RunOutcome {
@@ -35,7 +34,7 @@ pub fn abandon(env: &Env, run: Option<&str>, why: Option<&str>) -> Result<RunOut
     }
     let mut next = ledger::transition(rec, RunState::Abandoned);
     next.reason = super::non_empty(why).or_else(|| Some("abandoned".into()));
-    let advanced = super::advance(store, &ledger, next, "abandon", &[])?;
+    let advanced = crate::run::advance(store, &ledger, next, "abandon", &[])?;
     Ok(RunOutcome {
         workspace: run_workspace(store, &ledger)?,
         run: advanced.record,
@@ -212,7 +211,7 @@ pub struct LogEntry {
 }
 
 pub fn log(env: &Env, run: &str) -> Result<(RunRecord, Vec<LogEntry>)> {
-    super::valid_run_id(run)?;
+    crate::run::valid_run_id(run)?;
     let history = env.store.ledger_history(run)?;
     let run = history
         .last()
@@ -260,19 +259,7 @@ pub fn evidence(env: &Env, rev: &str) -> Result<EvidenceOutcome> {
             let tree = store.tree_of(commit)?;
             (Some(commit), tree, records_for(store, commit, tree)?)
         }
-        CommitOrTree::Tree(tree) => {
-            let mut lines = store.note_lines(EVIDENCE, tree)?;
-            lines.sort();
-            lines.dedup();
-            let lines = lines
-                .into_iter()
-                .map(|l| {
-                    let rec = EvidenceRecord::from_line(&l).ok();
-                    (l, rec)
-                })
-                .collect();
-            (None, tree, lines)
-        }
+        CommitOrTree::Tree(tree) => (None, tree, lines_on(store, Notes::Local, None, tree)?),
     };
     let records = lines
         .into_iter()

@@ -10,8 +10,8 @@ use crate::plans::{self, Move, PlanClass, PlanReport, ReconcileOutcome};
 use crate::store::tx::{self, Cas};
 use crate::store::{worktree, Store};
 
-use super::finish::policy_at;
-use super::{resolve_run, run_workspace, Env};
+use crate::run::{resolve_run, run_workspace, Env};
+use crate::store::policy::policy_at;
 
 /// Which directory's plans: a run's worktree, an explicit directory, or where we are.
 pub enum PlanTarget<'a> {

@@ -14,8 +14,9 @@ use crate::model::run::{Actor, Base, Task, SCHEMA};
 use crate::model::{time, RunRecord, RunState};
 use crate::store::ledger;
 use crate::store::tx::{self, Cas};
+use crate::store::Store;
 
-use super::{valid_run_id, Env};
+use crate::run::{valid_run_id, Env};
 
 pub struct StartOptions {
     pub run_id: Option<String>,
@@ -119,6 +120,36 @@ fn local_branch(flag: &str, name: &str, hint: &str) -> Result<String> {
     Ok(full)
 }
 
+/// The base branch (`--base`, else the branch HEAD is on) and its tip.
+fn resolve_base(store: &Store, base: Option<&str>) -> Result<(String, gix::ObjectId)> {
+    let base_ref = match base {
+        Some(b) => local_branch(
+            "--base",
+            b,
+            "the base must be a branch under refs/heads/, the target of promote",
+        )?,
+        None => {
+            let head = store.repo.head_name().ok().flatten().ok_or_else(|| {
+                Error::usage("HEAD is detached, so there is no base branch to start from")
+                    .hint("name one with --base <branch>")
+            })?;
+            let head = head.as_bstr().to_string();
+            if head.starts_with("refs/heads/tabellio/") {
+                return Err(Error::usage(format!(
+                    "HEAD is the run branch {head}; a run cannot be the base of another by default"
+                ))
+                .hint("name the base with --base <branch>"));
+            }
+            head
+        }
+    };
+    let base_commit = store.ref_target(&base_ref)?.ok_or_else(|| {
+        Error::not_found(format!("base branch {base_ref} does not exist"))
+            .hint("create it first, or name an existing branch with --base")
+    })?;
+    Ok((base_ref, base_commit))
+}
+
 pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
     let store = &env.store;
     // Every precondition first: nothing is written until all of them hold.
@@ -157,31 +188,7 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
         ))
         .hint("choose another --branch (or run id) that is not a prefix of, or inside, an existing branch"));
     }
-    let base_ref = match &opts.base {
-        Some(b) => local_branch(
-            "--base",
-            b,
-            "the base must be a branch under refs/heads/, the target of promote",
-        )?,
-        None => {
-            let head = store.repo.head_name().ok().flatten().ok_or_else(|| {
-                Error::usage("HEAD is detached, so there is no base branch to start from")
-                    .hint("name one with --base <branch>")
-            })?;
-            let head = head.as_bstr().to_string();
-            if head.starts_with("refs/heads/tabellio/") {
-                return Err(Error::usage(format!(
-                    "HEAD is the run branch {head}; a run cannot be the base of another by default"
-                ))
-                .hint("name the base with --base <branch>"));
-            }
-            head
-        }
-    };
-    let base_commit = store.ref_target(&base_ref)?.ok_or_else(|| {
-        Error::not_found(format!("base branch {base_ref} does not exist"))
-            .hint("create it first, or name an existing branch with --base")
-    })?;
+    let (base_ref, base_commit) = resolve_base(store, opts.base.as_deref())?;
     check_worktree_root(&store.worktree_root()?)?;
     let worktree = store.worktree_root()?.join(&run_id);
     if worktree.exists()

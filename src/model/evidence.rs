@@ -112,9 +112,10 @@ pub fn set_digest<'a>(digests: impl IntoIterator<Item = &'a str>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
+    /// A sealed record of a passing `test` check, for tests.
     pub(crate) fn sample() -> EvidenceRecord {
         EvidenceRecord {
             schema: SCHEMA.into(),

@@ -155,3 +155,27 @@ impl RunRecord {
         self.attempts.last()
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A run `r1` in `state` from `main` at `1…1`, with no attempts; a completed one names
+    /// `2…2` as its validated commit. For tests.
+    pub(crate) fn sample(state: RunState) -> RunRecord {
+        serde_json::from_value(serde_json::json!({
+            "schema": SCHEMA, "run_id": "r1", "state": state.as_str(),
+            "previous_state": null,
+            "task": {"summary": "t", "text": "t", "sha256": "0".repeat(64)},
+            "actor": {"type": "human", "id": "me"}, "repository": "repo",
+            "base": {"ref": "refs/heads/main", "commit": "1".repeat(40)},
+            "branch": "refs/heads/tabellio/r1", "checkpoints": [], "attempts": [],
+            "validated": (state == RunState::Completed).then(|| serde_json::json!({
+                "commit": "2".repeat(40), "tree": "3".repeat(40), "evidence_digest": "4".repeat(64)
+            })),
+            "promotion": null, "loop": null, "reason": null,
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+        }))
+        .expect("a valid run record")
+    }
+}

@@ -12,6 +12,8 @@ pub mod merge;
 pub mod notes;
 pub mod notes_view;
 pub mod paths;
+pub mod policy;
+pub mod publish;
 pub mod repo;
 pub mod tx;
 pub mod worktree;

@@ -1,6 +1,6 @@
 //! `git tabellio promote <run> --remote <name>`: promote on the server instead of locally.
 //!
-//! The run's own preconditions are the local ones ([`crate::promote::check_validated`]: state,
+//! The run's own preconditions are the local ones ([`crate::lifecycle::promote::check_validated`]: state,
 //! run branch head, evidence re-read and digest-checked); the target is the remote's. One atomic
 //! push carries the validated commit onto the remote target (leased on the frozen base), the
 //! run's `promoted` ledger commit (leased on the remote's ledger as fetched) and our evidence
@@ -13,9 +13,9 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::lifecycle::{resolve_run, run_workspace, Env};
 use crate::model::run::Promotion;
 use crate::model::{time, RunRecord, RunState};
+use crate::run::{resolve_run, run_workspace, Env};
 use crate::store::ledger::{self, Ledger};
 use crate::store::tx::{self, Cas, TxError};
 use crate::store::Store;
@@ -83,7 +83,7 @@ pub fn promote_remote(
         return Ok(o);
     }
     // Everything about the run itself is checked before the network is touched.
-    let (target, validated) = crate::promote::check_validated(store, rec)?;
+    let (target, validated) = crate::lifecycle::promote::check_validated(store, rec)?;
     let base = store.parse_oid(&rec.base.commit)?;
     if !store.is_ancestor(base, validated)? {
         return Err(Error::refused(format!(

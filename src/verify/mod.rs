@@ -5,7 +5,7 @@
 //! that parses with a known schema, has a correct digest, names this commit or this tree, passed,
 //! and was made with the check definition the policy has now. Nothing else is trusted: not the
 //! run ledger, not who wrote the note. Verdicts are decided in one place,
-//! [`crate::lifecycle::evidence::evaluate_records`], shared with `status`, `promote` and the
+//! [`crate::evidence::judge::evaluate_records`], shared with `status`, `promote` and the
 //! hooks.
 //!
 //! Verification only reads; it never writes a ref or an object.
@@ -14,58 +14,19 @@ pub mod interrupt;
 pub mod scratch;
 pub mod validate;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::HashSet;
 
 use serde::Serialize;
 
 use crate::error::{Context, Error, Result};
-use crate::lifecycle::evidence::{evaluate_records, CheckVerdict, Requirement, Verdict};
-use crate::model::policy::{self, Policy};
-use crate::model::EvidenceRecord;
+use crate::evidence::judge::{judge_gate, CheckVerdict, Verdict};
+use crate::evidence::read::{lines_on, Notes};
+use crate::evidence::requirements::Gate;
+use crate::model::policy::Policy;
 use crate::store::notes::EVIDENCE;
 use crate::store::notes_view::NotesView;
+use crate::store::policy::{Policies, PolicyAtError};
 use crate::store::Store;
-
-/// What a commit must have evidence for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Gate {
-    /// No policy and no named check: any passing, untampered record on the commit or its tree.
-    AnyPassing,
-    /// Every one of these checks.
-    Required(Vec<Requirement>),
-}
-
-/// The name shown for the requirement of [`Gate::AnyPassing`] when no record exists at all.
-pub const ANY_CHECK: &str = "*";
-
-impl Gate {
-    /// The policy's required checks plus `extra` names. A named check the policy defines is
-    /// judged against its current definition (older evidence is stale); one it does not define
-    /// accepts any definition. A policy that requires nothing, with no `extra`, is the same as no
-    /// policy: a commit still needs one passing record, never zero.
-    pub fn from_policy(policy: Option<&Policy>, extra: &[String]) -> Gate {
-        let mut names: Vec<String> = policy.map(|p| p.required.clone()).unwrap_or_default();
-        for name in extra {
-            if !names.contains(name) {
-                names.push(name.clone());
-            }
-        }
-        if names.is_empty() {
-            return Gate::AnyPassing;
-        }
-        Gate::Required(
-            names
-                .into_iter()
-                .map(|name| {
-                    let digest = policy
-                        .and_then(|p| p.checks.get(&name))
-                        .map(|def| def.digest());
-                    Requirement { name, digest }
-                })
-                .collect(),
-        )
-    }
-}
 
 /// The verdict on one commit.
 #[derive(Debug, Clone, Serialize)]
@@ -91,8 +52,8 @@ impl CommitVerdict {
 pub struct Verifier<'s> {
     store: &'s Store,
     notes: NotesView,
-    /// Parsed policies by blob id: a range of a thousand commits usually shares a few.
-    policies: HashMap<gix::ObjectId, Policy>,
+    /// A range of a thousand commits usually shares a few policies.
+    policies: Policies,
 }
 
 impl<'s> Verifier<'s> {
@@ -109,7 +70,7 @@ impl<'s> Verifier<'s> {
         Verifier {
             store,
             notes,
-            policies: HashMap::new(),
+            policies: Policies::default(),
         }
     }
 
@@ -125,79 +86,17 @@ impl<'s> Verifier<'s> {
     /// The policy committed at `commit`, `None` when it has none. An invalid policy is an error
     /// naming the commit, the file and the field.
     pub fn policy_at(&mut self, commit: gix::ObjectId) -> Result<Option<Policy>> {
-        let repo = &self.store.repo;
-        let tree = repo
-            .find_commit(commit)
-            .map_err(|e| Error::not_found(format!("commit {commit} not found: {e:#}")))?
-            .tree()
-            .context(|| format!("could not read the tree of {commit}"))?;
-        let Some(entry) = tree
-            .lookup_entry_by_path(policy::PATH)
-            .context(|| format!("could not look up {} in {commit}", policy::PATH))?
-        else {
-            return Ok(None);
-        };
-        let blob = entry.object_id();
-        if let Some(p) = self.policies.get(&blob) {
-            return Ok(Some(p.clone()));
-        }
-        let object = entry
-            .object()
-            .context(|| format!("could not read {} in {commit}", policy::PATH))?;
-        let parsed = Policy::parse(&String::from_utf8_lossy(&object.data)).map_err(|e| {
-            Error::usage(format!("the policy at {commit} is invalid: {e}"))
-                .hint("fix .tabellio/policy.json and commit it")
-        })?;
-        self.policies.insert(blob, parsed.clone());
-        Ok(Some(parsed))
+        self.policies
+            .at(self.store, commit)
+            .map_err(PolicyAtError::naming_commit)
     }
 
     /// Judge `commit` against `gate`.
     pub fn check(&mut self, commit: gix::ObjectId, gate: &Gate) -> Result<CommitVerdict> {
         let tree = self.store.tree_of(commit)?;
-        let mut lines = self.notes.lines(self.store, commit)?;
-        lines.extend(self.notes.lines(self.store, tree)?);
-        lines.sort();
-        lines.dedup();
-        let records: Vec<(String, Option<EvidenceRecord>)> = lines
-            .into_iter()
-            .map(|l| {
-                let rec = EvidenceRecord::from_line(&l).ok();
-                (l, rec)
-            })
-            .collect();
+        let records = lines_on(self.store, Notes::View(&mut self.notes), Some(commit), tree)?;
         let (commit_hex, tree_hex) = (commit.to_string(), tree.to_string());
-        let (checks, verified) = match gate {
-            Gate::Required(reqs) => {
-                let checks = evaluate_records(&records, &commit_hex, &tree_hex, reqs);
-                let verified = checks.iter().all(|c| c.verdict == Verdict::Satisfied);
-                (checks, verified)
-            }
-            Gate::AnyPassing => {
-                let names: BTreeSet<&str> = records
-                    .iter()
-                    .filter_map(|(_, r)| r.as_ref())
-                    .map(|r| r.check.name.as_str())
-                    .collect();
-                let reqs: Vec<Requirement> = names
-                    .into_iter()
-                    .map(|name| Requirement {
-                        name: name.to_string(),
-                        digest: None,
-                    })
-                    .collect();
-                let mut checks = evaluate_records(&records, &commit_hex, &tree_hex, &reqs);
-                let verified = checks.iter().any(|c| c.verdict == Verdict::Satisfied);
-                if checks.is_empty() {
-                    checks.push(CheckVerdict {
-                        name: ANY_CHECK.into(),
-                        verdict: Verdict::Missing,
-                        record: None,
-                    });
-                }
-                (checks, verified)
-            }
-        };
+        let (checks, verified) = judge_gate(&records, &commit_hex, &tree_hex, gate);
         Ok(CommitVerdict {
             commit: commit_hex,
             tree: tree_hex,

@@ -10,11 +10,11 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::lifecycle::finish::{resolve_checks, run_checks, CheckContext, CheckSelection};
-use crate::lifecycle::publish;
+use crate::evidence::produce::{resolve_checks, run_checks, CheckContext, CheckSelection};
 use crate::model::EvidenceRecord;
 use crate::runner::Stream;
 use crate::store::notes::EVIDENCE;
+use crate::store::publish::publish;
 use crate::store::Store;
 
 use super::interrupt;

@@ -196,13 +196,19 @@ fn a_failed_run_is_refused() {
 
 /// Append a hand-made ledger commit whose run.json says `completed`, validated at the run's head.
 fn forge_completed(t: &TestEnv, id: &str) {
+    forge_completed_by(t, id, "test", &"1".repeat(64));
+}
+
+/// Forge the ledger of `id` to say its head was validated by one passing attempt of `check`
+/// (whose definition has `digest`).
+fn forge_completed_by(t: &TestEnv, id: &str, check: &str, digest: &str) {
     let head = t.git_out(&["rev-parse", &format!("tabellio/{id}")]);
     let tree = t.git_out(&["rev-parse", &format!("{head}^{{tree}}")]);
     t.forge_ledger(id, "tabellio: finish forged", |run| {
         run["state"] = "completed".into();
         run["validated"] =
             serde_json::json!({"commit": head, "tree": tree, "evidence_digest": "0".repeat(64)});
-        run["attempts"] = serde_json::json!([{"n": 1, "commit": head, "tree": tree, "checks": [{"name": "test", "digest": "1".repeat(64), "status": "passed", "exit_code": 0}], "status": "passed", "evidence_digest": "0".repeat(64), "at": "2026-01-01T00:00:00Z"}]);
+        run["attempts"] = serde_json::json!([{"n": 1, "commit": head, "tree": tree, "checks": [{"name": check, "digest": digest, "status": "passed", "exit_code": 0}], "status": "passed", "evidence_digest": "0".repeat(64), "at": "2026-01-01T00:00:00Z"}]);
     });
 }
 
@@ -227,14 +233,20 @@ fn a_tampered_evidence_note_blocks_promotion() {
     let t = TestEnv::ref_only();
     t.started_run("r1", "a.txt");
     t.tab(&["finish", "r1", "--", "false"]).code(1);
-    // Flip the stored record to "passed" by hand and forge the ledger: digest no longer matches.
+    // Flip the stored record to "passed" by hand and forge the ledger to name exactly that
+    // check and definition: only the record's digest, which no longer matches, stands between
+    // the forgery and the target.
     let head = t.git_out(&["rev-parse", "tabellio/r1"]);
     let note = t
         .git_out(&["notes", "--ref=tabellio/evidence", "show", &head])
         .replace("\"status\":\"failed\"", "\"status\":\"passed\"");
+    let record: serde_json::Value = serde_json::from_str(note.trim()).expect("one record");
+    assert_eq!(record["status"], "passed");
+    let check = record["check"]["name"].as_str().expect("a check name");
+    let digest = record["check"]["digest"].as_str().expect("a check digest");
     t.forge_evidence(&head, &note);
-    forge_completed(&t, "r1");
-    refused(&t, &["promote", "r1"], 3, "evidence");
+    forge_completed_by(&t, "r1", check, digest);
+    refused(&t, &["promote", "r1"], 3, "tampered");
 }
 
 #[test]

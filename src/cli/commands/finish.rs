@@ -2,7 +2,8 @@
 
 use serde_json::json;
 
-use tabellio::lifecycle::finish::{self, CheckSelection};
+use tabellio::evidence::produce::CheckSelection;
+use tabellio::lifecycle::finish;
 use tabellio::Result;
 
 use crate::cli::format::{evidence_lines, run_json, short, to_json, verdict_word};

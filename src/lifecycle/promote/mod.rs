@@ -8,18 +8,20 @@
 //! in between; if the files cannot be moved, they are put back and the transaction is dropped.
 
 pub mod checkout;
+mod error;
+
+pub use error::PromoteError;
 
 use std::path::PathBuf;
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::lifecycle::evidence::{
-    attempt_requirements, evaluate, policy_requirements, Requirement, Verdict,
-};
-use crate::lifecycle::{resolve_run, Env};
+use crate::evidence::judge::{evaluate, Verdict};
+use crate::evidence::requirements::{required_at, Claim};
 use crate::model::run::Promotion;
 use crate::model::{time, RunRecord, RunState};
+use crate::run::{resolve_run, Env};
 use crate::store::ledger::{self, Ledger};
 use crate::store::tx::{self, Cas};
 use crate::store::{worktree, Store};
@@ -72,99 +74,69 @@ pub struct Plan {
     pub ledger_only: bool,
 }
 
-/// The requirements a validated commit must still meet: the policy's required checks at that
-/// commit, or the ad-hoc checks of the attempt that validated it.
-pub fn promotion_requirements(
-    store: &Store,
-    run: &RunRecord,
-    validated: gix::ObjectId,
-) -> Result<Vec<Requirement>> {
-    if let Some(reqs) = policy_requirements(store, validated)? {
-        return Ok(reqs);
-    }
-    let hex = validated.to_string();
-    Ok(run
-        .attempts
-        .iter()
-        .rev()
-        .find(|a| a.commit == hex && a.status == "passed")
-        .map(attempt_requirements)
-        .unwrap_or_default())
-}
-
 /// The run's own preconditions of promotion, local or remote (`sync::remote_promote`): completed,
 /// target a branch, run branch head == validated commit, and the evidence re-read from the notes
 /// and its digests re-checked. Returns the target ref and the validated commit.
-pub fn check_validated(store: &Store, run: &RunRecord) -> Result<(String, gix::ObjectId)> {
-    let id = &run.run_id;
+pub fn check_validated(
+    store: &Store,
+    run: &RunRecord,
+) -> Result<(String, gix::ObjectId), PromoteError> {
+    let run_id = run.run_id.clone();
     if run.state != RunState::Completed {
-        return Err(Error::refused(format!(
-            "run {id} is {}; only a completed run can be promoted",
-            run.state
-        ))
-        .hint(format!("`git tabellio status {id}` says what to do next")));
+        return Err(PromoteError::NotCompleted {
+            run_id,
+            state: run.state.to_string(),
+        });
     }
     let target = run.base.reference.clone();
     if !target.starts_with("refs/heads/") {
-        return Err(Error::refused(format!(
-            "the run's target {target} is not a branch under refs/heads/"
-        ))
-        .hint("promote only moves local branches"));
+        return Err(PromoteError::TargetNotABranch { target });
     }
-    let validated = run.validated.as_ref().ok_or_else(|| {
-        Error::refused(format!(
-            "run {id} says completed but names no validated commit"
-        ))
-        .hint(format!("finish it again: `git tabellio finish {id}`"))
-    })?;
+    let Some(validated) = run.validated.as_ref() else {
+        return Err(PromoteError::NoValidatedCommit { run_id });
+    };
     let validated_id = store.parse_oid(&validated.commit)?;
     let head = store.ref_target(&run.branch)?;
     if head.is_none() {
-        return Err(Error::refused(format!(
-            "the run branch {} is not in this repository",
-            run.branch
-        ))
-        .hint("promote from the machine that has the run branch (runs travel with sync, branches do not)"));
+        return Err(PromoteError::BranchNotHere {
+            branch: run.branch.clone(),
+        });
     }
     if head != Some(validated_id) {
-        return Err(Error::refused(format!(
-            "run branch changed after validation: {} is at {}, the validated commit is {}",
-            run.branch,
-            head.map_or("nothing".into(), |h| h.to_string()),
-            validated.commit
-        ))
-        .hint(format!(
-            "validate the new head first: `git tabellio finish {id}`"
-        )));
+        return Err(PromoteError::BranchChanged {
+            run_id,
+            branch: run.branch.clone(),
+            head: head.map_or("nothing".into(), |h| h.to_string()),
+            validated: validated.commit.clone(),
+        });
     }
     // The ledger is never trusted on its own: the evidence must be in the notes, intact.
-    let requirements = promotion_requirements(store, run, validated_id)?;
+    let requirements =
+        required_at(store, validated_id, Claim::Promotion(run)).map_err(Error::from)?;
     if requirements.is_empty() {
-        return Err(Error::refused(format!(
-            "run {id} has no record of which checks validated {}",
-            validated.commit
-        ))
-        .hint(format!("finish it: `git tabellio finish {id}`")));
+        return Err(PromoteError::NoRecordOfChecks {
+            run_id,
+            validated: validated.commit.clone(),
+        });
     }
     let verdicts = evaluate(store, validated_id, &requirements)?;
-    let bad: Vec<String> = verdicts
+    let unsatisfied: Vec<String> = verdicts
         .iter()
         .filter(|v| v.verdict != Verdict::Satisfied)
         .map(|v| format!("{} ({})", v.name, v.verdict.as_str()))
         .collect();
-    if !bad.is_empty() {
-        return Err(Error::refused(format!(
-            "the evidence for {} does not hold: {}",
-            validated.commit,
-            bad.join(", ")
-        ))
-        .hint(format!("run the checks again: `git tabellio finish {id}`")));
+    if !unsatisfied.is_empty() {
+        return Err(PromoteError::EvidenceDoesNotHold {
+            run_id,
+            validated: validated.commit.clone(),
+            unsatisfied,
+        });
     }
     Ok((target, validated_id))
 }
 
 /// Check every precondition of promotion; nothing is written.
-pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan> {
+pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan, PromoteError> {
     let run = &ledger.record;
     let (target, validated_id) = check_validated(store, run)?;
     let base = store.parse_oid(&run.base.commit)?;
@@ -184,36 +156,35 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan> {
         });
     }
     if current != Some(base) {
-        let mut err = Error::conflict(format!(
-            "target moved: {target} is at {}, the run started from {}",
-            current.map_or("nothing (deleted)".into(), |c| c.to_string()),
-            run.base.commit
-        ));
-        if let Some(tip) = current {
-            let preview = merge_preview(store, tip, validated_id)?;
-            err.message.push_str(&format!("; {}", preview.describe()));
-        }
-        return Err(err
-            .hint("a run's base is frozen when it starts: start a new run from the new tip and carry the change over (e.g. `git cherry-pick`), then finish and promote that one"));
+        let preview = match current {
+            Some(tip) => Some(merge_preview(store, tip, validated_id)?.describe()),
+            None => None,
+        };
+        return Err(PromoteError::TargetMoved {
+            target,
+            current: current.map_or("nothing (deleted)".into(), |c| c.to_string()),
+            base: run.base.commit.clone(),
+            preview,
+        });
     }
     if !store.is_ancestor(base, validated_id)? {
-        return Err(Error::refused(format!(
-            "the validated commit {validated_id} does not descend from the base {base}"
-        ))
-        .hint("promote only fast-forwards; rebase the run onto its base"));
+        return Err(PromoteError::NotAFastForward {
+            validated: validated_id,
+            base,
+        });
     }
     // A lock on a ref the promotion writes refuses it now (and `status` learns it from here),
     // not half-way through.
     let ledger_ref = ledger::ref_name(&run.run_id);
     if let Some((name, lock)) = tx::held_lock(store, &[target.as_str(), ledger_ref.as_str()]) {
-        return Err(tx::TxError::Locked { name, lock }.into_error());
+        return Err(tx::TxError::Locked { name, lock }.into_error().into());
     }
     if let Some((what, path)) = store.branch_in_operation(&target)? {
-        return Err(Error::refused(format!(
-            "{target} is being {what} in {}: moving it now would break that operation",
-            path.display()
-        ))
-        .hint("finish or abort it there (e.g. `git rebase --continue` / `--abort`), then promote again"));
+        return Err(PromoteError::TargetInOperation {
+            target,
+            what: what.to_string(),
+            path,
+        });
     }
     let target_worktree = store.worktrees_of_branch(&target)?.into_iter().next();
     if let Some(path) = &target_worktree {
@@ -222,12 +193,9 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan> {
             // target moved or is locked meanwhile, that is the race we lost, not a dirty tree.
             let lock = store.repo.common_dir().join(format!("{target}.lock"));
             if store.ref_target(&target)? != Some(base) || lock.exists() {
-                return Err(Error::conflict(format!(
-                    "target moved: another promotion of {target} is under way or just happened"
-                ))
-                .hint("look at the new state with `git tabellio status`"));
+                return Err(PromoteError::PromotionUnderWay { target });
             }
-            return Err(e);
+            return Err(e.into());
         }
     }
     Ok(Plan {
@@ -298,7 +266,7 @@ fn check_target_worktree(
 pub fn promote(env: &Env, run: Option<&str>, dry_run: bool) -> Result<PromoteOutcome> {
     let store = &env.store;
     let ledger = resolve_run(env, run)?;
-    let workspace = crate::lifecycle::run_workspace(store, &ledger)?;
+    let workspace = crate::run::run_workspace(store, &ledger)?;
     if ledger.record.state == RunState::Promoted {
         let p = ledger.record.promotion.clone();
         return Ok(PromoteOutcome {
@@ -402,4 +370,66 @@ pub fn promote(env: &Env, run: Option<&str>, dry_run: bool) -> Result<PromoteOut
         }
     }
     Ok(outcome(next))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::run::tests::sample;
+
+    /// An empty repository: no branch, no commit, no notes.
+    fn empty_store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        gix::init(dir.path()).expect("git init");
+        let store = Store::discover(dir.path()).expect("the new repository");
+        (dir, store)
+    }
+
+    #[test]
+    fn the_run_itself_must_be_promotable_before_anything_is_read() {
+        let (_dir, store) = empty_store();
+        for state in [
+            RunState::Active,
+            RunState::ValidationFailed,
+            RunState::Promoted,
+        ] {
+            assert!(matches!(
+                check_validated(&store, &sample(state)),
+                Err(PromoteError::NotCompleted { .. })
+            ));
+        }
+        let mut tag = sample(RunState::Completed);
+        tag.base.reference = "refs/tags/v1".into();
+        assert!(matches!(
+            check_validated(&store, &tag),
+            Err(PromoteError::TargetNotABranch { .. })
+        ));
+        let mut forged = sample(RunState::Completed);
+        forged.validated = None;
+        assert!(matches!(
+            check_validated(&store, &forged),
+            Err(PromoteError::NoValidatedCommit { .. })
+        ));
+        // A run synced from another machine, whose branch did not travel with it.
+        assert!(matches!(
+            check_validated(&store, &sample(RunState::Completed)),
+            Err(PromoteError::BranchNotHere { .. })
+        ));
+        let e = Error::from(
+            plan(
+                &store,
+                Ledger {
+                    tip: gix::ObjectId::null(gix::hash::Kind::Sha1),
+                    record: sample(RunState::Active),
+                },
+            )
+            .err()
+            .expect("refused"),
+        );
+        assert_eq!(e.kind, crate::ErrorKind::Refused);
+        assert_eq!(
+            e.message,
+            "run r1 is active; only a completed run can be promoted"
+        );
+    }
 }

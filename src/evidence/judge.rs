@@ -1,0 +1,383 @@
+//! Verdicts: which required checks a commit has passing, untampered records for.
+//!
+//! The one place verdicts are decided, shared by status, promote, verify and the hooks: each
+//! record's digest, the object it names and the check definition it was made with are
+//! re-checked every time.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::model::EvidenceRecord;
+use crate::store::Store;
+
+use super::read::{records_for, Line};
+use super::requirements::{Gate, Requirement};
+
+/// The verdict on one requirement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Satisfied,
+    Missing,
+    Failed,
+    StaleCheck,
+    Tampered,
+    MismatchedObject,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Satisfied => "satisfied",
+            Verdict::Missing => "missing",
+            Verdict::Failed => "failed",
+            Verdict::StaleCheck => "stale-check",
+            Verdict::Tampered => "tampered",
+            Verdict::MismatchedObject => "mismatched-object",
+        }
+    }
+    /// Which verdict to report when no record satisfies: the most alarming wins.
+    fn rank(self) -> u8 {
+        match self {
+            Verdict::Satisfied => 6,
+            Verdict::Tampered => 5,
+            Verdict::MismatchedObject => 4,
+            Verdict::Failed => 3,
+            Verdict::StaleCheck => 2,
+            Verdict::Missing => 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckVerdict {
+    pub name: String,
+    pub verdict: Verdict,
+    /// The digest of the record that decided the verdict.
+    pub record: Option<String>,
+}
+
+/// The verdict on one record for one requirement.
+pub fn judge(rec: &EvidenceRecord, req: &Requirement, commit: &str, tree: &str) -> Verdict {
+    if !rec.digest_is_valid() {
+        return Verdict::Tampered;
+    }
+    if rec.commit != commit && rec.tree != tree {
+        return Verdict::MismatchedObject;
+    }
+    if let Some(d) = &req.digest {
+        if &rec.check.digest != d {
+            return Verdict::StaleCheck;
+        }
+    }
+    if rec.passed() {
+        Verdict::Satisfied
+    } else {
+        Verdict::Failed
+    }
+}
+
+/// Judge every requirement against the records on `commit` and its tree.
+pub fn evaluate(
+    store: &Store,
+    commit: gix::ObjectId,
+    requirements: &[Requirement],
+) -> Result<Vec<CheckVerdict>> {
+    let tree = store.tree_of(commit)?;
+    let records = records_for(store, commit, tree)?;
+    Ok(evaluate_records(
+        &records,
+        &commit.to_string(),
+        &tree.to_string(),
+        requirements,
+    ))
+}
+
+/// Judge every requirement against already read evidence lines (as
+/// [`super::read::lines_on`] returns them): the one place verdicts are decided, shared by status, promote, verify and the hooks.
+///
+/// A line that does not parse as a known record but names the required check is judged too:
+/// when its own digest is wrong it was edited (`tampered`, e.g. a hand-changed `schema`); when
+/// the digest is right it is a genuine record of a schema this tool cannot read, which never
+/// satisfies and is otherwise ignored.
+pub fn evaluate_records(
+    records: &[Line],
+    commit: &str,
+    tree: &str,
+    requirements: &[Requirement],
+) -> Vec<CheckVerdict> {
+    requirements
+        .iter()
+        .map(|req| {
+            let mut best = CheckVerdict {
+                name: req.name.clone(),
+                verdict: Verdict::Missing,
+                record: None,
+            };
+            for (line, rec) in records {
+                let (v, digest) = match rec {
+                    Some(rec) if rec.check.name == req.name => {
+                        (judge(rec, req, commit, tree), rec.digest.clone())
+                    }
+                    Some(_) => continue,
+                    None => match judge_unreadable(line, &req.name) {
+                        Some(found) => found,
+                        None => continue,
+                    },
+                };
+                if v.rank() > best.verdict.rank() {
+                    best = CheckVerdict {
+                        name: req.name.clone(),
+                        verdict: v,
+                        record: Some(digest),
+                    };
+                }
+            }
+            best
+        })
+        .collect()
+}
+
+/// The verdict on a line that is not a readable record, if it claims to be evidence for `name`.
+///
+/// A line that is not JSON, or names no check at all, cannot be attributed: it was a record
+/// once (only records are written there) and was edited into this, so it counts as tampered
+/// for every check that has nothing better. A readable record of another check is not ours.
+fn judge_unreadable(line: &str, name: &str) -> Option<(Verdict, String)> {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
+        return Some((Verdict::Tampered, String::new()));
+    };
+    // A record of another (newer) evidence schema with an intact digest is not ours to judge:
+    // it never satisfies a check and is otherwise ignored (docs/verify.md). One whose digest no
+    // longer matches (a v1 record with its schema edited) is tampered.
+    if value
+        .get("schema")
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|s| s.starts_with("tabellio.evidence/") && s != crate::model::evidence::SCHEMA)
+    {
+        let claimed = value
+            .get("digest")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
+        let intact =
+            crate::model::canonical::digest_without_field(&value).is_ok_and(|d| d == claimed);
+        return (!intact).then(|| (Verdict::Tampered, claimed.to_string()));
+    }
+    match value
+        .pointer("/check/name")
+        .and_then(serde_json::Value::as_str)
+    {
+        None => return Some((Verdict::Tampered, String::new())),
+        Some(n) if n != name => return None,
+        Some(_) => {}
+    }
+    let claimed = value
+        .get("digest")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let genuine = crate::model::canonical::digest_without_field(&value).is_ok_and(|d| d == claimed);
+    (!genuine).then_some((Verdict::Tampered, claimed))
+}
+
+/// The name shown for the requirement of [`Gate::AnyPassing`] when no record exists at all.
+pub const ANY_CHECK: &str = "*";
+
+/// Judge already read lines against `gate`: the verdict on each check, and whether the commit
+/// is verified. Under [`Gate::AnyPassing`] every check with a readable record is judged and one
+/// satisfied check verifies; a commit with no record at all is `missing` [`ANY_CHECK`].
+pub fn judge_gate(
+    records: &[Line],
+    commit: &str,
+    tree: &str,
+    gate: &Gate,
+) -> (Vec<CheckVerdict>, bool) {
+    match gate {
+        Gate::Required(reqs) => {
+            let checks = evaluate_records(records, commit, tree, reqs);
+            let verified = checks.iter().all(|c| c.verdict == Verdict::Satisfied);
+            (checks, verified)
+        }
+        Gate::AnyPassing => {
+            let names: BTreeSet<&str> = records
+                .iter()
+                .filter_map(|(_, r)| r.as_ref())
+                .map(|r| r.check.name.as_str())
+                .collect();
+            let reqs: Vec<Requirement> = names
+                .into_iter()
+                .map(|name| Requirement {
+                    name: name.to_string(),
+                    digest: None,
+                })
+                .collect();
+            let mut checks = evaluate_records(records, commit, tree, &reqs);
+            let verified = checks.iter().any(|c| c.verdict == Verdict::Satisfied);
+            if checks.is_empty() {
+                checks.push(CheckVerdict {
+                    name: ANY_CHECK.into(),
+                    verdict: Verdict::Missing,
+                    record: None,
+                });
+            }
+            (checks, verified)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const COMMIT: &str = "1111111111111111111111111111111111111111";
+    const TREE: &str = "2222222222222222222222222222222222222222";
+
+    fn record(name: &str, status: &str, check_digest: &str) -> EvidenceRecord {
+        let mut r = crate::model::evidence::tests::sample();
+        r.commit = COMMIT.into();
+        r.tree = TREE.into();
+        r.check.name = name.into();
+        r.check.digest = check_digest.into();
+        r.status = status.into();
+        r.seal()
+    }
+
+    fn req(name: &str, digest: Option<&str>) -> Requirement {
+        Requirement {
+            name: name.into(),
+            digest: digest.map(str::to_string),
+        }
+    }
+
+    fn lines(records: &[EvidenceRecord]) -> Vec<Line> {
+        records
+            .iter()
+            .map(|r| (r.to_line(), Some(r.clone())))
+            .collect()
+    }
+
+    fn verdict(records: &[Line], r: &Requirement) -> Verdict {
+        evaluate_records(records, COMMIT, TREE, std::slice::from_ref(r))[0].verdict
+    }
+
+    #[test]
+    fn every_verdict_of_one_record() {
+        let r = req("test", Some("d1"));
+        let ok = record("test", "passed", "d1");
+        assert_eq!(judge(&ok, &r, COMMIT, TREE), Verdict::Satisfied);
+        // Noted on the tree only (a rebase kept it): still this commit's evidence.
+        assert_eq!(
+            judge(&ok, &r, "9".repeat(40).as_str(), TREE),
+            Verdict::Satisfied
+        );
+        assert_eq!(
+            judge(&ok, &r, "9".repeat(40).as_str(), "8".repeat(40).as_str()),
+            Verdict::MismatchedObject
+        );
+        assert_eq!(
+            judge(&record("test", "failed", "d1"), &r, COMMIT, TREE),
+            Verdict::Failed
+        );
+        assert_eq!(
+            judge(&record("test", "passed", "d0"), &r, COMMIT, TREE),
+            Verdict::StaleCheck
+        );
+        // A requirement without a known definition accepts any definition.
+        let any = req("test", None);
+        assert_eq!(
+            judge(&record("test", "passed", "d0"), &any, COMMIT, TREE),
+            Verdict::Satisfied
+        );
+        let mut forged = ok.clone();
+        forged.status = "passed".into();
+        forged.exit_code = Some(1);
+        assert_eq!(judge(&forged, &r, COMMIT, TREE), Verdict::Tampered);
+        assert_eq!(verdict(&[], &r), Verdict::Missing);
+        for v in [
+            Verdict::Satisfied,
+            Verdict::Missing,
+            Verdict::Failed,
+            Verdict::StaleCheck,
+            Verdict::Tampered,
+            Verdict::MismatchedObject,
+        ] {
+            let json = serde_json::to_value(v).expect("a verdict serializes");
+            assert_eq!(json.as_str(), Some(v.as_str()));
+        }
+    }
+
+    #[test]
+    fn a_satisfying_record_wins_and_otherwise_the_most_alarming() {
+        let r = req("test", Some("d1"));
+        let good = record("test", "passed", "d1");
+        let failed = record("test", "failed", "d1");
+        let mut tampered = record("test", "failed", "d1");
+        tampered.status = "passed".into();
+        assert_eq!(
+            verdict(&lines(&[failed.clone(), good.clone()]), &r),
+            Verdict::Satisfied
+        );
+        assert_eq!(
+            verdict(&lines(&[failed.clone(), tampered.clone()]), &r),
+            Verdict::Tampered
+        );
+        let stale = record("test", "passed", "d0");
+        assert_eq!(verdict(&lines(&[stale, failed]), &r), Verdict::Failed);
+        // Another check's records say nothing about this one.
+        assert_eq!(
+            verdict(&lines(&[record("lint", "passed", "d1")]), &r),
+            Verdict::Missing
+        );
+    }
+
+    #[test]
+    fn an_unreadable_line_is_tampered_unless_it_is_a_genuine_newer_record() {
+        let r = req("test", Some("d1"));
+        let junk = vec![("not json".to_string(), None)];
+        assert_eq!(verdict(&junk, &r), Verdict::Tampered);
+        // A record with its schema edited: its digest no longer matches.
+        let mut value: serde_json::Value =
+            serde_json::from_str(&record("test", "passed", "d1").to_line()).expect("json");
+        value["schema"] = "tabellio.evidence/v9".into();
+        let edited = vec![(value.to_string(), None)];
+        assert_eq!(verdict(&edited, &r), Verdict::Tampered);
+        // A genuine record of a newer schema (digest intact) never satisfies, never alarms.
+        let digest = crate::model::canonical::digest_without_field(&value).expect("digest");
+        value["digest"] = digest.into();
+        let newer = vec![(value.to_string(), None)];
+        assert_eq!(verdict(&newer, &r), Verdict::Missing);
+        // A readable-JSON line naming another check is not ours.
+        let other = vec![(
+            r#"{"check":{"name":"lint"},"digest":"x"}"#.to_string(),
+            None,
+        )];
+        assert_eq!(verdict(&other, &r), Verdict::Missing);
+        let ours = vec![(
+            r#"{"check":{"name":"test"},"digest":"x"}"#.to_string(),
+            None,
+        )];
+        assert_eq!(verdict(&ours, &r), Verdict::Tampered);
+    }
+
+    #[test]
+    fn a_gate_of_any_passing_check_needs_one_and_names_the_absent() {
+        let (checks, verified) = judge_gate(&[], COMMIT, TREE, &Gate::AnyPassing);
+        assert!(!verified);
+        assert_eq!(checks.len(), 1);
+        assert_eq!(
+            (checks[0].name.as_str(), checks[0].verdict),
+            (ANY_CHECK, Verdict::Missing)
+        );
+        let some = lines(&[record("lint", "failed", "d"), record("test", "passed", "d")]);
+        let (checks, verified) = judge_gate(&some, COMMIT, TREE, &Gate::AnyPassing);
+        assert!(verified);
+        assert_eq!(checks.len(), 2);
+        let gate = Gate::Required(vec![req("lint", None), req("test", None)]);
+        let (checks, verified) = judge_gate(&some, COMMIT, TREE, &gate);
+        assert!(!verified);
+        assert_eq!(checks[0].verdict, Verdict::Failed);
+        assert_eq!(checks[1].verdict, Verdict::Satisfied);
+    }
+}

@@ -1,0 +1,222 @@
+//! Producing evidence: resolve which checks to run, run them in a worktree, and seal each
+//! outcome into an evidence record.
+//!
+//! Nothing here writes a ref: the records are returned to the operation that publishes them
+//! (`finish`, `validate`, the loop). A check that commits, switches branches or leaves changes
+//! behind fails, whatever it exited with: it changed what it was asked to prove.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::model::evidence::{tool_id, CheckRef, OutputRecord, Stopped, SCHEMA};
+use crate::model::policy::{self, CheckDef, Policy, PolicyError, DEFAULT_EXCERPT_BYTES};
+use crate::model::{time, EvidenceRecord};
+use crate::runner::{self, CheckCommand, RunOptions, Stream};
+use crate::store::policy::{policy_at, PolicyAtError};
+use crate::store::{worktree, Store};
+
+/// Why the checks to run could not be resolved.
+#[derive(Debug)]
+pub enum ResolveChecksError {
+    /// The repository could not be read.
+    Read(Error),
+    /// The policy committed at the commit cannot be used.
+    InvalidPolicy(PolicyError),
+    /// The selection names no checks that can run there (no policy and no ad-hoc command, a
+    /// check the policy does not define, a malformed ad-hoc check): exit 2.
+    Selection(Error),
+}
+
+impl From<ResolveChecksError> for Error {
+    fn from(e: ResolveChecksError) -> Self {
+        match e {
+            ResolveChecksError::Read(e) | ResolveChecksError::Selection(e) => e,
+            ResolveChecksError::InvalidPolicy(e) => e.into(),
+        }
+    }
+}
+
+/// Which checks to run, as the command line said.
+#[derive(Debug, Clone, Default)]
+pub struct CheckSelection {
+    /// `--check <name>`: policy checks by name, or the name of the ad-hoc check.
+    pub names: Vec<String>,
+    /// The argv after `--`: an ad-hoc check.
+    pub argv: Vec<String>,
+    /// `--timeout <seconds>` for the ad-hoc check.
+    pub timeout_s: Option<u64>,
+}
+
+/// A check to run, with its definition (whose digest the evidence carries).
+#[derive(Debug, Clone)]
+pub struct ResolvedCheck {
+    pub name: String,
+    pub def: CheckDef,
+}
+
+/// Turn the command line's selection into checks, reading the policy at `commit`.
+pub fn resolve_checks(
+    store: &Store,
+    commit: gix::ObjectId,
+    sel: &CheckSelection,
+) -> Result<(Vec<ResolvedCheck>, usize), ResolveChecksError> {
+    let policy = policy_at(store, commit).map_err(|e| match e {
+        PolicyAtError::Read(e) => ResolveChecksError::Read(e),
+        PolicyAtError::Invalid { error, .. } => ResolveChecksError::InvalidPolicy(error),
+    })?;
+    let selection = ResolveChecksError::Selection;
+    let cap = policy
+        .as_ref()
+        .map_or(DEFAULT_EXCERPT_BYTES, Policy::excerpt_bytes);
+    if !sel.argv.is_empty() {
+        if sel.names.len() > 1 {
+            return Err(selection(Error::usage(
+                "an ad-hoc check (after --) takes at most one --check name",
+            )));
+        }
+        let name = sel.names.first().cloned().unwrap_or_else(|| "adhoc".into());
+        crate::run::valid_run_id(&name)
+            .map_err(|_| selection(Error::usage(format!("invalid check name {name:?}"))))?;
+        let def = CheckDef {
+            argv: sel.argv.clone(),
+            timeout_s: sel.timeout_s.unwrap_or(policy::DEFAULT_TIMEOUT_S),
+        };
+        if def.timeout_s == 0 {
+            return Err(selection(Error::usage(
+                "--timeout must be at least 1 second",
+            )));
+        }
+        return Ok((vec![ResolvedCheck { name, def }], cap));
+    }
+    if sel.timeout_s.is_some() {
+        return Err(selection(Error::usage("--timeout applies to an ad-hoc check given after --")
+            .hint("a policy check's timeout is part of its definition: change timeout_s in .tabellio/policy.json")));
+    }
+    let Some(policy) = policy else {
+        return Err(selection(Error::usage(format!("no checks to run: no {} at {commit} and no command after --", policy::PATH))
+            .hint("give a check command after `--` (e.g. `-- cargo test`), or commit a policy with required checks")));
+    };
+    let names: Vec<String> = if sel.names.is_empty() {
+        policy.required.clone()
+    } else {
+        sel.names.clone()
+    };
+    if names.is_empty() {
+        return Err(selection(
+            Error::usage(format!(
+                "{} requires no checks and none were named",
+                policy::PATH
+            ))
+            .hint("name checks with --check <name>, or list them under \"required\""),
+        ));
+    }
+    let mut out = Vec::new();
+    for name in names {
+        let def = policy.checks.get(&name).ok_or_else(|| {
+            selection(
+                Error::usage(format!("check {name:?} is not defined in {}", policy::PATH)).hint(
+                    format!(
+                        "defined checks: {}",
+                        policy.checks.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                ),
+            )
+        })?;
+        out.push(ResolvedCheck {
+            name,
+            def: def.clone(),
+        });
+    }
+    Ok((out, cap))
+}
+
+/// Where checks run and what must still hold afterwards.
+pub struct CheckContext<'a> {
+    pub store: &'a Store,
+    pub worktree: &'a Path,
+    pub run_id: Option<&'a str>,
+    pub commit: gix::ObjectId,
+    /// The branch that must still be checked out afterwards (`None`: detached).
+    pub branch: Option<&'a str>,
+    pub excerpt_cap: usize,
+    pub stream: Stream,
+}
+
+/// Run each check and turn its outcome into a sealed evidence record.
+pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Vec<EvidenceRecord>> {
+    let tree = ctx.store.tree_of(ctx.commit)?;
+    let repository = ctx.store.repository_id();
+    // Secrets passed on a check's command line must not be stored either; the check digest is
+    // computed from the definition, so a redacted argv does not change what it proves.
+    let redactor = runner::Redactor::from_env();
+    let scrub = crate::store::paths::LocalPaths::new(ctx.store, Some(ctx.worktree));
+    let mut records = Vec::new();
+    for check in checks {
+        let cmd = CheckCommand {
+            name: check.name.clone(),
+            argv: check.def.argv.clone(),
+            timeout: Duration::from_secs(check.def.timeout_s),
+        };
+        let opts = RunOptions {
+            cwd: ctx.worktree.to_path_buf(),
+            excerpt_cap: ctx.excerpt_cap,
+            stream: ctx.stream,
+            ..RunOptions::default()
+        };
+        let outcome = runner::run_command(&cmd, &opts)
+            .map_err(|e| Error::internal(format!("could not run check {}: {e}", check.name)))?;
+        let mutated = workspace_mutated(ctx)?;
+        // What the check printed of the secrets its command line carries is redacted too.
+        let (argv_secrets_out, argv_redactions) =
+            runner::Redactor::for_argv(&check.def.argv).redact(&outcome.output.excerpt);
+        let mut status = outcome.status.as_str().to_string();
+        if mutated {
+            status = "failed".into();
+        }
+        let rec = EvidenceRecord {
+            schema: SCHEMA.into(),
+            run_id: ctx.run_id.map(str::to_string),
+            repository: repository.clone(),
+            commit: ctx.commit.to_string(),
+            tree: tree.to_string(),
+            check: CheckRef {
+                name: check.name.clone(),
+                argv: redactor
+                    .redact_argv(&check.def.argv)
+                    .iter()
+                    .map(|a| scrub.apply(a))
+                    .collect(),
+                digest: check.def.digest(),
+            },
+            status,
+            exit_code: outcome.exit_code,
+            signal: outcome.signal,
+            started_at: time::rfc3339(outcome.started_at),
+            finished_at: time::rfc3339(outcome.finished_at),
+            duration_ms: outcome.duration_ms,
+            output: OutputRecord {
+                bytes: outcome.output.bytes,
+                sha256: outcome.output.sha256.clone(),
+                excerpt: scrub.apply(&argv_secrets_out),
+                truncated: outcome.output.truncated,
+                redactions: outcome.output.redactions + argv_redactions,
+            },
+            stopped: Stopped {
+                command: outcome.stop.as_str().into(),
+                tabellio: mutated.then(|| "workspace_mutated".to_string()),
+            },
+            tool: tool_id(),
+            digest: String::new(),
+        }
+        .seal();
+        records.push(rec);
+    }
+    Ok(records)
+}
+
+/// Did the check commit, switch branches, or leave changes behind?
+fn workspace_mutated(ctx: &CheckContext<'_>) -> Result<bool> {
+    let ws = worktree::inspect(ctx.worktree)?;
+    Ok(ws.branch.as_deref() != ctx.branch || ws.head != Some(ctx.commit) || !ws.is_clean())
+}

@@ -1,0 +1,230 @@
+//! The one rule for what a commit must prove, and by which checks.
+//!
+//! The policy committed at the commit decides: every check it lists under `required`, judged
+//! against the definition it has there (evidence made with an older definition is stale). A
+//! commit without such a policy falls back to what its claim names: a run head to the checks
+//! the run was last finished with, a promotion to the checks of the passing attempt that
+//! validated it, `verify` to any passing record ([`Gate::AnyPassing`]). Never to nothing: a
+//! commit is never proved by zero records.
+
+use serde::Serialize;
+
+use crate::model::policy::Policy;
+use crate::model::run::Attempt;
+use crate::model::RunRecord;
+use crate::store::policy::{policy_at, PolicyAtError};
+use crate::store::Store;
+
+/// One check a commit must have evidence for: its name and, when a definition is known, the
+/// digest that definition has now (older evidence is stale).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Requirement {
+    pub name: String,
+    pub digest: Option<String>,
+}
+
+/// What a commit must have evidence for, as `verify` and the hooks judge it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    /// No policy and no named check: any passing, untampered record on the commit or its tree.
+    AnyPassing,
+    /// Every one of these checks.
+    Required(Vec<Requirement>),
+}
+
+impl Gate {
+    /// The policy's required checks plus `extra` names (see [`of_policy`]). A policy that
+    /// requires nothing, with no `extra`, is the same as no policy: a commit still needs one
+    /// passing record, never zero.
+    pub fn from_policy(policy: Option<&Policy>, extra: &[String]) -> Gate {
+        let reqs = of_policy(policy, extra);
+        if reqs.is_empty() {
+            Gate::AnyPassing
+        } else {
+            Gate::Required(reqs)
+        }
+    }
+}
+
+/// Whose proof is asked for, which decides the fallback when the policy requires nothing.
+#[derive(Debug, Clone, Copy)]
+pub enum Claim<'a> {
+    /// The policy alone: nothing when it requires nothing.
+    Policy,
+    /// A run's head: else the checks the run was last finished with (ad-hoc checks).
+    RunHead(&'a RunRecord),
+    /// A run's validated commit at promotion: else the checks of the passing attempt of it.
+    Promotion(&'a RunRecord),
+}
+
+/// The policy's required checks plus `extra` names, each once, in that order. A named check
+/// the policy defines is judged against its current definition; one it does not define
+/// accepts any definition.
+pub fn of_policy(policy: Option<&Policy>, extra: &[String]) -> Vec<Requirement> {
+    let mut names: Vec<String> = policy.map(|p| p.required.clone()).unwrap_or_default();
+    for name in extra {
+        if !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let digest = policy
+                .and_then(|p| p.checks.get(&name))
+                .map(|def| def.digest());
+            Requirement { name, digest }
+        })
+        .collect()
+}
+
+/// The checks an attempt ran, with the digests their definitions had.
+pub fn of_attempt(attempt: &Attempt) -> Vec<Requirement> {
+    attempt
+        .checks
+        .iter()
+        .map(|c| Requirement {
+            name: c.name.clone(),
+            digest: Some(c.digest.clone()),
+        })
+        .collect()
+}
+
+/// What `commit` (hex) must prove for `claim` under `policy` (the one committed at it).
+pub fn for_claim(policy: Option<&Policy>, claim: Claim<'_>, commit: &str) -> Vec<Requirement> {
+    let reqs = of_policy(policy, &[]);
+    if !reqs.is_empty() {
+        return reqs;
+    }
+    match claim {
+        Claim::Policy => Vec::new(),
+        Claim::RunHead(run) => run.last_attempt().map(of_attempt).unwrap_or_default(),
+        Claim::Promotion(run) => run
+            .attempts
+            .iter()
+            .rev()
+            .find(|a| a.commit == commit && a.status == "passed")
+            .map(of_attempt)
+            .unwrap_or_default(),
+    }
+}
+
+/// What `commit` must prove for `claim`, by the policy committed at it.
+pub fn required_at(
+    store: &Store,
+    commit: gix::ObjectId,
+    claim: Claim<'_>,
+) -> Result<Vec<Requirement>, PolicyAtError> {
+    let policy = policy_at(store, commit)?;
+    Ok(for_claim(policy.as_ref(), claim, &commit.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::policy::CheckDef;
+
+    fn policy(required: &[&str], defined: &[&str]) -> Policy {
+        let checks: serde_json::Map<String, serde_json::Value> = defined
+            .iter()
+            .map(|n| {
+                (
+                    n.to_string(),
+                    serde_json::json!({"argv": [n], "timeout_s": 60}),
+                )
+            })
+            .collect();
+        Policy::parse(
+            &serde_json::json!({
+                "schema": crate::model::policy::SCHEMA,
+                "checks": checks,
+                "required": required,
+            })
+            .to_string(),
+        )
+        .expect("a valid policy")
+    }
+
+    fn digest_of(name: &str) -> String {
+        CheckDef {
+            argv: vec![name.into()],
+            timeout_s: 60,
+        }
+        .digest()
+    }
+
+    fn run_with_attempts(attempts: serde_json::Value) -> RunRecord {
+        let mut run = crate::model::run::tests::sample(crate::model::RunState::Completed);
+        run.attempts = serde_json::from_value(attempts).expect("valid attempts");
+        run
+    }
+
+    fn attempt(commit: &str, status: &str, check: &str) -> serde_json::Value {
+        serde_json::json!({
+            "n": 1, "commit": commit, "tree": "2".repeat(40), "status": status,
+            "checks": [{"name": check, "digest": "adhoc", "status": status, "exit_code": 0}],
+            "evidence_digest": "3".repeat(64), "at": "2026-01-01T00:00:00Z",
+        })
+    }
+
+    fn names(reqs: &[Requirement]) -> Vec<&str> {
+        reqs.iter().map(|r| r.name.as_str()).collect()
+    }
+
+    #[test]
+    fn the_policy_decides_with_current_definitions() {
+        let p = policy(&["test", "lint"], &["test", "lint", "doc"]);
+        let reqs = of_policy(Some(&p), &["doc".into(), "test".into(), "extra".into()]);
+        assert_eq!(names(&reqs), ["test", "lint", "doc", "extra"]);
+        assert_eq!(reqs[0].digest, Some(digest_of("test")));
+        assert_eq!(reqs[2].digest, Some(digest_of("doc")));
+        // Named on the command line, not defined: any definition.
+        assert_eq!(reqs[3].digest, None);
+        assert!(of_policy(None, &[]).is_empty());
+    }
+
+    #[test]
+    fn a_policy_that_requires_nothing_never_means_zero_records() {
+        let empty = policy(&[], &["test"]);
+        assert_eq!(Gate::from_policy(Some(&empty), &[]), Gate::AnyPassing);
+        assert_eq!(Gate::from_policy(None, &[]), Gate::AnyPassing);
+        let gate = Gate::from_policy(None, &["test".into()]);
+        assert_eq!(
+            gate,
+            Gate::Required(vec![Requirement {
+                name: "test".into(),
+                digest: None
+            }])
+        );
+    }
+
+    #[test]
+    fn each_claim_falls_back_to_its_own_attempts() {
+        let validated = "4".repeat(40);
+        let run = run_with_attempts(serde_json::json!([
+            attempt(&validated, "passed", "unit"),
+            attempt(&"5".repeat(40), "failed", "later"),
+        ]));
+        // The policy wins over any attempt.
+        let p = policy(&["test"], &["test"]);
+        for claim in [Claim::Policy, Claim::RunHead(&run), Claim::Promotion(&run)] {
+            assert_eq!(names(&for_claim(Some(&p), claim, &validated)), ["test"]);
+        }
+        // Without one: the run head by the last attempt, the promotion by the passing attempt
+        // of the validated commit, the policy claim by nothing.
+        assert!(for_claim(None, Claim::Policy, &validated).is_empty());
+        let head = for_claim(None, Claim::RunHead(&run), &validated);
+        assert_eq!(names(&head), ["later"]);
+        assert_eq!(head[0].digest.as_deref(), Some("adhoc"));
+        assert_eq!(
+            names(&for_claim(None, Claim::Promotion(&run), &validated)),
+            ["unit"]
+        );
+        assert!(for_claim(None, Claim::Promotion(&run), &"5".repeat(40)).is_empty());
+        let empty = policy(&[], &[]);
+        assert_eq!(
+            names(&for_claim(Some(&empty), Claim::RunHead(&run), "")),
+            ["later"]
+        );
+    }
+}

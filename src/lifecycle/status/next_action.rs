@@ -1,0 +1,744 @@
+//! The next action: a pure decision from the run's recorded state and what was observed live.
+//!
+//! Nothing here reads the repository: [`super::observe`] gathers every condition first, so the
+//! table can be read (and tested) as a table. Rules are tried in order, the first that applies
+//! decides: a finished run is cleaned up; then what blocks any work (the branch is elsewhere,
+//! the worktree is missing, switched or dirty); then a stopped loop; then a broken policy; then
+//! the run's state.
+
+use serde::Serialize;
+
+use crate::model::loop_state::HarnessStop;
+use crate::model::{RunRecord, RunState};
+
+/// What the live repository says, beside what the ledger says.
+#[derive(Debug, Clone, Serialize)]
+pub struct LiveState {
+    pub worktree_exists: bool,
+    pub head: Option<String>,
+    /// The branch checked out in the run worktree, when it is not the run branch.
+    pub branch_switched: Option<String>,
+    pub dirty: Vec<String>,
+    pub untracked: Vec<String>,
+    /// The run branch moved after the validated commit.
+    pub head_changed_since_validation: bool,
+    /// The target's current tip, when it moved since the run started.
+    pub target_moved: Option<String>,
+    /// The target branch no longer exists.
+    pub target_deleted: bool,
+    /// When the target moved: would the run merge cleanly onto its new tip?
+    pub merge_preview: Option<crate::store::merge::MergePreview>,
+    /// The policy at the head cannot be read (the run cannot be validated until it is fixed).
+    pub policy_error: Option<String>,
+    /// The run worktree exists but cannot be used (an interrupted start, a damaged `.git`).
+    pub worktree_broken: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NextAction {
+    pub action: String,
+    /// True when something must be fixed before the action can succeed.
+    pub blocking: bool,
+    pub reason: String,
+    pub command: Option<String>,
+}
+
+/// The plans at the run head that block completion.
+#[derive(Debug, Clone)]
+pub struct PlanFaults {
+    /// The plans at fault, in a line.
+    pub summary: String,
+    /// A plan sits in the wrong folder (`plans reconcile` moves it).
+    pub misplaced: bool,
+}
+
+/// What was observed beside [`LiveState`], as far as the decision needs it.
+#[derive(Debug, Clone, Default)]
+pub struct Conditions {
+    /// The run branch exists in this repository.
+    pub branch_exists: bool,
+    /// A policy is committed at the run head (else `finish` needs a check command).
+    pub has_policy: bool,
+    /// The checks (and `plan-hygiene`, `policy`) the head has no valid evidence for.
+    pub missing: Vec<String>,
+    pub plan_faults: Option<PlanFaults>,
+    /// Why promote would refuse right now (asked only of a completed run).
+    pub promote_refused: Option<String>,
+    /// The run worktree as one shell word, for commands to copy.
+    pub workspace: String,
+}
+
+fn next(action: &str, blocking: bool, reason: String, command: Option<String>) -> NextAction {
+    NextAction {
+        action: action.into(),
+        blocking,
+        reason,
+        command,
+    }
+}
+
+/// What to do next with `run`, given what was observed.
+pub fn next_action(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
+    let id = &run.run_id;
+    let wt = &c.workspace;
+    if run.state.is_terminal() {
+        return if live.worktree_exists || c.branch_exists || live.worktree_broken.is_some() {
+            let force = if live.worktree_broken.is_some() {
+                " --force"
+            } else {
+                ""
+            };
+            next(
+                "cleanup",
+                false,
+                format!("the run is {}; its worktree and branch can go", run.state),
+                Some(format!("git tabellio cleanup {id}{force}")),
+            )
+        } else {
+            next(
+                "none",
+                false,
+                format!("the run is {} and cleaned up", run.state),
+                None,
+            )
+        };
+    }
+    if !c.branch_exists {
+        // Runs travel with `sync`, run branches do not: a missing branch may live on another
+        // machine. Nothing destructive is suggested.
+        return next(
+            "elsewhere",
+            true,
+            format!(
+                "the run branch {} is not in this repository: the run lives on another machine (runs travel with sync, branches do not), or the branch was deleted",
+                run.branch
+            ),
+            None,
+        );
+    }
+    if !live.worktree_exists && run.state != RunState::Completed {
+        return next(
+            "abandon",
+            true,
+            match &live.worktree_broken {
+                Some(why) => format!(
+                    "the run worktree is unusable ({why}); abandon the run, then `git tabellio cleanup {id} --force` removes it"
+                ),
+                None => "the run worktree is missing".into(),
+            },
+            Some(format!("git tabellio abandon {id}")),
+        );
+    }
+    if let Some(other) = &live.branch_switched {
+        return next(
+            "switch-branch",
+            true,
+            format!(
+                "the run worktree has {other} checked out instead of {}",
+                run.branch
+            ),
+            Some(format!(
+                "git -C {wt} switch {}",
+                run.branch.trim_start_matches("refs/heads/")
+            )),
+        );
+    }
+    if !loop_pending(run) && (!live.dirty.is_empty() || !live.untracked.is_empty()) {
+        // A loop killed or interrupted mid-iteration leaves the agent's changes uncommitted on
+        // purpose: its `collect` phase commits them on resume, so resuming is the next action.
+        return next(
+            "commit",
+            true,
+            "the run worktree has uncommitted changes".into(),
+            Some(format!("git -C {wt} add -A && git -C {wt} commit")),
+        );
+    }
+    if let Some(action) = loop_next_action(run) {
+        return action;
+    }
+    if let Some(err) = &live.policy_error {
+        return next(
+            "fix-policy",
+            true,
+            format!("the policy at the run head cannot be used: {err}"),
+            None,
+        );
+    }
+    by_state(run, live, c)
+}
+
+/// The command that validates the run head.
+fn finish_command(run: &RunRecord, c: &Conditions) -> String {
+    if c.has_policy {
+        format!("git tabellio finish {}", run.run_id)
+    } else {
+        format!("git tabellio finish {} -- <check command>", run.run_id)
+    }
+}
+
+/// The last rule: by the run's state, once nothing else blocks.
+fn by_state(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
+    let id = &run.run_id;
+    match run.state {
+        RunState::Looping => next(
+            "loop",
+            false,
+            "a loop was interrupted; resume it".into(),
+            Some(format!("git tabellio loop {id} --resume")),
+        ),
+        RunState::Completed => completed(run, live, c),
+        _ if live.head.as_deref() == Some(run.base.commit.as_str()) => next(
+            "commit",
+            false,
+            "no commits on the run branch yet; do the work in the run worktree".into(),
+            None,
+        ),
+        RunState::ValidationFailed => match &c.plan_faults {
+            Some(faults) => next(
+                "plans",
+                true,
+                format!("the plans block completion: {}", faults.summary),
+                if faults.misplaced {
+                    Some(format!("git tabellio plans reconcile {id} --commit"))
+                } else {
+                    Some(format!("git tabellio plans status {id}"))
+                },
+            ),
+            None => next(
+                "finish",
+                false,
+                "the last validation failed; fix, commit, then finish again".into(),
+                Some(finish_command(run, c)),
+            ),
+        },
+        RunState::Blocked => next(
+            "finish",
+            true,
+            format!(
+                "the run is blocked: {}",
+                run.reason.clone().unwrap_or_else(|| "see the log".into())
+            ),
+            Some(finish_command(run, c)),
+        ),
+        _ => next(
+            "finish",
+            false,
+            "validate the run head".into(),
+            Some(finish_command(run, c)),
+        ),
+    }
+}
+
+/// A completed run: promote it, unless the live repository says otherwise.
+fn completed(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
+    let id = &run.run_id;
+    if live.head_changed_since_validation {
+        return next(
+            "finish",
+            true,
+            "the run branch changed after validation; validate the new head".into(),
+            Some(finish_command(run, c)),
+        );
+    }
+    if live.target_deleted {
+        return next(
+            "restart",
+            true,
+            format!("the target {} no longer exists", run.base.reference),
+            None,
+        );
+    }
+    if interrupted_promotion(run, live) {
+        return next(
+            "promote",
+            false,
+            format!(
+                "{} already points at the validated commit: a promotion was interrupted before it recorded itself; promote completes it",
+                run.base.reference
+            ),
+            Some(format!("git tabellio promote {id}")),
+        );
+    }
+    if let Some(tip) = &live.target_moved {
+        return next(
+            "restart",
+            true,
+            format!(
+                "the target {} moved to {tip} since the run started; {}; a run's base is frozen, so the change goes on in a new run from the new tip (carry it over, e.g. with `git cherry-pick`)",
+                run.base.reference,
+                live.merge_preview
+                    .as_ref()
+                    .map_or_else(String::new, |p| p.describe())
+            ),
+            Some(format!(
+                "git tabellio start --base {} --task-file <the task>",
+                run.base.reference.trim_start_matches("refs/heads/")
+            )),
+        );
+    }
+    if !c.missing.is_empty() {
+        return next(
+            "finish",
+            true,
+            format!(
+                "evidence is missing or invalid for: {}",
+                c.missing.join(", ")
+            ),
+            Some(finish_command(run, c)),
+        );
+    }
+    // Everything promote itself checks (the target's worktree, locks, a rebase in progress):
+    // status never says "promote" when promote would refuse.
+    match &c.promote_refused {
+        None => next(
+            "promote",
+            false,
+            format!("validated; promote moves {} to it", run.base.reference),
+            Some(format!("git tabellio promote {id}")),
+        ),
+        Some(why) => next(
+            "unblock-promote",
+            true,
+            format!("promote would be refused: {why}"),
+            None,
+        ),
+    }
+}
+
+/// What the run's state allows, narrowed by the live repository: nothing that would be
+/// refused right now is offered.
+pub fn allowed_actions(run: &RunRecord, live: &LiveState, c: &Conditions) -> Vec<String> {
+    let mut v: Vec<&str> = match run.state {
+        RunState::Active | RunState::ValidationFailed | RunState::Blocked => {
+            vec!["checkpoint", "finish", "loop", "abandon"]
+        }
+        RunState::Completed => vec!["promote", "checkpoint", "finish", "abandon"],
+        RunState::Looping => vec!["loop --resume", "abandon"],
+        RunState::Promoted | RunState::Abandoned => {
+            if live.worktree_exists || c.branch_exists {
+                vec!["cleanup"]
+            } else {
+                vec![]
+            }
+        }
+    };
+    if !run.state.is_terminal() {
+        let no_work = live.head.as_deref() == Some(run.base.commit.as_str());
+        let workspace_ok = live.worktree_exists
+            && live.branch_switched.is_none()
+            && live.dirty.is_empty()
+            && live.untracked.is_empty();
+        v.retain(|a| match *a {
+            "checkpoint" | "finish" => workspace_ok && !no_work,
+            "loop" => workspace_ok,
+            // Promote moves the target to the validated commit; it needs the run branch, not
+            // the run worktree.
+            "promote" => {
+                c.branch_exists
+                    && !live.head_changed_since_validation
+                    && (live.target_moved.is_none() || interrupted_promotion(run, live))
+                    && !live.target_deleted
+                    && c.missing.is_empty()
+            }
+            _ => true,
+        });
+    }
+    v.into_iter().map(str::to_string).collect()
+}
+
+/// The target already points at the validated commit while the ledger says `completed`: a
+/// promotion killed between its target and ledger writes.
+fn interrupted_promotion(run: &RunRecord, live: &LiveState) -> bool {
+    run.state == RunState::Completed
+        && live.target_moved.is_some()
+        && live.target_moved.as_deref() == run.validated.as_ref().map(|v| v.commit.as_str())
+}
+
+/// A loop that `loop --resume` continues: looping (killed), or blocked by an interrupt.
+fn loop_pending(run: &RunRecord) -> bool {
+    run.state == RunState::Looping
+        || (run.state == RunState::Blocked
+            && run
+                .loop_state
+                .as_ref()
+                .is_some_and(|l| l.why_harness_stopped == Some(HarnessStop::Interrupted)))
+}
+
+/// The blocked-loop table: what to do with a run a loop left blocked, by why the harness
+/// stopped (`None`: it did not say). Returns the action and the command to run.
+pub fn blocked_loop_step(run_id: &str, stop: Option<HarnessStop>) -> (&'static str, String) {
+    match stop {
+        Some(HarnessStop::Interrupted) => ("loop", format!("git tabellio loop {run_id} --resume")),
+        Some(HarnessStop::ExecutorFailure) => (
+            "loop",
+            format!("git tabellio loop {run_id} -- <a working agent command>"),
+        ),
+        // The harness could not go on (e.g. the agent broke the policy): fix the run head in
+        // the worktree, commit, and validate it.
+        Some(HarnessStop::Error) => ("finish", format!("git tabellio finish {run_id}")),
+        _ => ("review", format!("git tabellio context {run_id}")),
+    }
+}
+
+/// What a person should do after a loop stopped blocked, when the loop said why.
+pub fn loop_next_action(rec: &RunRecord) -> Option<NextAction> {
+    let l = rec.loop_state.as_ref()?;
+    if rec.state != RunState::Blocked {
+        return None;
+    }
+    let stop = l.why_harness_stopped?;
+    let reason = rec
+        .reason
+        .clone()
+        .unwrap_or_else(|| "the loop stopped".into());
+    let (action, command) = blocked_loop_step(&rec.run_id, Some(stop));
+    Some(next(action, true, reason, Some(command)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::loop_state::{
+        AgentSpec, AgentStop, DoneReason, LoopState, LoopStatus, Phase,
+    };
+
+    /// The base and validated commits of [`crate::model::run::tests::sample`].
+    const BASE: &str = "1111111111111111111111111111111111111111";
+    const VALIDATED: &str = "2222222222222222222222222222222222222222";
+
+    fn run(state: RunState) -> RunRecord {
+        crate::model::run::tests::sample(state)
+    }
+
+    /// A blocked run whose loop stopped because of `stop`.
+    fn blocked_loop(stop: HarnessStop) -> RunRecord {
+        let mut rec = run(RunState::Blocked);
+        rec.reason = Some("the loop stopped here".into());
+        rec.loop_state = Some(LoopState {
+            iteration: 1,
+            phase: Phase::Finalize,
+            max_loops: 5,
+            no_progress_limit: 2,
+            status: LoopStatus::Error,
+            why_agent_stopped: Some(AgentStop::Exited),
+            why_harness_stopped: Some(stop),
+            done_reason: Some(DoneReason::NoClaim),
+            agent: AgentSpec {
+                argv: vec!["agent".into()],
+                argv_sha256: "0".repeat(64),
+                redacted: false,
+                timeout_s: 60,
+            },
+            task_sha256: "0".repeat(64),
+            checks: Vec::new(),
+            promote: false,
+            started_at: "2026-01-01T00:00:00Z".into(),
+            stopped_at: None,
+            resumes: 0,
+            current: None,
+            history: Vec::new(),
+        });
+        rec
+    }
+
+    /// A healthy live state: worktree present and clean, head at the validated commit.
+    fn live() -> LiveState {
+        LiveState {
+            worktree_exists: true,
+            head: Some(VALIDATED.into()),
+            branch_switched: None,
+            dirty: Vec::new(),
+            untracked: Vec::new(),
+            head_changed_since_validation: false,
+            target_moved: None,
+            target_deleted: false,
+            merge_preview: None,
+            policy_error: None,
+            worktree_broken: None,
+        }
+    }
+
+    fn cond() -> Conditions {
+        Conditions {
+            branch_exists: true,
+            has_policy: true,
+            workspace: "/wt/r1".into(),
+            ..Conditions::default()
+        }
+    }
+
+    fn decide(rec: &RunRecord, live: &LiveState, c: &Conditions) -> (String, bool, Option<String>) {
+        let a = next_action(rec, live, c);
+        (a.action, a.blocking, a.command)
+    }
+
+    #[test]
+    fn a_finished_run_is_cleaned_up_then_done() {
+        for state in [RunState::Promoted, RunState::Abandoned] {
+            let rec = run(state);
+            let (a, blocking, cmd) = decide(&rec, &live(), &cond());
+            assert_eq!((a.as_str(), blocking), ("cleanup", false));
+            assert_eq!(cmd.as_deref(), Some("git tabellio cleanup r1"));
+            let mut broken = live();
+            broken.worktree_exists = false;
+            broken.worktree_broken = Some("no .git".into());
+            let (_, _, cmd) = decide(&rec, &broken, &cond());
+            assert_eq!(cmd.as_deref(), Some("git tabellio cleanup r1 --force"));
+            let mut gone = live();
+            gone.worktree_exists = false;
+            let c = Conditions {
+                branch_exists: false,
+                ..cond()
+            };
+            assert_eq!(decide(&rec, &gone, &c).0, "none");
+        }
+    }
+
+    #[test]
+    fn a_missing_branch_means_the_run_lives_elsewhere() {
+        for state in [RunState::Active, RunState::Completed, RunState::Blocked] {
+            let c = Conditions {
+                branch_exists: false,
+                ..cond()
+            };
+            assert_eq!(
+                decide(&run(state), &live(), &c),
+                ("elsewhere".into(), true, None)
+            );
+        }
+    }
+
+    #[test]
+    fn a_missing_worktree_is_abandoned_unless_the_run_is_completed() {
+        let mut gone = live();
+        gone.worktree_exists = false;
+        let (a, blocking, _) = decide(&run(RunState::Active), &gone, &cond());
+        assert_eq!((a.as_str(), blocking), ("abandon", true));
+        gone.worktree_broken = Some("no .git".into());
+        let reason = next_action(&run(RunState::Active), &gone, &cond()).reason;
+        assert!(reason.contains("unusable (no .git)"), "{reason}");
+        // Promotion needs the branch, not the worktree.
+        gone.worktree_broken = None;
+        assert_eq!(
+            decide(&run(RunState::Completed), &gone, &cond()).0,
+            "promote"
+        );
+    }
+
+    #[test]
+    fn a_switched_or_dirty_worktree_blocks() {
+        let mut switched = live();
+        switched.branch_switched = Some("refs/heads/other".into());
+        let (a, blocking, cmd) = decide(&run(RunState::Active), &switched, &cond());
+        assert_eq!((a.as_str(), blocking), ("switch-branch", true));
+        assert_eq!(cmd.as_deref(), Some("git -C /wt/r1 switch tabellio/r1"));
+        let mut dirty = live();
+        dirty.untracked = vec!["new.txt".into()];
+        let (a, blocking, _) = decide(&run(RunState::Completed), &dirty, &cond());
+        assert_eq!((a.as_str(), blocking), ("commit", true));
+        // A killed or interrupted loop commits the agent's changes itself on resume.
+        let (a, _, cmd) = decide(&run(RunState::Looping), &dirty, &cond());
+        assert_eq!(a, "loop");
+        assert_eq!(cmd.as_deref(), Some("git tabellio loop r1 --resume"));
+        let (a, _, _) = decide(&blocked_loop(HarnessStop::Interrupted), &dirty, &cond());
+        assert_eq!(a, "loop");
+        let (a, _, _) = decide(&blocked_loop(HarnessStop::Error), &dirty, &cond());
+        assert_eq!(a, "commit");
+    }
+
+    #[test]
+    fn a_blocked_loop_says_what_stopped_it() {
+        let table = [
+            (
+                HarnessStop::Interrupted,
+                "loop",
+                "git tabellio loop r1 --resume",
+            ),
+            (
+                HarnessStop::ExecutorFailure,
+                "loop",
+                "git tabellio loop r1 -- <a working agent command>",
+            ),
+            (HarnessStop::Error, "finish", "git tabellio finish r1"),
+            (
+                HarnessStop::RepeatedState,
+                "review",
+                "git tabellio context r1",
+            ),
+            (HarnessStop::NoProgress, "review", "git tabellio context r1"),
+            (HarnessStop::MaxLoops, "review", "git tabellio context r1"),
+        ];
+        for (stop, action, command) in table {
+            let a = next_action(&blocked_loop(stop), &live(), &cond());
+            assert_eq!(a.action, action, "{stop:?}");
+            assert!(a.blocking);
+            assert_eq!(a.command.as_deref(), Some(command));
+            assert_eq!(a.reason, "the loop stopped here");
+            assert_eq!(
+                blocked_loop_step("r1", Some(stop)),
+                (action, command.to_string())
+            );
+        }
+        assert_eq!(blocked_loop_step("r1", None).0, "review");
+        // Blocked without a loop: validate again.
+        let mut rec = run(RunState::Blocked);
+        rec.reason = Some("required checks not passed".into());
+        let a = next_action(&rec, &live(), &cond());
+        assert_eq!((a.action.as_str(), a.blocking), ("finish", true));
+        assert_eq!(a.reason, "the run is blocked: required checks not passed");
+        assert!(loop_next_action(&rec).is_none());
+    }
+
+    #[test]
+    fn a_broken_policy_is_fixed_first() {
+        let mut l = live();
+        l.policy_error = Some("not valid JSON".into());
+        for state in [
+            RunState::Active,
+            RunState::Completed,
+            RunState::ValidationFailed,
+        ] {
+            let (a, blocking, cmd) = decide(&run(state), &l, &cond());
+            assert_eq!((a.as_str(), blocking, cmd), ("fix-policy", true, None));
+        }
+    }
+
+    #[test]
+    fn a_completed_run_is_promoted_unless_the_repository_moved() {
+        let rec = run(RunState::Completed);
+        assert_eq!(
+            decide(&rec, &live(), &cond()),
+            (
+                "promote".into(),
+                false,
+                Some("git tabellio promote r1".into())
+            )
+        );
+        let mut l = live();
+        l.head_changed_since_validation = true;
+        assert_eq!(decide(&rec, &l, &cond()).0, "finish");
+        let mut l = live();
+        l.target_deleted = true;
+        assert_eq!(decide(&rec, &l, &cond()), ("restart".into(), true, None));
+        let mut l = live();
+        l.target_moved = Some(VALIDATED.into());
+        let (a, blocking, _) = decide(&rec, &l, &cond());
+        assert_eq!(
+            (a.as_str(), blocking),
+            ("promote", false),
+            "an interrupted promotion"
+        );
+        l.target_moved = Some("5".repeat(40));
+        let (a, blocking, cmd) = decide(&rec, &l, &cond());
+        assert_eq!((a.as_str(), blocking), ("restart", true));
+        assert_eq!(
+            cmd.as_deref(),
+            Some("git tabellio start --base main --task-file <the task>")
+        );
+        let c = Conditions {
+            missing: vec!["test".into()],
+            ..cond()
+        };
+        let a = next_action(&rec, &live(), &c);
+        assert_eq!((a.action.as_str(), a.blocking), ("finish", true));
+        assert_eq!(a.reason, "evidence is missing or invalid for: test");
+        let c = Conditions {
+            promote_refused: Some("locked".into()),
+            ..cond()
+        };
+        let a = next_action(&rec, &live(), &c);
+        assert_eq!((a.action.as_str(), a.blocking), ("unblock-promote", true));
+        assert_eq!(a.reason, "promote would be refused: locked");
+    }
+
+    #[test]
+    fn an_open_run_is_worked_on_then_finished() {
+        let mut at_base = live();
+        at_base.head = Some(BASE.into());
+        for state in [
+            RunState::Active,
+            RunState::ValidationFailed,
+            RunState::Blocked,
+        ] {
+            let (a, blocking, cmd) = decide(&run(state), &at_base, &cond());
+            assert_eq!((a.as_str(), blocking, cmd), ("commit", false, None));
+        }
+        assert_eq!(
+            decide(&run(RunState::Active), &live(), &cond()),
+            (
+                "finish".into(),
+                false,
+                Some("git tabellio finish r1".into())
+            )
+        );
+        let c = Conditions {
+            has_policy: false,
+            ..cond()
+        };
+        assert_eq!(
+            decide(&run(RunState::ValidationFailed), &live(), &c)
+                .2
+                .as_deref(),
+            Some("git tabellio finish r1 -- <check command>")
+        );
+        let (a, blocking, _) = decide(&run(RunState::Looping), &live(), &cond());
+        assert_eq!((a.as_str(), blocking), ("loop", false));
+    }
+
+    #[test]
+    fn faulty_plans_block_a_failed_run() {
+        let rec = run(RunState::ValidationFailed);
+        let mut c = Conditions {
+            plan_faults: Some(PlanFaults {
+                summary: "open tasks".into(),
+                misplaced: true,
+            }),
+            ..cond()
+        };
+        let (a, blocking, cmd) = decide(&rec, &live(), &c);
+        assert_eq!((a.as_str(), blocking), ("plans", true));
+        assert_eq!(
+            cmd.as_deref(),
+            Some("git tabellio plans reconcile r1 --commit")
+        );
+        c.plan_faults = Some(PlanFaults {
+            summary: "open tasks".into(),
+            misplaced: false,
+        });
+        assert_eq!(
+            decide(&rec, &live(), &c).2.as_deref(),
+            Some("git tabellio plans status r1")
+        );
+    }
+
+    #[test]
+    fn allowed_actions_offer_nothing_that_would_be_refused() {
+        let rec = run(RunState::Completed);
+        assert_eq!(
+            allowed_actions(&rec, &live(), &cond()),
+            ["promote", "checkpoint", "finish", "abandon"]
+        );
+        let c = Conditions {
+            missing: vec!["test".into()],
+            ..cond()
+        };
+        assert!(!allowed_actions(&rec, &live(), &c).contains(&"promote".to_string()));
+        let mut dirty = live();
+        dirty.dirty = vec!["a".into()];
+        assert_eq!(
+            allowed_actions(&run(RunState::Active), &dirty, &cond()),
+            ["abandon"]
+        );
+        let mut gone = live();
+        gone.worktree_exists = false;
+        let c = Conditions {
+            branch_exists: false,
+            ..cond()
+        };
+        assert!(allowed_actions(&run(RunState::Promoted), &gone, &c).is_empty());
+        assert_eq!(
+            allowed_actions(&run(RunState::Abandoned), &live(), &cond()),
+            ["cleanup"]
+        );
+    }
+}

@@ -1,0 +1,163 @@
+//! Observing a run: what its ledger says and what the live repository says, read once into
+//! the plain values ([`LiveState`], [`Conditions`]) that the next-action table decides on.
+//!
+//! Evidence and the plan gate are judged live, from the notes and the committed plans at the
+//! head: the ledger's word is never enough. A policy that cannot be read is observed, not
+//! fatal: status is where a person learns that it must be fixed.
+
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+use crate::evidence::judge::{evaluate, Verdict};
+use crate::evidence::requirements::{required_at, Claim};
+use crate::model::{RunRecord, RunState};
+use crate::plans::{PlanClass, PlanReport};
+use crate::run::run_workspace;
+use crate::store::ledger::Ledger;
+use crate::store::worktree::{self, WorkspaceState};
+use crate::store::Store;
+
+use super::next_action::{Conditions, LiveState, PlanFaults};
+
+/// Everything observed about one run.
+pub struct Observed {
+    pub workspace: Option<PathBuf>,
+    /// The run worktree, when it exists and is usable.
+    pub worktree: Option<WorkspaceState>,
+    pub live: LiveState,
+    pub satisfied: Vec<String>,
+    pub conditions: Conditions,
+}
+
+/// The evidence verdicts at the run head: (satisfied, missing, plan faults, policy error).
+struct HeadEvidence {
+    satisfied: Vec<String>,
+    missing: Vec<String>,
+    plan_faults: Option<PlanReport>,
+    policy_error: Option<String>,
+}
+
+fn head_evidence(
+    store: &Store,
+    run: &RunRecord,
+    head: Option<gix::ObjectId>,
+) -> Result<HeadEvidence> {
+    let mut out = HeadEvidence {
+        satisfied: Vec::new(),
+        missing: Vec::new(),
+        plan_faults: None,
+        policy_error: None,
+    };
+    let Some(h) = head.filter(|h| *h != run.base.commit) else {
+        return Ok(out);
+    };
+    match required_at(store, h, Claim::RunHead(run)) {
+        Ok(reqs) => {
+            for v in evaluate(store, h, &reqs)? {
+                if v.verdict == Verdict::Satisfied {
+                    out.satisfied.push(v.name);
+                } else {
+                    out.missing.push(v.name);
+                }
+            }
+            if let Some(report) = crate::lifecycle::plans::gate_report(store, h)? {
+                out.missing.push("plan-hygiene".into());
+                out.plan_faults = Some(report);
+            }
+        }
+        Err(e) => {
+            out.missing.push("policy".into());
+            out.policy_error = Some(Error::from(e).message);
+        }
+    }
+    Ok(out)
+}
+
+/// Read the run's worktree, branch, target and evidence.
+pub fn observe(store: &Store, ledger: &Ledger) -> Result<Observed> {
+    let run = &ledger.record;
+    let workspace = run_workspace(store, ledger)?;
+    // A worktree left unusable (an interrupted start) is reported, not fatal.
+    let mut worktree_broken = None;
+    let ws = match &workspace {
+        Some(p) if p.exists() => match worktree::broken_reason(p) {
+            Some(why) => {
+                worktree_broken = Some(why);
+                None
+            }
+            None => Some(worktree::inspect(p)?),
+        },
+        _ => None,
+    };
+    let branch_tip = store.ref_target(&run.branch)?;
+    let head = ws.as_ref().and_then(|w| w.head).or(branch_tip);
+    let target_tip = store.ref_target(&run.base.reference)?;
+    let target_moved = match (target_tip, run.state) {
+        (_, RunState::Promoted) => None,
+        (Some(t), _) if t != run.base.commit => Some(t),
+        _ => None,
+    };
+    let merge_preview = match (target_moved, head) {
+        (Some(tip), Some(h)) if !run.state.is_terminal() => {
+            Some(crate::store::merge::merge_preview(store, tip, h)?)
+        }
+        _ => None,
+    };
+    let evidence = head_evidence(store, run, head)?;
+    let live = LiveState {
+        worktree_exists: ws.is_some(),
+        head: head.map(|h| h.to_string()),
+        branch_switched: ws.as_ref().and_then(|w| {
+            (w.branch.as_deref() != Some(run.branch.as_str()))
+                .then(|| w.branch.clone().unwrap_or_else(|| "(detached HEAD)".into()))
+        }),
+        dirty: ws.as_ref().map(|w| w.changed.clone()).unwrap_or_default(),
+        untracked: ws.as_ref().map(|w| w.untracked.clone()).unwrap_or_default(),
+        head_changed_since_validation: match (&run.validated, head) {
+            (Some(v), Some(h)) => v.commit != h,
+            _ => false,
+        },
+        target_moved: target_moved.map(|t| t.to_string()),
+        target_deleted: target_tip.is_none() && run.state != RunState::Promoted,
+        merge_preview,
+        policy_error: evidence.policy_error,
+        worktree_broken,
+    };
+    let conditions = Conditions {
+        branch_exists: branch_tip.is_some(),
+        has_policy: head
+            .is_some_and(|h| matches!(crate::store::policy::policy_at(store, h), Ok(Some(_)))),
+        missing: evidence.missing,
+        plan_faults: evidence.plan_faults.map(|report| PlanFaults {
+            summary: crate::lifecycle::plans::fault_summary(&report),
+            misplaced: report.with_class(PlanClass::Misplaced).next().is_some(),
+        }),
+        promote_refused: promote_refused(store, ledger),
+        // Commands for a person to copy: the path is one shell word.
+        workspace: workspace
+            .as_ref()
+            .map(|p| crate::error::shell_path(p))
+            .unwrap_or_default(),
+    };
+    Ok(Observed {
+        workspace,
+        worktree: ws,
+        live,
+        satisfied: evidence.satisfied,
+        conditions,
+    })
+}
+
+/// Why promote would refuse a completed run now (everything promote itself checks: the
+/// target's worktree, locks, a rebase in progress), `None` when it would go ahead or the run
+/// is not completed.
+fn promote_refused(store: &Store, ledger: &Ledger) -> Option<String> {
+    if ledger.record.state != RunState::Completed {
+        return None;
+    }
+    let e = Error::from(crate::lifecycle::promote::plan(store, ledger.clone()).err()?);
+    Some(match &e.hint {
+        Some(h) => format!("{} ({h})", e.message),
+        None => e.message,
+    })
+}

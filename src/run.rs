@@ -1,0 +1,139 @@
+//! Runs: where a command runs ([`Env`]), which run it names ([`resolve_run`]), where the run's
+//! worktree is ([`run_workspace`]), and moving its ledger forward ([`advance`]).
+//!
+//! A ledger moves only by compare-and-swap on its tip, together with the notes that belong to
+//! the transition, in one transaction ([`crate::store::publish`]).
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::model::ids::check_run_id;
+use crate::model::RunRecord;
+use crate::store::ledger::Ledger;
+use crate::store::publish::{publish, NotesAdditions};
+use crate::store::tx::Cas;
+use crate::store::Store;
+
+/// Where and how a command runs.
+pub struct Env {
+    pub store: Store,
+    /// The directory the command was started in (after `git -C`).
+    pub cwd: PathBuf,
+}
+
+impl Env {
+    pub fn discover(cwd: &Path) -> Result<Env> {
+        Ok(Env {
+            store: Store::discover(cwd)?,
+            cwd: cwd.to_path_buf(),
+        })
+    }
+}
+
+/// Check a run id given on the command line (exit 2 when malformed).
+pub fn valid_run_id(id: &str) -> Result<()> {
+    check_run_id(id).map_err(|why| {
+        Error::usage(format!("invalid run id {id:?}: {why}"))
+            .hint("run ids match [A-Za-z0-9][A-Za-z0-9._-]{0,63}, e.g. fix-login-1")
+    })
+}
+
+/// The run named on the command line, or the one whose worktree we are in.
+pub fn resolve_run(env: &Env, run: Option<&str>) -> Result<Ledger> {
+    if let Some(id) = run {
+        valid_run_id(id)?;
+        return env.store.find_ledger(id);
+    }
+    let branch = env
+        .store
+        .repo
+        .head_name()
+        .ok()
+        .flatten()
+        .map(|n| n.as_bstr().to_string());
+    let no_run = || {
+        Error::usage("no run given, and the current directory is not inside a run's worktree")
+            .hint("name the run (`git tabellio list` shows them) or cd into its worktree")
+    };
+    // Inside `<worktree root>/<run>` the directory names the run, whatever is checked out
+    // there (a switched branch or a detached HEAD is exactly what `status` must diagnose).
+    if let Some(id) = run_id_from_path(env) {
+        if let Some(ledger) = env.store.try_find_ledger(&id)? {
+            return Ok(ledger);
+        }
+    }
+    let Some(branch) = branch else {
+        return Err(no_run());
+    };
+    if let Some(id) = branch.strip_prefix("refs/heads/tabellio/") {
+        if check_run_id(id).is_ok() {
+            if let Some(ledger) = env.store.try_find_ledger(id)? {
+                if ledger.record.branch == branch {
+                    return Ok(ledger);
+                }
+            }
+        }
+    }
+    for (id, _) in env.store.list_ledgers()? {
+        // One unreadable ledger (a newer schema from a teammate) must not hide the others.
+        if let Ok(Some(ledger)) = env.store.try_find_ledger(&id) {
+            if ledger.record.branch == branch {
+                return Ok(ledger);
+            }
+        }
+    }
+    Err(no_run())
+}
+
+/// The run whose default worktree directory contains the current directory.
+fn run_id_from_path(env: &Env) -> Option<String> {
+    let root = env.store.worktree_root().ok()?;
+    let root = std::fs::canonicalize(root).ok()?;
+    let cwd = std::fs::canonicalize(&env.cwd).ok()?;
+    let id = cwd.strip_prefix(&root).ok()?.components().next()?;
+    let id = id.as_os_str().to_str()?.to_string();
+    check_run_id(&id).is_ok().then_some(id)
+}
+
+/// The worktree where the run's branch is checked out, if any.
+pub fn run_workspace(store: &Store, ledger: &Ledger) -> Result<Option<PathBuf>> {
+    // The usual place first: opening one worktree is cheap, opening all of them is not (a
+    // repository may hold hundreds of run worktrees).
+    let usual = store.worktree_root()?.join(&ledger.record.run_id);
+    if usual.join(".git").is_file() {
+        if let Ok(repo) = gix::open(&usual) {
+            let branch = repo.head_name().ok().flatten();
+            if branch.is_some_and(|b| b.as_bstr() == ledger.record.branch.as_str()) {
+                return Ok(Some(usual));
+            }
+        }
+    }
+    // A registration whose directory was deleted by hand is no workspace.
+    let found = store.worktrees_of_branch(&ledger.record.branch)?;
+    if let Some(p) = found.into_iter().find(|p| p.exists()) {
+        return Ok(Some(p));
+    }
+    // The branch may be switched away; the worktree still exists at its usual place.
+    Ok(usual.exists().then_some(usual))
+}
+
+/// Extend `ledger` with `next` (a ledger commit whose message names `command`) and add
+/// `notes`, in one transaction; the ledger is compare-and-swap on its current tip.
+pub fn advance(
+    store: &Store,
+    ledger: &Ledger,
+    next: RunRecord,
+    command: &str,
+    notes: &[NotesAdditions],
+) -> Result<Ledger> {
+    let tip = store.write_ledger_commit(Some(ledger), &next, command)?;
+    let message = format!("tabellio: {command} {}", next.run_id);
+    let cas = Cas::update(
+        crate::store::ledger::ref_name(&next.run_id),
+        Some(ledger.tip),
+        tip,
+        &message,
+    );
+    publish(store, Some(cas), notes, &message)?;
+    Ok(Ledger { tip, record: next })
+}
