@@ -5,12 +5,12 @@
 //! demo needs nothing but git and this binary: its check is `git grep`, not `grep`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::lifecycle::{self, finish::CheckSelection, Env};
+use crate::store::git_cli;
 use crate::validate::Stream;
 
 /// One step of the demo, for a person (`say`) and for a program (`data`).
@@ -32,39 +32,45 @@ const POLICY: &str = r#"{
 "#;
 
 fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=tabellio demo",
-            "-c",
-            "user.email=demo@tabellio.invalid",
-            "-c",
-            "commit.gpgsign=false",
-            "-c",
-            "core.hooksPath=/dev/null",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .output()
-        .map_err(|e| {
-            Error::internal(format!("could not run git: {e}")).hint("the demo needs git on PATH")
-        })?;
-    if !out.status.success() {
+    let mut argv = git_cli::argv([
+        "-c",
+        "user.name=tabellio demo",
+        "-c",
+        "user.email=demo@tabellio.invalid",
+        "-c",
+        "commit.gpgsign=false",
+        "-c",
+        "core.hooksPath=/dev/null",
+    ]);
+    argv.extend(git_cli::argv(args.iter().copied()));
+    let out = git_cli::run_in(dir, &argv, "the demo needs git on PATH")?;
+    if !out.success() {
         return Err(Error::internal(format!(
             "git {} failed: {}",
             args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
+            out.stderr.trim()
         )));
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(out.stdout)
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text)
         .map_err(|e| Error::internal(format!("could not write {}: {e}", path.display())))
+}
+
+/// The person's tiny project: a greeting and a policy requiring the check `greeting`, committed.
+fn make_project(repo: &Path) -> Result<()> {
+    git(repo, &["init", "-q", "-b", "main"])?;
+    write(&repo.join("greeting.txt"), "Hello, world!\n")?;
+    std::fs::create_dir_all(repo.join(".tabellio")).map_err(|e| Error::internal(e.to_string()))?;
+    write(&repo.join(".tabellio/policy.json"), POLICY)?;
+    git(repo, &["add", "-A"])?;
+    git(
+        repo,
+        &["commit", "-q", "-m", "A tiny project with a policy"],
+    )?;
+    Ok(())
 }
 
 /// Run the demo in a fresh directory; `on_step` sees each step as it happens. Returns the
@@ -81,15 +87,7 @@ pub fn run(dir: &Path, on_step: &mut dyn FnMut(&Step)) -> Result<PathBuf> {
         })
     };
 
-    git(&repo, &["init", "-q", "-b", "main"])?;
-    write(&repo.join("greeting.txt"), "Hello, world!\n")?;
-    std::fs::create_dir_all(repo.join(".tabellio")).map_err(|e| Error::internal(e.to_string()))?;
-    write(&repo.join(".tabellio/policy.json"), POLICY)?;
-    git(&repo, &["add", "-A"])?;
-    git(
-        &repo,
-        &["commit", "-q", "-m", "A tiny project with a policy"],
-    )?;
+    make_project(&repo)?;
     emit("setup", format!("made a repository at {} with greeting.txt and a policy requiring the check `greeting` (`git grep` for \"Hello, tabellio!\")", repo.display()), serde_json::json!({"repository": repo}));
 
     let env = Env::discover(&repo)?;
