@@ -1,8 +1,10 @@
+#[path = "../../tests/support/hermetic.rs"]
+mod hermetic;
+
 use super::reconcile::reconcile_with;
 use super::*;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// A temp dir with a hermetic HOME and a worktree at `root`.
 struct Fixture {
@@ -58,23 +60,8 @@ impl Fixture {
 }
 
 fn git_in(home: &Path, cwd: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
+    let output = hermetic::git(home, cwd)
         .args(args)
-        .current_dir(cwd)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .env_remove("GIT_OBJECT_DIRECTORY")
-        .env_remove("GIT_COMMON_DIR")
-        .env("HOME", home)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Plan Tester")
-        .env("GIT_AUTHOR_EMAIL", "plans@example.com")
-        .env("GIT_AUTHOR_DATE", "2024-01-01T00:00:00Z")
-        .env("GIT_COMMITTER_NAME", "Plan Tester")
-        .env("GIT_COMMITTER_EMAIL", "plans@example.com")
-        .env("GIT_COMMITTER_DATE", "2024-01-01T00:00:00Z")
         .output()
         .expect("git can be spawned");
     assert!(
@@ -556,12 +543,8 @@ fn a_conflicted_plan_is_not_moved() {
         "0 {zero}\tplans/c.md\n100644 {blob} 1\tplans/c.md\n100644 {blob} 2\tplans/c.md\n100644 {blob} 3\tplans/c.md\n",
         zero = "0".repeat(40)
     );
-    let mut child = Command::new("git")
+    let mut child = hermetic::git(&fx.home, &fx.root)
         .args(["update-index", "--index-info"])
-        .current_dir(&fx.root)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", &fx.home)
         .stdin(std::process::Stdio::piped())
         .spawn()
         .expect("spawn git");
