@@ -73,6 +73,24 @@ fn make_project(repo: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `finish` the demo run: the status of its check, the run's new state, and the step's data.
+fn finish_demo_run(env: &Env) -> Result<(String, String, serde_json::Value)> {
+    let done = lifecycle::finish::finish(
+        env,
+        Some("demo-1"),
+        &CheckSelection::default(),
+        Stream::Quiet,
+    )?;
+    Ok((
+        done.evidence
+            .first()
+            .map_or("?", |e| e.status.as_str())
+            .to_string(),
+        done.run.state.to_string(),
+        serde_json::json!({"state": done.run.state, "attempt": done.attempt}),
+    ))
+}
+
 /// Run the demo in a fresh directory; `on_step` sees each step as it happens. Returns the
 /// directory (which the caller removes unless asked to keep it).
 pub fn run(dir: &Path, on_step: &mut dyn FnMut(&Step)) -> Result<PathBuf> {
@@ -135,16 +153,11 @@ pub fn run(dir: &Path, on_step: &mut dyn FnMut(&Step)) -> Result<PathBuf> {
         serde_json::json!({"commit": cp.commit}),
     );
 
-    let sel = CheckSelection::default();
-    let fail = lifecycle::finish::finish(&env, Some("demo-1"), &sel, Stream::Quiet)?;
+    let (status, state, data) = finish_demo_run(&env)?;
     emit(
         "finish",
-        format!(
-            "finish ran the required check: {} → run is {}",
-            fail.evidence.first().map_or("?", |e| e.status.as_str()),
-            fail.run.state
-        ),
-        serde_json::json!({"state": fail.run.state, "attempt": fail.attempt}),
+        format!("finish ran the required check: {status} → run is {state}"),
+        data,
     );
 
     write(&wt.join("greeting.txt"), "Hello, tabellio!\n")?;
@@ -155,15 +168,13 @@ pub fn run(dir: &Path, on_step: &mut dyn FnMut(&Step)) -> Result<PathBuf> {
         serde_json::json!({}),
     );
 
-    let pass = lifecycle::finish::finish(&env, Some("demo-1"), &sel, Stream::Quiet)?;
+    let (status, state, data) = finish_demo_run(&env)?;
     emit(
         "finish",
         format!(
-            "finish again: {} → run is {}; evidence noted on the commit and its tree",
-            pass.evidence.first().map_or("?", |e| e.status.as_str()),
-            pass.run.state
+            "finish again: {status} → run is {state}; evidence noted on the commit and its tree"
         ),
-        serde_json::json!({"state": pass.run.state, "attempt": pass.attempt}),
+        data,
     );
 
     let promoted = crate::promote::promote(&env, Some("demo-1"), false)?;

@@ -24,7 +24,7 @@ use crate::model::loop_state::{Collected, CommittedBy, Phase};
 use crate::store::ledger::Ledger;
 use crate::store::{worktree, Store};
 
-use super::{commit, current_of, loop_of, next_phase, short, Driver};
+use super::{commit, in_flight, next_phase, short, Driver};
 use crate::store::tx::{self, Cas};
 
 /// A commit made of the worktree's changes.
@@ -267,11 +267,9 @@ fn write_index(
 
 impl Driver<'_> {
     pub(super) fn collect(&mut self, ledger: Ledger) -> Result<Ledger> {
-        let env = self.env;
-        let store = &env.store;
+        let store = &self.env.store;
         let rec = &ledger.record;
-        let state = loop_of(&ledger)?;
-        let cur = current_of(state)?;
+        let (state, cur) = in_flight(&ledger)?;
         let n = cur.n;
         let start_head = store.parse_oid(&cur.start_head)?;
         let path = self.workspace(&ledger)?;

@@ -9,15 +9,13 @@ use crate::model::RunState;
 use crate::store::ledger::{self, Ledger};
 
 use super::fingerprint::{fingerprint, FingerprintInput};
-use super::{commit, current_of, loop_of, next_phase, Driver};
+use super::{commit, current_of, in_flight, loop_of, next_phase, Driver};
 
 impl Driver<'_> {
     pub(super) fn decide(&mut self, ledger: Ledger) -> Result<Ledger> {
-        let env = self.env;
-        let store = &env.store;
+        let store = &self.env.store;
         let rec = &ledger.record;
-        let state = loop_of(&ledger)?;
-        let cur = current_of(state)?;
+        let (state, cur) = in_flight(&ledger)?;
         let n = cur.n;
         let (Some(agent), Some(collected), Some(evaluated)) =
             (&cur.agent, &cur.collect, &cur.evaluate)

@@ -17,15 +17,13 @@ use crate::store::ledger::Ledger;
 use crate::store::Store;
 
 use super::fingerprint::{self, failure_signature};
-use super::{commit, current_of, loop_of, next_phase, Driver};
+use super::{commit, in_flight, next_phase, Driver};
 
 impl Driver<'_> {
     pub(super) fn evaluate(&mut self, ledger: Ledger) -> Result<Ledger> {
-        let env = self.env;
-        let store = &env.store;
+        let store = &self.env.store;
         let rec = &ledger.record;
-        let state = loop_of(&ledger)?;
-        let cur = current_of(state)?;
+        let (state, cur) = in_flight(&ledger)?;
         let n = cur.n;
         let collected = cur.collect.clone().ok_or_else(|| {
             Error::internal("the loop is evaluating an iteration that was not collected")

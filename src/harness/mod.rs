@@ -263,6 +263,12 @@ fn current_of(state: &LoopState) -> Result<&LoopIteration> {
     })
 }
 
+/// The loop state of `ledger` and its iteration in flight.
+fn in_flight(ledger: &Ledger) -> Result<(&LoopState, &LoopIteration)> {
+    let state = loop_of(ledger)?;
+    Ok((state, current_of(state)?))
+}
+
 /// A copy of the record for the transition into `phase`, with the in-flight iteration changed
 /// by `edit`.
 fn next_phase(
