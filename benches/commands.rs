@@ -8,26 +8,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "../tests/support/hermetic.rs"]
+mod hermetic;
+
 const BIN: &str = env!("CARGO_BIN_EXE_git-tabellio");
 
 struct Bench {
     dir: tempfile::TempDir,
     repo: PathBuf,
-}
-
-fn env(cmd: &mut Command, home: &Path) {
-    for (k, _) in std::env::vars() {
-        if k.starts_with("GIT_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.env("HOME", home)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "bench")
-        .env("GIT_AUTHOR_EMAIL", "bench@example.com")
-        .env("GIT_COMMITTER_NAME", "bench")
-        .env("GIT_COMMITTER_EMAIL", "bench@example.com");
 }
 
 impl Bench {
@@ -55,7 +43,7 @@ impl Bench {
             .stdin(Stdio::null())
             .stderr(Stdio::piped())
             .stdout(Stdio::piped());
-        env(&mut cmd, self.dir.path());
+        hermetic::apply(&mut cmd, self.dir.path());
         let start = Instant::now();
         let out = cmd.output().expect("spawn");
         let took = start.elapsed();
@@ -79,7 +67,7 @@ impl Bench {
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        env(&mut cmd, self.dir.path());
+        hermetic::apply(&mut cmd, self.dir.path());
         let start = Instant::now();
         let mut child = cmd.spawn().expect("spawn");
         let _ = child
@@ -98,7 +86,7 @@ impl Bench {
         cmd.args(["fast-import", "--quiet"])
             .current_dir(&self.repo)
             .stdin(Stdio::piped());
-        env(&mut cmd, self.dir.path());
+        hermetic::apply(&mut cmd, self.dir.path());
         let mut child = cmd.spawn().expect("fast-import");
         child
             .stdin

@@ -5,7 +5,6 @@
 //! demo needs nothing but git and this binary: its check is `git grep`, not `grep`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde::Serialize;
 
@@ -14,6 +13,7 @@ use crate::evidence::produce::CheckSelection;
 use crate::lifecycle;
 use crate::run::Env;
 use crate::runner::Stream;
+use crate::store::git_cli;
 
 /// One step of the demo, for a person (`say`) and for a program (`data`).
 #[derive(Debug, Serialize)]
@@ -34,39 +34,63 @@ const POLICY: &str = r#"{
 "#;
 
 fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=tabellio demo",
-            "-c",
-            "user.email=demo@tabellio.invalid",
-            "-c",
-            "commit.gpgsign=false",
-            "-c",
-            "core.hooksPath=/dev/null",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .output()
-        .map_err(|e| {
-            Error::internal(format!("could not run git: {e}")).hint("the demo needs git on PATH")
-        })?;
-    if !out.status.success() {
+    let mut argv = git_cli::argv([
+        "-c",
+        "user.name=tabellio demo",
+        "-c",
+        "user.email=demo@tabellio.invalid",
+        "-c",
+        "commit.gpgsign=false",
+        "-c",
+        "core.hooksPath=/dev/null",
+    ]);
+    argv.extend(git_cli::argv(args.iter().copied()));
+    let out = git_cli::run_in(dir, &argv, "the demo needs git on PATH")?;
+    if !out.success() {
         return Err(Error::internal(format!(
             "git {} failed: {}",
             args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
+            out.stderr.trim()
         )));
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(out.stdout)
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text)
         .map_err(|e| Error::internal(format!("could not write {}: {e}", path.display())))
+}
+
+/// The person's tiny project: a greeting and a policy requiring the check `greeting`, committed.
+fn make_project(repo: &Path) -> Result<()> {
+    git(repo, &["init", "-q", "-b", "main"])?;
+    write(&repo.join("greeting.txt"), "Hello, world!\n")?;
+    std::fs::create_dir_all(repo.join(".tabellio")).map_err(|e| Error::internal(e.to_string()))?;
+    write(&repo.join(".tabellio/policy.json"), POLICY)?;
+    git(repo, &["add", "-A"])?;
+    git(
+        repo,
+        &["commit", "-q", "-m", "A tiny project with a policy"],
+    )?;
+    Ok(())
+}
+
+/// `finish` the demo run: the status of its check, the run's new state, and the step's data.
+fn finish_demo_run(env: &Env) -> Result<(String, String, serde_json::Value)> {
+    let done = lifecycle::finish::finish(
+        env,
+        Some("demo-1"),
+        &CheckSelection::default(),
+        Stream::Quiet,
+    )?;
+    Ok((
+        done.evidence
+            .first()
+            .map_or("?", |e| e.status.as_str())
+            .to_string(),
+        done.run.state.to_string(),
+        serde_json::json!({"state": done.run.state, "attempt": done.attempt}),
+    ))
 }
 
 /// Run the demo in a fresh directory; `on_step` sees each step as it happens. Returns the
@@ -83,15 +107,7 @@ pub fn run(dir: &Path, on_step: &mut dyn FnMut(&Step)) -> Result<PathBuf> {
         })
     };
 
-    git(&repo, &["init", "-q", "-b", "main"])?;
-    write(&repo.join("greeting.txt"), "Hello, world!\n")?;
-    std::fs::create_dir_all(repo.join(".tabellio")).map_err(|e| Error::internal(e.to_string()))?;
-    write(&repo.join(".tabellio/policy.json"), POLICY)?;
-    git(&repo, &["add", "-A"])?;
-    git(
-        &repo,
-        &["commit", "-q", "-m", "A tiny project with a policy"],
-    )?;
+    make_project(&repo)?;
     emit("setup", format!("made a repository at {} with greeting.txt and a policy requiring the check `greeting` (`git grep` for \"Hello, tabellio!\")", repo.display()), serde_json::json!({"repository": repo}));
 
     let env = Env::discover(&repo)?;
@@ -139,16 +155,11 @@ pub fn run(dir: &Path, on_step: &mut dyn FnMut(&Step)) -> Result<PathBuf> {
         serde_json::json!({"commit": cp.commit}),
     );
 
-    let sel = CheckSelection::default();
-    let fail = lifecycle::finish::finish(&env, Some("demo-1"), &sel, Stream::Quiet)?;
+    let (status, state, data) = finish_demo_run(&env)?;
     emit(
         "finish",
-        format!(
-            "finish ran the required check: {} → run is {}",
-            fail.evidence.first().map_or("?", |e| e.status.as_str()),
-            fail.run.state
-        ),
-        serde_json::json!({"state": fail.run.state, "attempt": fail.attempt}),
+        format!("finish ran the required check: {status} → run is {state}"),
+        data,
     );
 
     write(&wt.join("greeting.txt"), "Hello, tabellio!\n")?;
@@ -159,15 +170,13 @@ pub fn run(dir: &Path, on_step: &mut dyn FnMut(&Step)) -> Result<PathBuf> {
         serde_json::json!({}),
     );
 
-    let pass = lifecycle::finish::finish(&env, Some("demo-1"), &sel, Stream::Quiet)?;
+    let (status, state, data) = finish_demo_run(&env)?;
     emit(
         "finish",
         format!(
-            "finish again: {} → run is {}; evidence noted on the commit and its tree",
-            pass.evidence.first().map_or("?", |e| e.status.as_str()),
-            pass.run.state
+            "finish again: {status} → run is {state}; evidence noted on the commit and its tree"
         ),
-        serde_json::json!({"state": pass.run.state, "attempt": pass.attempt}),
+        data,
     );
 
     let promoted = crate::lifecycle::promote::promote(&env, Some("demo-1"), false)?;

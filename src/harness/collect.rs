@@ -19,8 +19,13 @@ use gix::bstr::{BString, ByteSlice};
 use gix::objs::tree::EntryKind;
 
 use crate::error::{Context, Error, Result};
+use crate::lifecycle::checkpoint::record_checkpoint;
+use crate::model::loop_state::{Collected, CommittedBy, Phase};
+use crate::store::ledger::Ledger;
+use crate::store::{worktree, Store};
+
+use super::{commit, in_flight, next_phase, short, Driver};
 use crate::store::tx::{self, Cas};
-use crate::store::Store;
 
 /// A commit made of the worktree's changes.
 #[derive(Debug, Clone, Copy)]
@@ -258,4 +263,130 @@ fn write_index(
         .write(Default::default())
         .context(|| "could not write the worktree's index".into())?;
     Ok(())
+}
+
+impl Driver<'_> {
+    pub(super) fn collect(&mut self, ledger: Ledger) -> Result<Ledger> {
+        let store = &self.env.store;
+        let rec = &ledger.record;
+        let (state, cur) = in_flight(&ledger)?;
+        let n = cur.n;
+        let start_head = store.parse_oid(&cur.start_head)?;
+        let path = self.workspace(&ledger)?;
+        let failure = |head: Option<gix::ObjectId>, why: String| -> Result<Collected> {
+            let head = head.unwrap_or(start_head);
+            Ok(Collected {
+                head: head.to_string(),
+                tree: store.tree_of(head)?.to_string(),
+                changed: false,
+                committed_by: CommittedBy::Nobody,
+                checkpoint: None,
+                failure: Some(why),
+            })
+        };
+        let ws = worktree::inspect(&path)?;
+        let collected = if ws.branch.as_deref() != Some(rec.branch.as_str()) {
+            failure(
+                None,
+                format!(
+                    "the agent left the worktree on {} instead of the run branch {}",
+                    ws.branch.as_deref().unwrap_or("a detached HEAD"),
+                    rec.branch
+                ),
+            )?
+        } else {
+            let head = ws
+                .head
+                .ok_or_else(|| Error::refused("the run worktree has no HEAD commit"))?;
+            let base = store.parse_oid(&rec.base.commit)?;
+            if !store.is_ancestor(base, head)? {
+                failure(
+                    Some(head),
+                    format!("the agent rewrote the run branch: {head} does not descend from the base {base}"),
+                )?
+            } else {
+                let message = format!(
+                    "tabellio: iteration {n}\n\nTabellio-Run: {}\nTabellio-Actor: {}:{}\n",
+                    rec.run_id, rec.actor.kind, rec.actor.id
+                );
+                let ours = commit_all(store, &path, &rec.branch, head, &message)?;
+                let (head, committed_by) = match ours {
+                    Some(c) => (c.commit, CommittedBy::Tabellio),
+                    None if head == start_head => (head, CommittedBy::Nobody),
+                    // Ours from a collect that was killed before its ledger commit, or the
+                    // agent's own.
+                    None if is_iteration_commit(store, head, n)? => (head, CommittedBy::Tabellio),
+                    None => (head, CommittedBy::Agent),
+                };
+                Collected {
+                    head: head.to_string(),
+                    tree: store.tree_of(head)?.to_string(),
+                    changed: head != start_head,
+                    committed_by,
+                    checkpoint: None,
+                    failure: None,
+                }
+            }
+        };
+        let head = store.parse_oid(&collected.head)?;
+        self.say(
+            n,
+            Phase::Collect,
+            match (&collected.failure, collected.committed_by) {
+                (Some(why), _) => format!("cannot collect: {why}"),
+                (None, CommittedBy::Nobody) => "the agent changed nothing".into(),
+                (None, CommittedBy::Tabellio) => {
+                    format!(
+                        "committed the agent's changes as {}",
+                        short(&collected.head)
+                    )
+                }
+                (None, CommittedBy::Agent) => {
+                    format!("the agent committed {}", short(&collected.head))
+                }
+            },
+        );
+        let already = rec.checkpoints.iter().any(|c| c.commit == collected.head);
+        if collected.changed && !already {
+            let summary = match collected.committed_by {
+                CommittedBy::Agent => format!("loop iteration {n}: {}", subject(store, head)),
+                _ => format!("loop iteration {n}"),
+            };
+            let command = format!("loop {}/{}", state.iteration, Phase::Evaluate);
+            let (_, ledger) =
+                record_checkpoint(store, &ledger, head, Some(&summary), &command, |next| {
+                    if let Some(l) = next.loop_state.as_mut() {
+                        l.phase = Phase::Evaluate;
+                        if let Some(cur) = l.current.as_mut() {
+                            let mut c = collected;
+                            c.checkpoint = Some(head.to_string());
+                            cur.collect = Some(c);
+                        }
+                    }
+                })?;
+            return Ok(ledger);
+        }
+        let (next, command) = next_phase(rec, Phase::Evaluate, |l| {
+            if let Some(cur) = l.current.as_mut() {
+                cur.collect = Some(collected);
+            }
+        });
+        commit(store, &ledger, next, &command)
+    }
+}
+
+/// Is `commit` the harness's own commit of iteration `n` (from a collect killed before it
+/// recorded it)?
+fn is_iteration_commit(store: &Store, commit: gix::ObjectId, n: u32) -> Result<bool> {
+    Ok(subject(store, commit) == format!("tabellio: iteration {n}"))
+}
+
+fn subject(store: &Store, commit: gix::ObjectId) -> String {
+    store
+        .repo
+        .find_commit(commit)
+        .ok()
+        .and_then(|c| c.message_raw().ok().map(|m| m.to_string()))
+        .and_then(|m| m.lines().next().map(str::to_string))
+        .unwrap_or_default()
 }

@@ -13,7 +13,7 @@ use crate::error::{Context, Error, Result};
 use crate::store::ledger;
 use crate::store::Store;
 
-use super::git;
+use crate::store::git_cli as git;
 
 /// Where our own notes live; every notes ref under it (but the tracking ones) is shared.
 pub const NOTES_PREFIX: &str = "refs/notes/tabellio/";

@@ -25,7 +25,7 @@ use crate::hooks::install::{self, InstallOptions, InstallOutcome};
 use crate::store::Store;
 
 use super::fetch::{self, fetch_refspecs};
-use super::git;
+use crate::store::git_cli as git;
 
 #[derive(Debug, Clone, Default)]
 pub struct InitOptions {

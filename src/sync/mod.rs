@@ -13,7 +13,6 @@
 //! ledger two machines moved apart is reported and left alone on both sides.
 
 pub mod fetch;
-pub mod git;
 pub mod init;
 pub mod ledgers;
 pub mod notes_merge;

@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::store::Store;
 
-use super::git;
+use crate::store::git_cli as git;
 
 /// One ref to push: `new` onto the remote's `dst`, which must be at `expect` (`None`: must not
 /// exist).

@@ -1,6 +1,9 @@
 //! One integration-test binary (link time on 2 cores): modules per area, all driving the built
 //! `git-tabellio` binary against real repositories.
 
+#[path = "../support/hermetic.rs"]
+mod hermetic;
+
 mod export;
 mod fixtures;
 mod harness;
@@ -15,3 +18,33 @@ mod storage;
 mod sync;
 mod util;
 mod verify;
+
+/// Every `.rs` file next to this one is declared as a module above: a file that is not is never
+/// compiled, so its tests would silently never run.
+#[test]
+fn every_test_file_is_a_module() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
+    let main = std::fs::read_to_string(dir.join("main.rs")).expect("read tests/it/main.rs");
+    let declared: Vec<&str> = main
+        .lines()
+        .filter_map(|line| line.strip_prefix("mod ")?.strip_suffix(';'))
+        .collect();
+    let mut forgotten = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("read tests/it") {
+        let path = entry.expect("read a tests/it entry").path();
+        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        if path.extension().is_some_and(|e| e == "rs")
+            && stem != "main"
+            && !declared.contains(&stem)
+        {
+            forgotten.push(stem.to_string());
+        }
+    }
+    forgotten.sort();
+    assert!(
+        forgotten.is_empty(),
+        "files in tests/it that are not modules of tests/it/main.rs (add `mod <name>;`): {forgotten:?}"
+    );
+}

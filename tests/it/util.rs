@@ -16,7 +16,9 @@ pub struct TestEnv {
     pub repo: PathBuf,
 }
 
-/// What a command printed and how it ended.
+/// What a command printed and how it ended. A `Run` nobody looks at hides a failed command:
+/// check it (`.ok()`, `.code(n)`) or read what it printed.
+#[must_use = "check the exit code (`.ok()`, `.code(n)`) or read the output"]
 pub struct Run {
     pub code: i32,
     pub stdout: String,
@@ -58,23 +60,11 @@ fn describe(cmd: &Command, out: &Output) -> String {
     )
 }
 
+/// The shared hermetic environment, plus what only the integration tests need: no inherited
+/// test marker, a fixed user and the built binary first on `PATH` (so `git tabellio` finds it).
 pub fn hermetic(cmd: &mut Command, home: &Path) {
-    for (k, _) in std::env::vars() {
-        if k.starts_with("GIT_") || k == "TABELLIO_TEST_INHERITED" {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join(".config"))
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Test Author")
-        .env("GIT_AUTHOR_EMAIL", "author@example.com")
-        .env("GIT_COMMITTER_NAME", "Test Committer")
-        .env("GIT_COMMITTER_EMAIL", "committer@example.com")
-        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
-        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
-        .env("LC_ALL", "C")
+    crate::hermetic::apply(cmd, home);
+    cmd.env_remove("TABELLIO_TEST_INHERITED")
         .env("USER", "tester")
         .env("PATH", path_with_binary());
 }

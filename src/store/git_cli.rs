@@ -1,7 +1,7 @@
-//! Spawning the git CLI for the network, and only for the network (`fetch`, `push`,
+//! The one place that spawns the git CLI. Tabellio uses it for the network (`fetch`, `push`,
 //! `ls-remote`): gix does every local read and write, but transports, credential helpers, SSH
 //! configuration and server quirks are git's own business and the user's set-up for them must
-//! work unchanged.
+//! work unchanged. The demo also uses it for the person's own actions (`init`, `commit`).
 //!
 //! The child gets the user's environment (credential helpers, `SSH_AUTH_SOCK`, proxies,
 //! `GIT_SSH_COMMAND`, `-c` overrides in `GIT_CONFIG_PARAMETERS`), minus the variables that say
@@ -10,6 +10,7 @@
 //! `--git-dir`/`--work-tree` instead. Arguments go to git as argv, never through a shell.
 
 use std::ffi::OsString;
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use crate::error::{Error, Result};
@@ -45,7 +46,8 @@ impl GitOutput {
 /// Run `git <args>` on the repository of `store`. A git that cannot be started is an error;
 /// a git that fails is returned as output for the caller to judge.
 pub fn run(store: &Store, args: &[OsString]) -> Result<GitOutput> {
-    let mut cmd = Command::new("git");
+    // git resolves relative paths in remote URLs against its cwd: make it the repository's.
+    let mut cmd = command(store.repo.workdir().unwrap_or(store.repo.git_dir()));
     let mut git_dir = OsString::from("--git-dir=");
     git_dir.push(store.repo.git_dir());
     cmd.arg(git_dir);
@@ -54,20 +56,40 @@ pub fn run(store: &Store, args: &[OsString]) -> Result<GitOutput> {
         wt.push(workdir);
         cmd.arg(wt);
     }
-    cmd.args(args)
-        // git resolves relative paths in remote URLs against its cwd: make it the repository's.
-        .current_dir(store.repo.workdir().unwrap_or(store.repo.git_dir()))
+    cmd.args(args);
+    output(
+        cmd,
+        "git-tabellio uses the git CLI for fetch and push: install git and put it on PATH",
+    )
+}
+
+/// Run `git <args>` in `dir`, letting git find the repository from there as a person's git
+/// would. `hint` says why git is needed if it cannot be started; a git that fails is returned
+/// as output for the caller to judge.
+pub fn run_in(dir: &Path, args: &[OsString], hint: &str) -> Result<GitOutput> {
+    let mut cmd = command(dir);
+    cmd.args(args);
+    output(cmd, hint)
+}
+
+/// `git` in `cwd`, with no stdin, its output captured and the repository-locating variables of
+/// our own environment removed.
+fn command(cwd: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     for key in crate::runner::scrubbed_env_keys() {
         cmd.env_remove(key);
     }
-    let out = cmd.output().map_err(|e| {
-        Error::internal(format!("could not run git: {e}")).hint(
-            "git-tabellio uses the git CLI for fetch and push: install git and put it on PATH",
-        )
-    })?;
+    cmd
+}
+
+fn output(mut cmd: Command, hint: &str) -> Result<GitOutput> {
+    let out = cmd
+        .output()
+        .map_err(|e| Error::internal(format!("could not run git: {e}")).hint(hint))?;
     Ok(GitOutput {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

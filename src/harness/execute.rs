@@ -1,0 +1,122 @@
+//! The execute phase: run the agent in the run worktree with its context packet, and record
+//! how it stopped and what it printed (redacted).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::model::loop_state::{AgentOutput, AgentRun, AgentStop, Phase};
+use crate::model::time;
+use crate::runner::{self, CheckCommand, CommandStop, RunOptions};
+use crate::store::ledger::Ledger;
+
+use super::{
+    commit, context, done, loop_of, next_phase, Driver, AGENT_EXCERPT_BYTES, DONE_TAIL_BYTES,
+};
+
+impl Driver<'_> {
+    pub(super) fn execute(&mut self, ledger: Ledger) -> Result<Ledger> {
+        let env = self.env;
+        let store = &env.store;
+        let rec = &ledger.record;
+        let state = loop_of(&ledger)?;
+        let n = state.iteration;
+        if self.interrupt.load(Ordering::SeqCst) {
+            // Interrupted before the agent started: do not start it.
+            return Ok(ledger);
+        }
+        let path = self.workspace(&ledger)?;
+        let context_file = context::write_agent_context(
+            store,
+            &ledger,
+            context::Audience::LoopAgent {
+                iteration: n,
+                max_loops: state.max_loops,
+            },
+        )?;
+        let cmd = CheckCommand {
+            name: "agent".into(),
+            argv: self.argv.clone(),
+            timeout: Duration::from_secs(state.agent.timeout_s),
+        };
+        let paths = crate::store::paths::LocalPaths::new(store, Some(&path));
+        let opts = RunOptions {
+            cwd: path,
+            excerpt_cap: AGENT_EXCERPT_BYTES,
+            stream: self.opts.stream,
+            env_add: vec![
+                ("TABELLIO_RUN_ID".into(), rec.run_id.clone()),
+                ("TABELLIO_ITERATION".into(), n.to_string()),
+                ("TABELLIO_MAX_LOOPS".into(), state.max_loops.to_string()),
+                (
+                    "TABELLIO_CONTEXT".into(),
+                    context_file.display().to_string(),
+                ),
+            ],
+            keep_stdout_tail: DONE_TAIL_BYTES,
+            ..RunOptions::default()
+        };
+        self.say(
+            n,
+            Phase::Execute,
+            format!("running the agent: {}", state.agent.argv.join(" ")),
+        );
+        let outcome = runner::run_command(&cmd, &opts)
+            .map_err(|e| Error::internal(format!("could not run the agent: {e}")))?;
+        if self.interrupt.load(Ordering::SeqCst) {
+            // We stopped the agent ourselves: not its failure. Execute runs again on resume.
+            self.agent_interrupted = true;
+            return Ok(ledger);
+        }
+        // What the agent printed of the secrets its command line carries is redacted too.
+        let (argv_secrets_out, argv_redactions) =
+            runner::Redactor::for_argv(&self.argv).redact(&outcome.output.excerpt);
+        let stopped = match (outcome.stop, outcome.exit_code) {
+            (CommandStop::Exited, Some(0)) => AgentStop::Exited,
+            (CommandStop::Exited, _) => AgentStop::Nonzero,
+            (CommandStop::Signaled, _) => AgentStop::Signaled,
+            (CommandStop::TimedOut, _) => AgentStop::TimedOut,
+            (CommandStop::NotFound | CommandStop::SpawnFailed, _) => AgentStop::NotFound,
+        };
+        let run = AgentRun {
+            stopped,
+            exit_code: outcome.exit_code,
+            signal: outcome.signal,
+            started_at: time::rfc3339(outcome.started_at),
+            finished_at: time::rfc3339(outcome.finished_at),
+            duration_ms: outcome.duration_ms,
+            claimed_done: done::claims_done(&outcome.stdout_tail),
+            output: AgentOutput {
+                bytes: outcome.output.bytes,
+                sha256: outcome.output.sha256.clone(),
+                excerpt: paths.apply(&argv_secrets_out),
+                truncated: outcome.output.truncated,
+                redactions: outcome.output.redactions + argv_redactions,
+            },
+        };
+        self.say(
+            n,
+            Phase::Execute,
+            format!(
+                "agent {}{} in {} ms{}",
+                stopped.as_str(),
+                run.exit_code
+                    .map_or(String::new(), |c| format!(" (exit {c})")),
+                run.duration_ms,
+                if run.claimed_done {
+                    ", claims DONE"
+                } else {
+                    ""
+                }
+            ),
+        );
+        let (next, command) = next_phase(rec, Phase::Collect, |l| {
+            l.why_agent_stopped = Some(stopped);
+            if let Some(cur) = l.current.as_mut() {
+                cur.agent = Some(run);
+                cur.why_agent_stopped = Some(stopped);
+            }
+        });
+        commit(store, &ledger, next, &command)
+    }
+}

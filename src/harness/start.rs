@@ -1,0 +1,246 @@
+//! Beginning a loop: a new loop's limits and first ledger commit, or the checks that let
+//! `--resume` continue a stopped one.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::evidence::produce::{resolve_checks, CheckSelection};
+use crate::model::canonical::sha256_hex;
+use crate::model::loop_state::{
+    AgentSpec, HarnessStop, LoopIteration, LoopState, LoopStatus, Phase,
+};
+use crate::model::{time, RunState};
+use crate::run::{run_workspace, Env};
+use crate::runner;
+use crate::store::ledger::{self, Ledger};
+
+use super::{
+    argv_digest, commit, LoopOptions, DEFAULT_AGENT_TIMEOUT, DEFAULT_MAX_LOOPS,
+    DEFAULT_NO_PROGRESS_LIMIT, MAX_MAX_LOOPS,
+};
+
+/// A new loop's limits: max loops, no-progress limit, agent timeout.
+pub(super) struct Limits {
+    max_loops: u32,
+    no_progress_limit: u32,
+    timeout: Duration,
+}
+
+pub(super) fn limits(opts: &LoopOptions) -> Result<Limits> {
+    let max_loops = opts.max_loops.unwrap_or(DEFAULT_MAX_LOOPS);
+    if max_loops == 0 || max_loops > MAX_MAX_LOOPS {
+        return Err(Error::usage(format!(
+            "--max-loops must be between 1 and {MAX_MAX_LOOPS}"
+        )));
+    }
+    let no_progress_limit = opts.no_progress_limit.unwrap_or(DEFAULT_NO_PROGRESS_LIMIT);
+    if no_progress_limit == 0 {
+        return Err(Error::usage("--no-progress-limit must be at least 1"));
+    }
+    let timeout = opts.agent_timeout.unwrap_or(DEFAULT_AGENT_TIMEOUT);
+    if timeout.as_secs() == 0 {
+        return Err(Error::usage("--agent-timeout must be at least 1 second"));
+    }
+    Ok(Limits {
+        max_loops,
+        no_progress_limit,
+        timeout,
+    })
+}
+
+/// Check a fresh loop's preconditions and write its first ledger commit.
+pub(super) fn start(
+    env: &Env,
+    opts: &LoopOptions,
+    limits: Limits,
+    ledger: Ledger,
+) -> Result<Ledger> {
+    let Limits {
+        max_loops,
+        no_progress_limit,
+        timeout,
+    } = limits;
+    let store = &env.store;
+    let rec = &ledger.record;
+    let id = &rec.run_id;
+    match rec.state {
+        RunState::Active | RunState::ValidationFailed | RunState::Blocked => {}
+        RunState::Looping => {
+            return Err(
+                Error::refused(format!("run {id} is already looping")).hint(format!(
+                    "continue it with `git tabellio loop {id} --resume`"
+                )),
+            )
+        }
+        RunState::Completed => {
+            return Err(Error::refused(format!(
+                "run {id} is completed; there is nothing left to loop for"
+            ))
+            .hint(format!("promote it: `git tabellio promote {id}`")))
+        }
+        RunState::Promoted | RunState::Abandoned => {
+            return Err(
+                Error::refused(format!("run {id} is {}; it is over", rec.state))
+                    .hint("start a new run"),
+            )
+        }
+    }
+    if rec.task.sha256 != sha256_hex(rec.task.text.as_bytes()) {
+        return Err(task_changed(id));
+    }
+    let interrupted = rec
+        .loop_state
+        .as_ref()
+        .is_some_and(|l| l.why_harness_stopped == Some(HarnessStop::Interrupted));
+    let (_path, head) =
+        crate::lifecycle::checkpoint::clean_workspace(env, &ledger).map_err(|e| {
+            if interrupted {
+                // The interrupted agent's changes are what `--resume` collects.
+                e.hint(format!(
+                    "the last loop was interrupted: `git tabellio loop {id} --resume` continues it and collects them"
+                ))
+            } else {
+                e
+            }
+        })?;
+    let base = store.parse_oid(&rec.base.commit)?;
+    if !store.is_ancestor(base, head)? {
+        return Err(Error::refused(format!(
+            "the run head {head} does not descend from the run's base {base}"
+        ))
+        .hint("rebase the run branch onto its base, or start a new run"));
+    }
+    // The checks must be resolvable now; the agent's commits may change them later (the policy
+    // is read from the commit being validated, as `finish` does).
+    let sel = CheckSelection {
+        names: opts.checks.clone(),
+        ..CheckSelection::default()
+    };
+    resolve_checks(store, head, &sel)?;
+
+    // Stored without secrets and without this machine's directories; `argv_sha256` pins the
+    // exact command for `--resume`.
+    let redactor = runner::Redactor::from_env();
+    let paths =
+        crate::store::paths::LocalPaths::new(store, run_workspace(store, &ledger)?.as_deref());
+    let stored_argv: Vec<String> = redactor
+        .redact_argv(&opts.agent_argv)
+        .iter()
+        .map(|a| paths.apply(a))
+        .collect();
+    let state = LoopState {
+        iteration: 1,
+        phase: Phase::Execute,
+        max_loops,
+        no_progress_limit,
+        status: LoopStatus::Progressing,
+        why_agent_stopped: None,
+        why_harness_stopped: None,
+        done_reason: None,
+        agent: AgentSpec {
+            redacted: stored_argv != opts.agent_argv,
+            argv: stored_argv,
+            argv_sha256: argv_digest(&opts.agent_argv),
+            timeout_s: timeout.as_secs(),
+        },
+        task_sha256: rec.task.sha256.clone(),
+        checks: opts.checks.clone(),
+        promote: opts.promote,
+        started_at: time::now(),
+        stopped_at: None,
+        resumes: 0,
+        current: Some(LoopIteration::new(1, head.to_string())),
+        history: Vec::new(),
+    };
+    let mut next = ledger::transition(rec, RunState::Looping);
+    next.loop_state = Some(state);
+    next.reason = None;
+    commit(store, &ledger, next, "loop 1/execute")
+}
+
+fn task_changed(id: &str) -> Error {
+    Error::refused(format!(
+        "the task of run {id} does not match the task pinned for it (its text, its SHA-256 and the loop's record must agree)"
+    ))
+    .hint(format!(
+        "the task is pinned verbatim for a loop's whole life; start a new run for a new task (`git tabellio abandon {id}`)"
+    ))
+}
+
+pub(super) enum Resume {
+    Continue(Ledger, Vec<String>),
+    Stopped(Ledger),
+}
+
+/// Check that `--resume` may continue this loop, with this agent and task.
+pub(super) fn prepare_resume(env: &Env, opts: &LoopOptions, ledger: Ledger) -> Result<Resume> {
+    let store = &env.store;
+    let rec = &ledger.record;
+    let id = rec.run_id.clone();
+    let Some(state) = rec.loop_state.clone() else {
+        return Err(
+            Error::refused(format!("run {id} has no loop to resume")).hint(format!(
+                "start one: `git tabellio loop {id} -- <agent command>`"
+            )),
+        );
+    };
+    if opts.max_loops.is_some()
+        || opts.no_progress_limit.is_some()
+        || opts.agent_timeout.is_some()
+        || !opts.checks.is_empty()
+        || opts.promote
+    {
+        return Err(Error::usage(
+            "--resume continues the loop with the options it was started with",
+        )
+        .hint("drop --max-loops, --no-progress-limit, --agent-timeout, --check and --promote; to change them, start a new loop on the stopped run"));
+    }
+    if !opts.agent_argv.is_empty() && argv_digest(&opts.agent_argv) != state.agent.argv_sha256 {
+        return Err(Error::refused(format!(
+            "run {id}'s loop was started with a different agent command ({})",
+            state.agent.argv.join(" ")
+        ))
+        .hint(format!(
+            "resume with the same command, or without one (`git tabellio loop {id} --resume`); a different agent needs a new loop on a stopped run"
+        )));
+    }
+    if state.task_sha256 != rec.task.sha256
+        || rec.task.sha256 != sha256_hex(rec.task.text.as_bytes())
+    {
+        return Err(task_changed(&id));
+    }
+    if state.is_stopped() && state.why_harness_stopped != Some(HarnessStop::Interrupted) {
+        return Ok(Resume::Stopped(ledger));
+    }
+    let argv = if !opts.agent_argv.is_empty() {
+        opts.agent_argv.clone()
+    } else if state.agent.redacted {
+        return Err(Error::usage(
+            "the loop's agent command was stored redacted (secrets or local paths); give it again after --",
+        )
+        .hint(format!(
+            "`git tabellio loop {id} --resume -- <the same agent command>`"
+        )));
+    } else {
+        state.agent.argv.clone()
+    };
+    match rec.state {
+        RunState::Looping => {}
+        RunState::Blocked if state.why_harness_stopped == Some(HarnessStop::Interrupted) => {}
+        other => {
+            return Err(
+                Error::refused(format!("run {id} is {other}; its loop cannot continue"))
+                    .hint(format!("`git tabellio status {id}` says what to do next")),
+            )
+        }
+    }
+    let mut next = ledger::transition(rec, RunState::Looping);
+    let l = next.loop_state.as_mut().expect("checked above");
+    l.why_harness_stopped = None;
+    l.stopped_at = None;
+    l.resumes += 1;
+    next.reason = None;
+    let command = format!("loop {}/{} (resume)", l.iteration, l.phase);
+    let ledger = commit(store, &ledger, next, &command)?;
+    Ok(Resume::Continue(ledger, argv))
+}
