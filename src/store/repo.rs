@@ -63,12 +63,13 @@ impl Store {
         Self::from_repo(repo)
     }
 
-    /// Open the repository at exactly `path` (a worktree or git dir).
+    /// Open the repository at exactly `path` (a worktree or git dir), ignoring the
+    /// repository-local environment (see [`open_path`]).
     pub fn open(path: &Path) -> Result<Store> {
         if let Some(git_dir) = find_reftable_git_dir(path) {
             return Err(reftable_error(&git_dir));
         }
-        let repo = gix::ThreadSafeRepository::open_opts(path, open_options().full)
+        let repo = gix::ThreadSafeRepository::open_opts(path, path_options(open_options().full))
             .context(|| format!("could not open the repository at {}", path.display()))?
             .to_thread_local();
         Self::from_repo(repo)
@@ -383,9 +384,36 @@ fn object_kind_of(repo: &gix::Repository, id: gix::ObjectId) -> String {
         .unwrap_or_else(|_| "object".into())
 }
 
+/// Replacement objects (`refs/replace/*`, `git replace`) are never followed: the object that is
+/// judged must be the object that moves, and a replacement swaps the content seen under an id.
+/// As an API override it comes after every configuration file, so no `core.useReplaceRefs=true`
+/// turns it back on.
+const NO_REPLACE_OBJECTS: &str = "core.useReplaceRefs=false";
+
+/// Open the worktree or repository at exactly `path`, as [`Store`] reads it: replacement
+/// objects off, and the repository-local environment (`GIT_WORK_TREE`, `GIT_INDEX_FILE`, and the
+/// other `GIT_*` overrides) ignored. That environment belongs to the repository the command was
+/// started from (a hook's `GIT_INDEX_FILE` names the index of the commit in progress), never to
+/// another worktree opened by its path. `GIT_DIR` is never read here: only discovery reads it.
+pub fn open_path(path: &Path) -> Result<gix::Repository> {
+    let options =
+        path_options(gix::open::Options::default().config_overrides([NO_REPLACE_OBJECTS]));
+    Ok(gix::ThreadSafeRepository::open_opts(path, options)
+        .context(|| format!("could not open the repository at {}", path.display()))?
+        .to_thread_local())
+}
+
+/// `options` with the `GIT_*` environment overrides denied (see [`open_path`]).
+fn path_options(options: gix::open::Options) -> gix::open::Options {
+    let mut permissions = gix::open::Permissions::default();
+    permissions.env.git_prefix = gix::sec::Permission::Deny;
+    options.permissions(permissions)
+}
+
 /// Open options carrying the fallback identity as configuration *fallbacks* (a configured
-/// identity wins). They are options rather than a change to one handle because gix opens further
-/// handles from them (a new linked worktree writes its HEAD reflog through its own handle).
+/// identity wins), and replacement objects off. They are options rather than a change to one
+/// handle because gix opens further handles from them (a new linked worktree writes its HEAD
+/// reflog through its own handle).
 fn open_options() -> gix::sec::trust::Mapping<gix::open::Options> {
     use gix::sec::trust::DefaultForLevel;
     let fallbacks = [
@@ -393,6 +421,7 @@ fn open_options() -> gix::sec::trust::Mapping<gix::open::Options> {
         format!("gitoxide.committer.emailFallback={FALLBACK_EMAIL}"),
         format!("gitoxide.author.nameFallback={FALLBACK_NAME}"),
         format!("gitoxide.author.emailFallback={FALLBACK_EMAIL}"),
+        NO_REPLACE_OBJECTS.to_string(),
     ];
     gix::sec::trust::Mapping {
         full: gix::open::Options::default_for_level(gix::sec::Trust::Full)

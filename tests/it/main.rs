@@ -3,6 +3,7 @@
 
 mod export;
 mod fixtures;
+mod hardening;
 mod harness;
 mod hooks;
 mod lifecycle;
