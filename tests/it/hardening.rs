@@ -186,3 +186,30 @@ fn the_git_environment_of_the_caller_does_not_steer_the_run_worktree() {
         "completed"
     );
 }
+
+#[test]
+fn an_excerpt_limit_above_one_mib_is_a_policy_error() {
+    let t = TestEnv::new();
+    let mut p: serde_json::Value =
+        serde_json::from_str(&policy(&[("readme", &["test", "-f", "README.md"])])).unwrap();
+    p["output"] = serde_json::json!({"excerpt_bytes": 50_000_000});
+    t.commit_policy(&p.to_string());
+    let before = t.snapshot();
+    let r = t.tab(&["--json", "validate"]);
+    r.code(2);
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("output.excerpt_bytes") && message.contains("1 MiB"),
+        "{}",
+        r.desc
+    );
+    assert!(r.json()["error"]["hint"]
+        .as_str()
+        .unwrap()
+        .contains("policy.json"));
+    assert_eq!(t.snapshot(), before, "a refused validate wrote something");
+    // Exactly 1 MiB is allowed.
+    p["output"] = serde_json::json!({"excerpt_bytes": 1_048_576});
+    t.commit_policy(&p.to_string());
+    t.tab(&["validate"]).ok();
+}
