@@ -2,6 +2,10 @@
 //!
 //! The id becomes part of ref names (`refs/tabellio/runs/<id>`, `refs/heads/tabellio/<id>`) and
 //! of a directory name, so the rules are stricter than git's own ref-name rules.
+//!
+//! Branch names given by the user (`start --branch`) follow git's own branch-name rules
+//! (`git check-ref-format --branch`): the ref-name rules for `refs/heads/<name>`, plus not `HEAD`
+//! and not starting with `-`.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -38,6 +42,50 @@ pub fn check_run_id(id: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Why git would refuse `name` (the part after `refs/heads/`) as a branch name, in words for a
+/// person; what `git check-ref-format --branch` accepts is accepted.
+pub fn check_branch_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("a branch name cannot be empty".into());
+    }
+    if name == "HEAD" {
+        // `refs/heads/HEAD` makes git warn about an ambiguous `HEAD` on every use of it.
+        return Err("a branch cannot be called HEAD".into());
+    }
+    if name.starts_with('-') {
+        // It would be read as an option by every git command that names it.
+        return Err("a branch name cannot start with '-'".into());
+    }
+    if let Some(c) = name.chars().find(|c| {
+        c.is_ascii_control() || matches!(c, ' ' | '~' | '^' | ':' | '?' | '*' | '[' | '\\')
+    }) {
+        return Err(format!(
+            "a branch name cannot contain {c:?} (nor spaces, control characters, ~ ^ : ? * [ \\)"
+        ));
+    }
+    if name.contains("..") {
+        return Err("a branch name cannot contain '..'".into());
+    }
+    if name.contains("@{") || name == "@" {
+        return Err("a branch name cannot contain '@{' or be '@'".into());
+    }
+    if name.ends_with('.') {
+        return Err("a branch name cannot end in '.'".into());
+    }
+    for component in name.split('/') {
+        if component.is_empty() {
+            return Err("a branch name cannot start or end with '/' or contain '//'".into());
+        }
+        if component.starts_with('.') {
+            return Err("no part of a branch name may start with '.'".into());
+        }
+        if component.ends_with(".lock") {
+            return Err("no part of a branch name may end in '.lock'".into());
+        }
+    }
+    Ok(())
+}
+
 /// A fresh id: `r-<UTC date>-<time>-<4 hex of the nanoseconds and pid>`, sortable by creation.
 pub fn generate_run_id() -> String {
     let now = SystemTime::now()
@@ -59,6 +107,53 @@ mod tests {
             assert!(check_run_id(id).is_ok(), "{id}");
         }
         assert!(check_run_id(&generate_run_id()).is_ok());
+    }
+
+    #[test]
+    fn branch_names_follow_gits_branch_rules() {
+        for name in [
+            "main",
+            "feature/x",
+            "a-b_c.d",
+            "tabellio/r1",
+            "x@y",
+            "héllo",
+            "a.b/c-d",
+        ] {
+            assert!(check_branch_name(name).is_ok(), "{name}");
+        }
+        for name in [
+            "",
+            "HEAD",
+            "-x",
+            "--force",
+            "a..b",
+            "a/.b",
+            ".a",
+            "a.lock",
+            "a/b.lock/c",
+            "a/",
+            "/a",
+            "a//b",
+            "a.",
+            "@",
+            "a@{1}",
+            "a b",
+            "a~1",
+            "a^",
+            "a:b",
+            "a?",
+            "a*",
+            "a[",
+            "a\\b",
+            "a\u{7f}",
+            "a\tb",
+        ] {
+            assert!(
+                check_branch_name(name).is_err(),
+                "{name:?} should be refused"
+            );
+        }
     }
 
     #[test]

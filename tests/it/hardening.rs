@@ -213,3 +213,37 @@ fn an_excerpt_limit_above_one_mib_is_a_policy_error() {
     t.commit_policy(&p.to_string());
     t.tab(&["validate"]).ok();
 }
+
+#[test]
+fn branch_names_git_refuses_are_refused_before_anything_is_written() {
+    let t = TestEnv::new();
+    let before = t.snapshot();
+    for name in [
+        "HEAD",
+        "refs/heads/HEAD",
+        "-x",
+        "a..b",
+        "x.lock",
+        "a/.b",
+        "@",
+        "a@{1}",
+        "a//b",
+        "tail/",
+    ] {
+        let flag = format!("--branch={name}");
+        let r = t.tab(&["--json", "start", "r1", "--task", "t", &flag]);
+        r.code(2);
+        let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.contains("not a valid branch name"), "{}", r.desc);
+        assert_eq!(t.snapshot(), before, "{name:?}: something was written");
+        assert!(!t.worktree("r1").exists(), "{name:?}: a worktree was made");
+    }
+    // Names git accepts still work.
+    t.tab(&["start", "r1", "--task", "t", "--branch=feature/x@y"])
+        .ok();
+    assert_eq!(
+        t.git(&["rev-parse", "-q", "--verify", "refs/heads/feature/x@y"])
+            .code,
+        0
+    );
+}
