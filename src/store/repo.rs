@@ -437,6 +437,9 @@ fn open_options() -> gix::sec::trust::Mapping<gix::open::Options> {
 /// trailing `/` or `.git`: `../src`, `/abs/src/` and `file:///abs/src` are one repository.
 pub fn identity_from_url(url: &str, base: &Path) -> String {
     let url = url.trim();
+    if let Some(path) = windows_path(url) {
+        return local_identity(&path);
+    }
     let (rest, is_network) = if let Some(i) = url.find("://") {
         let scheme = &url[..i];
         (&url[i + 3..], scheme != "file")
@@ -451,15 +454,12 @@ pub fn identity_from_url(url: &str, base: &Path) -> String {
         (url, false)
     };
     if !is_network {
+        if let Some(path) = windows_path(rest) {
+            return local_identity(&path);
+        }
         let path = base.join(rest);
         let path = std::fs::canonicalize(&path).unwrap_or_else(|_| normalize(&path));
-        let text = path.to_string_lossy();
-        let text = text.trim_end_matches('/');
-        let text = text
-            .strip_suffix(".git")
-            .unwrap_or(text)
-            .trim_end_matches('/');
-        return format!("local/{}", &sha256_hex(text.as_bytes())[..16]);
+        return local_identity(&path.to_string_lossy());
     }
     // Drop credentials, normalise `host:path` and a port.
     let rest = match rest.rfind('@') {
@@ -485,6 +485,36 @@ pub fn identity_from_url(url: &str, base: &Path) -> String {
         id = v.join("/");
     }
     id.trim_end_matches(".git").to_string()
+}
+
+/// `local/<16 hex of sha256>` of a local path's text, without a trailing `/` or `.git`.
+fn local_identity(path: &str) -> String {
+    let text = path.trim_end_matches('/');
+    let text = text
+        .strip_suffix(".git")
+        .unwrap_or(text)
+        .trim_end_matches('/');
+    format!("local/{}", &sha256_hex(text.as_bytes())[..16])
+}
+
+/// A Windows path (`C:\x`, `D:/x`, `c:x`, `\\server\share\x`, `\x`; also after `file://`
+/// as `/C:/x`) in `/` spelling, the drive letter upper-cased; `None` for anything else. On this
+/// side of the wire a drive letter looks like an scp-like host (`C:path`), and a path like
+/// a relative one: either would put the path into the repository id.
+fn windows_path(url: &str) -> Option<String> {
+    let bytes = url.as_bytes();
+    let after_slash = url.strip_prefix('/').unwrap_or(url);
+    let drive = after_slash.as_bytes();
+    if drive.len() >= 2 && drive[0].is_ascii_alphabetic() && drive[1] == b':' {
+        let rest = after_slash[2..].replace('\\', "/");
+        let letter = (drive[0] as char).to_ascii_uppercase();
+        let sep = if rest.starts_with('/') { "" } else { "/" };
+        return Some(format!("{letter}:{sep}{rest}"));
+    }
+    if bytes.first() == Some(&b'\\') {
+        return Some(url.replace('\\', "/"));
+    }
+    None
 }
 
 fn is_reftable(repo: &gix::Repository) -> bool {
@@ -560,6 +590,44 @@ mod tests {
             );
         }
         assert_ne!(identity_from_url("/srv/git/repo2", base), local);
+    }
+
+    #[test]
+    fn windows_paths_are_local_identities() {
+        let base = Path::new("/home/u/repo");
+        let secret = identity_from_url(r"C:\Users\agent\secret.git", base);
+        for same in [
+            r"C:\Users\agent\secret",
+            r"c:\Users\agent\secret.git\",
+            "C:/Users/agent/secret.git",
+            "file:///C:/Users/agent/secret.git",
+            "file://C:/Users/agent/secret",
+        ] {
+            assert_eq!(identity_from_url(same, base), secret, "{same}");
+        }
+        // Wherever the repository lives: the base plays no part.
+        assert_eq!(
+            identity_from_url(r"C:\Users\agent\secret.git", Path::new("/x")),
+            secret
+        );
+        for url in [
+            r"C:\Users\agent\secret.git",
+            "D:/x/y.git",
+            r"\\server\share\r.git",
+            r"\\?\C:\deep\r.git",
+            "e:relative\\r",
+        ] {
+            let id = identity_from_url(url, base);
+            assert!(
+                id.starts_with("local/") && id.len() == 6 + 16,
+                "{url}: {id}"
+            );
+        }
+        assert_ne!(identity_from_url("D:/x/y.git", base), secret);
+        assert_ne!(
+            identity_from_url(r"\\server\share\r.git", base),
+            identity_from_url(r"\\server\share\s.git", base)
+        );
     }
 
     #[test]

@@ -247,3 +247,30 @@ fn branch_names_git_refuses_are_refused_before_anything_is_written() {
         0
     );
 }
+
+#[test]
+fn windows_style_origins_never_reach_the_stored_repository_id() {
+    for (i, url) in [
+        r"C:\Users\agent\secret.git",
+        "D:/x/secret.git",
+        r"\\server\share\secret.git",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let t = TestEnv::new();
+        t.git(&["remote", "add", "origin", url]).ok();
+        let id = format!("r{i}");
+        t.tab(&["start", &id, "--task", "t"]).ok();
+        let run = t.git_out(&["show", &format!("refs/tabellio/runs/{id}:run.json")]);
+        let run: serde_json::Value = serde_json::from_str(&run).unwrap();
+        let repository = run["repository"].as_str().unwrap();
+        assert!(
+            repository.starts_with("local/")
+                && !repository.contains("secret")
+                && !repository.contains("Users")
+                && !repository.contains("server"),
+            "{url} became {repository}"
+        );
+    }
+}
