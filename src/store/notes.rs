@@ -42,12 +42,23 @@ pub fn merge_lines(existing: &str, additions: &[String]) -> String {
     out
 }
 
+/// How to repair the notes ref `name` that does not point at a commit. git keeps a reflog of
+/// `refs/notes/*`, so the last good notes commit is usually in it.
+pub fn notes_repair(name: &str) -> String {
+    format!(
+        "point it back at its last notes commit from the reflog: `git reflog show {name}`, then \
+         `git update-ref {name} <commit>`; or delete it with `git update-ref -d {name}` (its notes \
+         are lost here; `git tabellio sync` fetches them again from a remote that has them)"
+    )
+}
+
 impl Store {
     /// The tree of a notes ref's tip, or `None` when the ref does not exist.
     fn notes_tree(&self, notes_ref: &str) -> Result<Option<(gix::ObjectId, gix::ObjectId)>> {
         let Some(tip) = self.ref_target(notes_ref)? else {
             return Ok(None);
         };
+        self.ensure_commit_ref(notes_ref, tip, &notes_repair(notes_ref))?;
         Ok(Some((tip, self.tree_of(tip)?)))
     }
 

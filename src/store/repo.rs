@@ -251,6 +251,20 @@ impl Store {
         Ok(Some(object.data.clone()))
     }
 
+    /// Refuse (exit 3) a ref of ours, `name` at `tip`, that does not point at a commit: a blob,
+    /// a tree, a tag or a missing object. `repair` says how to put it right.
+    pub fn ensure_commit_ref(&self, name: &str, tip: gix::ObjectId, repair: &str) -> Result<()> {
+        let what = match self.repo.find_header(tip) {
+            Ok(h) if h.kind() == gix::object::Kind::Commit => return Ok(()),
+            Ok(h) => format!("a {}", h.kind()),
+            Err(_) => "an object that is not in this repository".into(),
+        };
+        Err(Error::refused(format!(
+            "{name} points at {what} ({tip}), not a commit: the ref is corrupt"
+        ))
+        .hint(repair.to_string()))
+    }
+
     /// The current value of a direct ref, `None` when it does not exist.
     pub fn ref_target(&self, name: &str) -> Result<Option<gix::ObjectId>> {
         let reference = self

@@ -274,3 +274,78 @@ fn windows_style_origins_never_reach_the_stored_repository_id() {
         );
     }
 }
+
+/// A blob (`README.md` of main), a tree (main's) and an unrelated commit (main itself).
+fn corrupt_targets(t: &TestEnv) -> [(&'static str, String); 3] {
+    [
+        ("blob", t.git_out(&["rev-parse", "main:README.md"])),
+        ("tree", t.git_out(&["rev-parse", "main^{tree}"])),
+        ("commit", t.git_out(&["rev-parse", "main"])),
+    ]
+}
+
+/// `run` is refused with exit 3, naming `refname` and saying how to repair it.
+#[track_caller]
+fn refused_naming(t: &TestEnv, args: &[&str], refname: &str) {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let r = t.tab(&all);
+    r.code(3);
+    let v = r.json();
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    let hint = v["error"]["hint"].as_str().unwrap_or_default();
+    assert!(message.contains(refname), "{}", r.desc);
+    assert!(hint.contains("git update-ref"), "{}", r.desc);
+}
+
+#[test]
+fn a_ledger_ref_at_a_blob_a_tree_or_an_unrelated_commit_is_refused_by_name() {
+    let t = TestEnv::ref_only();
+    t.completed_run("r1", "a.txt");
+    let ledger = "refs/tabellio/runs/r1";
+    let good = t.git_out(&["rev-parse", ledger]);
+    for (kind, target) in corrupt_targets(&t) {
+        t.git(&["update-ref", ledger, &target]).ok();
+        for args in [&["log", "r1"][..], &["promote", "r1"], &["finish", "r1"]] {
+            refused_naming(&t, args, ledger);
+        }
+        assert_eq!(
+            t.git_out(&["rev-parse", ledger]),
+            target,
+            "{kind}: rewritten"
+        );
+    }
+    // The repair the hint names works.
+    t.git(&["update-ref", ledger, &good]).ok();
+    t.tab(&["promote", "r1"]).ok();
+}
+
+#[test]
+fn a_notes_ref_at_a_blob_or_a_tree_is_refused_by_name() {
+    let t = TestEnv::with_readme_policy();
+    t.tab(&["validate"]).ok();
+    let evidence = "refs/notes/tabellio/evidence";
+    let good = t.git_out(&["rev-parse", evidence]);
+    for (kind, target) in corrupt_targets(&t).into_iter().take(2) {
+        t.git(&["update-ref", evidence, &target]).ok();
+        refused_naming(&t, &["verify"], evidence);
+        refused_naming(&t, &["evidence", "HEAD"], evidence);
+        refused_naming(&t, &["validate"], evidence);
+        assert_eq!(
+            t.git_out(&["rev-parse", evidence]),
+            target,
+            "{kind}: rewritten"
+        );
+    }
+    t.git(&["update-ref", evidence, &good]).ok();
+    t.tab(&["verify"]).ok();
+
+    // The checkpoint notes, read and written by `checkpoint`.
+    let t = TestEnv::ref_only();
+    t.started_run("r1", "a.txt");
+    let checkpoints = "refs/notes/tabellio/checkpoints";
+    for (_, target) in corrupt_targets(&t).into_iter().take(2) {
+        t.git(&["update-ref", checkpoints, &target]).ok();
+        refused_naming(&t, &["checkpoint", "r1"], checkpoints);
+    }
+}
