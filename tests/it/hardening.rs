@@ -349,3 +349,31 @@ fn a_notes_ref_at_a_blob_or_a_tree_is_refused_by_name() {
         refused_naming(&t, &["checkpoint", "r1"], checkpoints);
     }
 }
+
+#[test]
+fn a_run_record_with_an_unknown_field_is_refused_like_evidence() {
+    let t = TestEnv::ref_only();
+    t.completed_run("r1", "a.txt");
+    let main = t.git_out(&["rev-parse", "main"]);
+    t.forge_ledger("r1", "tabellio: forged", |run| {
+        run["approved_by"] = serde_json::json!("nobody");
+    });
+    for args in [&["log", "r1"][..], &["promote", "r1"]] {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let r = t.tab(&all);
+        r.code(3);
+        let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.contains("approved_by"), "{}", r.desc);
+    }
+    assert_eq!(t.git_out(&["rev-parse", "main"]), main);
+    // A nested record too.
+    let t = TestEnv::ref_only();
+    t.completed_run("r1", "a.txt");
+    t.forge_ledger("r1", "tabellio: forged", |run| {
+        run["validated"]["signed"] = serde_json::json!(true);
+    });
+    let r = t.tab(&["--json", "promote", "r1"]);
+    r.code(3);
+    assert!(r.stdout.contains("signed"), "{}", r.desc);
+}
