@@ -156,6 +156,74 @@ mod tests {
         }
     }
 
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        /// Whether gix, as a ref store, accepts `name` as a full ref name.
+        fn gix_accepts(name: &str) -> bool {
+            gix::validate::reference::name(name.as_bytes().into()).is_ok()
+        }
+
+        /// Names made of the pieces git's rules are about, so that every rule is hit often.
+        fn branchish() -> impl Strategy<Value = String> {
+            let pieces = vec![
+                "a", "b", "a", "b", ".", "..", "/", "-", "@", "@{", "{", "}", "~", "^", ":", "?",
+                "*", "[", "\\", " ", "\t", "\u{7f}", "HEAD", ".lock", "é",
+            ];
+            prop::collection::vec(prop::sample::select(pieces), 0..5).prop_map(|p| p.concat())
+        }
+
+        // Cheap and pure: many more cases, so that every rule is hit.
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1024))]
+
+            /// An accepted branch name is a ref name gix accepts under `refs/heads/`, never
+            /// `HEAD`, never an option.
+            #[test]
+            fn accepted_branch_names_are_valid_refs(name in branchish()) {
+                if check_branch_name(&name).is_ok() {
+                    let full = format!("refs/heads/{name}");
+                    prop_assert!(gix_accepts(&full), "{:?}", full);
+                    prop_assert!(name != "HEAD" && !name.starts_with('-'));
+                }
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            /// Whatever string: an accepted run id is a valid ledger ref, run branch and
+            /// directory name.
+            #[test]
+            fn accepted_run_ids_make_valid_refs_and_names(id in "\\PC{0,70}") {
+                if check_run_id(&id).is_ok() {
+                    prop_assert!(id.len() <= 64 && id.is_ascii());
+                    prop_assert!(!id.contains('/') && id != "." && id != "..");
+                    let ledger = format!("refs/tabellio/runs/{id}");
+                    let branch = format!("tabellio/{id}");
+                    prop_assert!(gix_accepts(&ledger), "{:?}", ledger);
+                    prop_assert!(check_branch_name(&branch).is_ok(), "{:?}", branch);
+                }
+            }
+
+            /// Run ids built from the allowed alphabet are accepted unless they hit a named rule.
+            #[test]
+            fn run_ids_from_the_alphabet(id in "[A-Za-z0-9][A-Za-z0-9._-]{0,63}") {
+                let named_rule = id.contains("..") || id.ends_with('.') || id.ends_with(".lock");
+                prop_assert_eq!(check_run_id(&id).is_ok(), !named_rule);
+            }
+
+            /// Slash-separated plain words are branch names.
+            #[test]
+            fn plain_words_are_branch_names(parts in prop::collection::vec("[a-z0-9][a-z0-9_-]{0,8}", 1..4)) {
+                let name = parts.join("/");
+                prop_assert!(check_branch_name(&name).is_ok(), "{:?}", name);
+            }
+        }
+    }
+
     #[test]
     fn refuses_bad_ids() {
         let long = "y".repeat(65);
