@@ -303,16 +303,30 @@ impl<'s> Gatekeeper<'s> {
         new: Option<gix::ObjectId>,
         out: &mut HookOutcome,
     ) -> Result<()> {
+        self.gate_from(name, base, base, new, out)
+    }
+
+    /// [`Gatekeeper::gate`] where the value the ref moves from (`old`: `None` when the ref does
+    /// not exist or its value is not known here) and the commit whose policy gates the move
+    /// (`policy_base`) are not the same: a push knows the remote's old value only by its id.
+    fn gate_from(
+        &mut self,
+        name: &str,
+        old: Option<gix::ObjectId>,
+        policy_base: Option<gix::ObjectId>,
+        new: Option<gix::ObjectId>,
+        out: &mut HookOutcome,
+    ) -> Result<()> {
         let Some(new) = new else {
             return Ok(()); // deletions pass
         };
-        if never_gated(name) || base == Some(new) {
+        if never_gated(name) || old == Some(new) {
             // A ref rewritten to the value it has (`git reset --hard`) is not moved.
             return Ok(());
         }
         let store = self.verifier.store();
         // The policy lives in a commit: peel a tag, ignore what is not here or not a commit.
-        let base = base.and_then(|b| peel_to_commit(store, b));
+        let base = policy_base.and_then(|b| peel_to_commit(store, b));
         let head_policy = self.policy_at(self.head_commit);
         let base_policy = match base {
             Some(_) => self.policy_at(base),
@@ -470,12 +484,23 @@ pub fn pre_push(store: &Store, remote: &str, input: &str) -> Result<HookOutcome>
     }
     let mut gate = Gatekeeper::new(store, EvidenceSource::CurrentRef)?;
     for (remote_ref, remote_oid, local_oid) in pushes {
-        // The remote's current tip when we have it, else our own ref of that name.
-        let base = match remote_oid.filter(|o| store.repo.has_object(o)) {
+        // A push that creates the ref, or whose remote value this repository does not hold,
+        // moves it like any other push: our own ref of that name is never its old value (it
+        // usually is the pushed commit, which would make the push look like no move at all).
+        let old = remote_oid.filter(|o| store.repo.has_object(o));
+        // The policy that gates it: at the remote's tip when we have it, else at the last tip
+        // fetched from it, else at our own ref of that name.
+        let policy_base = match old {
             Some(b) => Some(b),
-            None => store.ref_target(&remote_ref)?,
+            None => match tracking_ref(store, remote, &remote_ref) {
+                Some(tracking) => match store.ref_target(&tracking)? {
+                    Some(t) => Some(t),
+                    None => store.ref_target(&remote_ref)?,
+                },
+                None => store.ref_target(&remote_ref)?,
+            },
         };
-        gate.gate(&remote_ref, base, local_oid, &mut out)?;
+        gate.gate_from(&remote_ref, old, policy_base, local_oid, &mut out)?;
     }
     if !out.allowed.is_empty() && !pushes_notes && !remote_has_our_evidence(store, remote)? {
         let refs: Vec<&str> = out.allowed.iter().map(|a| a.refname.as_str()).collect();
@@ -486,6 +511,16 @@ pub fn pre_push(store: &Store, remote: &str, input: &str) -> Result<HookOutcome>
         ));
     }
     Ok(out)
+}
+
+/// `refs/remotes/<remote>/<branch>` for a branch `refs/heads/<branch>` on a configured remote
+/// (the default fetch refspec), `None` for other refs or a remote given as a URL.
+fn tracking_ref(store: &Store, remote: &str, remote_ref: &str) -> Option<String> {
+    let branch = remote_ref.strip_prefix("refs/heads/")?;
+    let configured = store
+        .config_string(&format!("remote.{remote}.url"))
+        .is_some();
+    configured.then(|| format!("refs/remotes/{remote}/{branch}"))
 }
 
 /// Does the remote already hold every evidence record we have? True when our evidence notes

@@ -114,6 +114,12 @@ fn local_branch(flag: &str, name: &str, hint: &str) -> Result<String> {
     if !full.starts_with("refs/heads/") {
         return Err(Error::usage(format!("{flag} {name:?} is not a local branch")).hint(hint));
     }
+    let short = &full["refs/heads/".len()..];
+    if let Err(why) = crate::model::ids::check_branch_name(short) {
+        return Err(
+            Error::usage(format!("{flag} {name:?} is not a valid branch name: {why}")).hint(hint),
+        );
+    }
     if gix::validate::reference::name(full.as_bytes().into()).is_err() {
         return Err(Error::usage(format!("{flag} {name:?} is not a valid branch name")).hint(hint));
     }

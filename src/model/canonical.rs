@@ -163,4 +163,62 @@ mod tests {
     fn floats_are_refused() {
         assert!(to_canonical_string(&json!({"x": 1.5})).is_err());
     }
+
+    mod properties {
+        use proptest::prelude::*;
+        use serde_json::Value;
+
+        use super::super::*;
+
+        /// Any value of our value space: no floats, strings of any characters (controls,
+        /// quotes, backslashes, astral planes), nested arrays and objects.
+        fn value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                any::<u64>().prop_map(Value::from),
+                any::<String>().prop_map(Value::String),
+            ];
+            leaf.prop_recursive(4, 48, 6, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                    prop::collection::vec((any::<String>(), inner), 0..6)
+                        .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+                ]
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            #[test]
+            fn canonical_text_parses_back_to_the_same_value(v in value()) {
+                let text = to_canonical_string(&v).expect("no floats");
+                let back: Value = serde_json::from_str(&text).expect("canonical text is JSON");
+                prop_assert_eq!(&back, &v);
+                // A fixed point: canonicalizing the parsed text changes nothing.
+                prop_assert_eq!(to_canonical_string(&back).expect("no floats"), text);
+            }
+
+            #[test]
+            fn digests_do_not_depend_on_formatting_or_key_order(v in value()) {
+                let digest = digest_of(&v).expect("no floats");
+                let pretty = serde_json::to_string_pretty(&v).expect("serializable");
+                let reparsed: Value = serde_json::from_str(&pretty).expect("JSON");
+                prop_assert_eq!(digest_of(&reparsed).expect("no floats"), digest.clone());
+                if let Value::Object(map) = &v {
+                    let reversed: serde_json::Map<String, Value> =
+                        map.iter().rev().map(|(k, v)| (k.clone(), v.clone())).collect();
+                    prop_assert_eq!(digest_of(&Value::Object(reversed)).expect("no floats"), digest);
+                }
+            }
+
+            #[test]
+            fn canonical_text_has_no_raw_control_characters(v in value()) {
+                let text = to_canonical_string(&v).expect("no floats");
+                prop_assert!(!text.chars().any(|c| (c as u32) < 0x20), "{}", text);
+            }
+        }
+    }
 }

@@ -78,3 +78,83 @@ pub fn parse_value<T: DeserializeOwned>(
 pub fn to_value<T: serde::Serialize>(record: &T) -> Value {
     serde_json::to_value(record).expect("records serialize to JSON without fail")
 }
+
+#[cfg(test)]
+mod tests {
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::evidence::SCHEMA;
+        use super::super::{EvidenceRecord, SchemaError};
+
+        /// A passing record as `validate` writes it, before sealing.
+        const RECORD: &str = r#"{"check":{"argv":["true"],"digest":"cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc","name":"test"},"commit":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","digest":"","duration_ms":1000,"exit_code":0,"finished_at":"2026-01-01T00:00:01Z","output":{"bytes":0,"excerpt":"","redactions":0,"sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","truncated":false},"repository":"local/demo","run_id":"r1","schema":"tabellio.evidence/v1","signal":null,"started_at":"2026-01-01T00:00:00Z","status":"passed","stopped":{"command":"exited","tabellio":null},"tool":"git-tabellio/0.1.0","tree":"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}"#;
+
+        /// [`RECORD`] with the given output, argv and exit code, sealed.
+        fn record(
+            excerpt: String,
+            argv: Vec<String>,
+            exit_code: Option<i32>,
+            bytes: u64,
+        ) -> EvidenceRecord {
+            let mut rec = EvidenceRecord::from_line(RECORD).expect("the sample parses");
+            rec.output.excerpt = excerpt;
+            rec.output.bytes = bytes;
+            rec.check.argv = argv;
+            rec.exit_code = exit_code;
+            rec.seal()
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            /// A notes line is one line whatever the record holds (newlines in the output are
+            /// escaped), and it reads back as the same, intact record.
+            #[test]
+            fn evidence_lines_round_trip(
+                excerpt in any::<String>(),
+                argv in prop::collection::vec(any::<String>(), 1..4),
+                exit_code in any::<Option<i32>>(),
+                bytes in any::<u64>(),
+            ) {
+                let rec = record(excerpt, argv, exit_code, bytes);
+                let line = rec.to_line();
+                prop_assert!(!line.contains('\n') && !line.contains('\r'));
+                let back = EvidenceRecord::from_line(&line).expect("our own line parses");
+                prop_assert!(back.digest_is_valid());
+                prop_assert_eq!(back.to_line(), line);
+            }
+
+            /// Any text is either a record or an error naming what is wrong; never a panic, and
+            /// never a record with a schema other than the one asked for.
+            #[test]
+            fn any_line_parses_or_is_refused(line in "\\PC{0,80}") {
+                match EvidenceRecord::from_line(&line) {
+                    Ok(rec) => prop_assert_eq!(rec.schema, SCHEMA),
+                    Err(SchemaError::Invalid { .. } | SchemaError::Missing { .. }) => {}
+                    Err(SchemaError::Unsupported { found, .. }) => prop_assert_ne!(found, SCHEMA),
+                }
+            }
+
+            /// Changing any one byte of a line's JSON text never yields an intact record with
+            /// other content: it fails to parse, or its digest no longer matches, or (a change
+            /// outside every value, such as whitespace) it reads as the same record.
+            #[test]
+            fn an_edited_line_is_never_an_intact_different_record(
+                excerpt in "[ -~]{0,20}",
+                at in any::<prop::sample::Index>(),
+                byte in 0x20u8..0x7f,
+            ) {
+                let rec = record(excerpt, vec!["true".into()], Some(0), 3);
+                let line = rec.to_line();
+                let mut bytes = line.clone().into_bytes();
+                let i = at.index(bytes.len());
+                bytes[i] = byte;
+                let edited = String::from_utf8(bytes).expect("ASCII stays UTF-8");
+                if let Ok(back) = EvidenceRecord::from_line(&edited) {
+                    prop_assert!(!back.digest_is_valid() || back.to_line() == line, "{}", edited);
+                }
+            }
+        }
+    }
+}

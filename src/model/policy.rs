@@ -17,6 +17,9 @@ pub const SCHEMA: &str = "tabellio.policy/v1";
 pub const PATH: &str = ".tabellio/policy.json";
 pub const DEFAULT_TIMEOUT_S: u64 = 600;
 pub const DEFAULT_EXCERPT_BYTES: usize = 16 * 1024;
+/// The largest `output.excerpt_bytes`: the excerpt is kept in memory and stored in a note, so an
+/// unbounded value turns a check's whole output into one huge note.
+pub const MAX_EXCERPT_BYTES: usize = 1024 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -223,10 +226,19 @@ impl Policy {
         if let Some(name) = first_duplicate(&policy.required) {
             return Err(PolicyError(format!("required: {name:?} is listed twice")));
         }
-        if policy.output.excerpt_bytes == Some(0) {
-            return Err(PolicyError(
-                "output.excerpt_bytes: must be at least 1".into(),
-            ));
+        match policy.output.excerpt_bytes {
+            Some(0) => {
+                return Err(PolicyError(
+                    "output.excerpt_bytes: must be at least 1".into(),
+                ))
+            }
+            Some(n) if n > MAX_EXCERPT_BYTES => {
+                return Err(PolicyError(format!(
+                    "output.excerpt_bytes: {n} is more than the limit of {MAX_EXCERPT_BYTES} (1 MiB); \
+                     the excerpt is stored in a note, keep it small and read the full output where the check runs"
+                )))
+            }
+            _ => {}
         }
         for (name, def) in &policy.checks {
             if super::ids::check_run_id(name).is_err() {
@@ -373,6 +385,22 @@ mod tests {
         assert!(!p.protects("refs/heads/release/1.0/x"));
         assert!(!p.protects("refs/heads/mainline"));
         assert!(p.plans.require_hygiene);
+    }
+
+    #[test]
+    fn excerpt_bytes_are_capped_at_one_mib() {
+        let with = |n: usize| {
+            Policy::parse(&format!(
+                r#"{{"schema":"tabellio.policy/v1","output":{{"excerpt_bytes":{n}}}}}"#
+            ))
+        };
+        assert_eq!(with(MAX_EXCERPT_BYTES).unwrap().excerpt_bytes(), 1 << 20);
+        let err = with(MAX_EXCERPT_BYTES + 1).unwrap_err().to_string();
+        assert!(
+            err.contains("output.excerpt_bytes") && err.contains("1 MiB"),
+            "{err}"
+        );
+        assert!(with(usize::MAX).is_err());
     }
 
     #[test]

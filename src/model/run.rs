@@ -1,4 +1,8 @@
 //! `run.json` (`tabellio.run/v1`): the state of one run, one copy per ledger commit.
+//!
+//! Unknown fields are refused, as in every record: a field this version does not know would be
+//! dropped when the next transition rewrites the record. A writer that adds fields bumps the
+//! schema, which older readers report as unsupported.
 
 use serde::{Deserialize, Serialize};
 
@@ -57,6 +61,7 @@ impl std::fmt::Display for RunState {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Task {
     pub summary: String,
     pub text: String,
@@ -64,6 +69,7 @@ pub struct Task {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Actor {
     #[serde(rename = "type")]
     pub kind: String,
@@ -71,6 +77,7 @@ pub struct Actor {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Base {
     #[serde(rename = "ref")]
     pub reference: String,
@@ -78,6 +85,7 @@ pub struct Base {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CheckpointEntry {
     pub commit: String,
     pub tree: String,
@@ -86,6 +94,7 @@ pub struct CheckpointEntry {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AttemptCheck {
     pub name: String,
     pub digest: String,
@@ -94,6 +103,7 @@ pub struct AttemptCheck {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Attempt {
     pub n: u32,
     pub commit: String,
@@ -107,6 +117,7 @@ pub struct Attempt {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Validated {
     pub commit: String,
     pub tree: String,
@@ -114,6 +125,7 @@ pub struct Validated {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Promotion {
     pub target: String,
     pub old: String,
@@ -125,6 +137,7 @@ pub struct Promotion {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RunRecord {
     pub schema: String,
     pub run_id: String,

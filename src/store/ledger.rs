@@ -43,17 +43,26 @@ impl Store {
 
     /// `run.json` of the ledger tip `tip` of run `run_id`, refused when it names another run: a
     /// ledger copied or edited by hand would otherwise be written back under the wrong name.
+    ///
+    /// A ledger ref that points at something other than a ledger commit (a blob, a tree, a commit
+    /// without `run.json`) is refused (exit 3) naming the ref and how to repair it.
     pub fn read_ledger_record(&self, run_id: &str, tip: gix::ObjectId) -> Result<RunRecord> {
-        let record = self.read_run_json(tip)?;
+        let name = ref_name(run_id);
+        self.ensure_commit_ref(&name, tip, &ledger_repair(&name))?;
+        let Some(record) = self.try_read_run_json(tip)? else {
+            return Err(Error::refused(format!(
+                "the ledger {name} points at commit {tip}, which holds no run.json: not a ledger commit"
+            ))
+            .hint(ledger_repair(&name)));
+        };
         if record.run_id != run_id {
             return Err(Error::refused(format!(
-                "the ledger {} holds run {:?}, not {run_id:?} (run.json of {tip})",
-                ref_name(run_id),
+                "the ledger {name} holds run {:?}, not {run_id:?} (run.json of {tip})",
                 record.run_id
             ))
             .hint(format!(
-                "the ledger was edited by hand; restore {} from a clone that has it right, or delete the ref",
-                ref_name(run_id)
+                "the ledger was edited by hand; {}",
+                ledger_repair(&name)
             )));
         }
         Ok(record)
@@ -69,17 +78,25 @@ impl Store {
 
     /// `run.json` of one ledger commit.
     pub fn read_run_json(&self, ledger_commit: gix::ObjectId) -> Result<RunRecord> {
-        let bytes = self
-            .read_file_at(ledger_commit, "run.json")?
-            .ok_or_else(|| {
-                Error::internal(format!("ledger commit {ledger_commit} has no run.json"))
-            })?;
+        self.try_read_run_json(ledger_commit)?.ok_or_else(|| {
+            Error::refused(format!(
+                "ledger commit {ledger_commit} has no run.json: not a ledger commit"
+            ))
+            .hint("a ledger was edited by hand; restore it from a clone that has it right")
+        })
+    }
+
+    /// `run.json` of one ledger commit, `None` when the commit has none.
+    fn try_read_run_json(&self, ledger_commit: gix::ObjectId) -> Result<Option<RunRecord>> {
+        let Some(bytes) = self.read_file_at(ledger_commit, "run.json")? else {
+            return Ok(None);
+        };
         let text = String::from_utf8_lossy(&bytes);
-        Ok(model::parse_record(
+        Ok(Some(model::parse_record(
             &text,
             run::SCHEMA,
             &format!("run.json of {ledger_commit}"),
-        )?)
+        )?))
     }
 
     /// Write the objects of a new ledger commit (not the ref): `run.json` in a tree, a commit
@@ -156,6 +173,16 @@ impl Store {
         out.reverse();
         Ok(out)
     }
+}
+
+/// How to repair the ledger ref `name` that does not point at a ledger commit. Ledger refs keep
+/// no reflog by default, so the way back is another clone or an earlier commit named by hand.
+fn ledger_repair(name: &str) -> String {
+    format!(
+        "point it back at its last ledger commit (from `git reflog show {name}` if a reflog was \
+         kept, or another clone): `git update-ref {name} <commit>`; or delete it with \
+         `git update-ref -d {name}` and let `git tabellio sync` bring it back from a remote that has it"
+    )
 }
 
 /// A new record for the transition to `state`, with `previous_state` and `updated_at` set.

@@ -42,12 +42,23 @@ pub fn merge_lines(existing: &str, additions: &[String]) -> String {
     out
 }
 
+/// How to repair the notes ref `name` that does not point at a commit. git keeps a reflog of
+/// `refs/notes/*`, so the last good notes commit is usually in it.
+pub fn notes_repair(name: &str) -> String {
+    format!(
+        "point it back at its last notes commit from the reflog: `git reflog show {name}`, then \
+         `git update-ref {name} <commit>`; or delete it with `git update-ref -d {name}` (its notes \
+         are lost here; `git tabellio sync` fetches them again from a remote that has them)"
+    )
+}
+
 impl Store {
     /// The tree of a notes ref's tip, or `None` when the ref does not exist.
     fn notes_tree(&self, notes_ref: &str) -> Result<Option<(gix::ObjectId, gix::ObjectId)>> {
         let Some(tip) = self.ref_target(notes_ref)? else {
             return Ok(None);
         };
+        self.ensure_commit_ref(notes_ref, tip, &notes_repair(notes_ref))?;
         Ok(Some((tip, self.tree_of(tip)?)))
     }
 
@@ -150,5 +161,66 @@ mod tests {
             "a\nb\nc\n"
         );
         assert_eq!(merge_lines("", &[]), "");
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::merge_lines;
+
+        /// Note text as stock git or a hand edit may leave it: lines with trailing blanks, empty
+        /// lines, `\r\n` endings, with or without a final newline.
+        fn note_text() -> impl Strategy<Value = String> {
+            prop::collection::vec(("[ -~]{0,12}", "[ \t]{0,2}", "\r?\n\n?"), 0..8).prop_map(
+                |lines| {
+                    lines
+                        .into_iter()
+                        .map(|(text, blanks, end)| format!("{text}{blanks}{end}"))
+                        .collect()
+                },
+            )
+        }
+
+        fn line() -> impl Strategy<Value = String> {
+            "[!-~][ -~]{0,10}[!-~]".prop_map(String::from)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            /// Merged notes are sorted, unique, without empty lines, newline-terminated, and hold
+            /// every line that was there or added.
+            #[test]
+            fn merged_notes_are_sorted_unique_lines(
+                existing in note_text(),
+                additions in prop::collection::vec(line(), 0..6),
+            ) {
+                let merged = merge_lines(&existing, &additions);
+                let lines: Vec<&str> = merged.lines().collect();
+                prop_assert!(merged.is_empty() || merged.ends_with('\n'));
+                prop_assert!(lines.windows(2).all(|w| w[0] < w[1]), "{:?}", merged);
+                prop_assert!(lines.iter().all(|l| !l.is_empty() && *l == l.trim_end()));
+                for added in &additions {
+                    prop_assert!(lines.contains(&added.as_str()));
+                }
+                for old in existing.lines().map(str::trim_end).filter(|l| !l.is_empty()) {
+                    prop_assert!(lines.contains(&old));
+                }
+            }
+
+            /// Merging is idempotent and does not depend on the order of the additions: the
+            /// union `git notes merge -s cat_sort_uniq` makes.
+            #[test]
+            fn merging_is_an_order_free_union(
+                existing in note_text(),
+                mut additions in prop::collection::vec(line(), 0..6),
+            ) {
+                let once = merge_lines(&existing, &additions);
+                prop_assert_eq!(merge_lines(&once, &additions), once.clone());
+                prop_assert_eq!(merge_lines(&once, &[]), once.clone());
+                additions.reverse();
+                prop_assert_eq!(merge_lines(&existing, &additions), once);
+            }
+        }
     }
 }

@@ -54,6 +54,7 @@ impl NotesView {
                 more: Vec::new(),
             });
         };
+        store.ensure_commit_ref(what, tip, &super::notes::notes_repair(what))?;
         let tree = store.repo.find_commit(tip).map_err(|e| {
             Error::not_found(format!(
                 "notes commit {tip} of {what} cannot be read: {e:#}"

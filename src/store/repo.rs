@@ -63,12 +63,13 @@ impl Store {
         Self::from_repo(repo)
     }
 
-    /// Open the repository at exactly `path` (a worktree or git dir).
+    /// Open the repository at exactly `path` (a worktree or git dir), ignoring the
+    /// repository-local environment (see [`open_path`]).
     pub fn open(path: &Path) -> Result<Store> {
         if let Some(git_dir) = find_reftable_git_dir(path) {
             return Err(reftable_error(&git_dir));
         }
-        let repo = gix::ThreadSafeRepository::open_opts(path, open_options().full)
+        let repo = gix::ThreadSafeRepository::open_opts(path, path_options(open_options().full))
             .context(|| format!("could not open the repository at {}", path.display()))?
             .to_thread_local();
         Self::from_repo(repo)
@@ -250,6 +251,23 @@ impl Store {
         Ok(Some(object.data.clone()))
     }
 
+    /// Refuse (exit 3) a ref of ours, `name` at `tip`, that does not point at a commit: a blob,
+    /// a tree, a tag or a missing object. `repair` says how to put it right.
+    pub fn ensure_commit_ref(&self, name: &str, tip: gix::ObjectId, repair: &str) -> Result<()> {
+        let what = match self.repo.find_header(tip) {
+            Ok(h) if h.kind() == gix::object::Kind::Commit => return Ok(()),
+            Ok(h) => format!("a {}", h.kind()),
+            // Present but unreadable (a damaged loose object): the reader's own error names
+            // the object and gix's cause, which says more than "corrupt ref" would.
+            Err(_) if self.repo.has_object(tip) => return Ok(()),
+            Err(_) => "an object that is not in this repository".into(),
+        };
+        Err(Error::refused(format!(
+            "{name} points at {what} ({tip}), not a commit: the ref is corrupt"
+        ))
+        .hint(repair.to_string()))
+    }
+
     /// The current value of a direct ref, `None` when it does not exist.
     pub fn ref_target(&self, name: &str) -> Result<Option<gix::ObjectId>> {
         let reference = self
@@ -383,9 +401,36 @@ fn object_kind_of(repo: &gix::Repository, id: gix::ObjectId) -> String {
         .unwrap_or_else(|_| "object".into())
 }
 
+/// Replacement objects (`refs/replace/*`, `git replace`) are never followed: the object that is
+/// judged must be the object that moves, and a replacement swaps the content seen under an id.
+/// As an API override it comes after every configuration file, so no `core.useReplaceRefs=true`
+/// turns it back on.
+const NO_REPLACE_OBJECTS: &str = "core.useReplaceRefs=false";
+
+/// Open the worktree or repository at exactly `path`, as [`Store`] reads it: replacement
+/// objects off, and the repository-local environment (`GIT_WORK_TREE`, `GIT_INDEX_FILE`, and the
+/// other `GIT_*` overrides) ignored. That environment belongs to the repository the command was
+/// started from (a hook's `GIT_INDEX_FILE` names the index of the commit in progress), never to
+/// another worktree opened by its path. `GIT_DIR` is never read here: only discovery reads it.
+pub fn open_path(path: &Path) -> Result<gix::Repository> {
+    let options =
+        path_options(gix::open::Options::default().config_overrides([NO_REPLACE_OBJECTS]));
+    Ok(gix::ThreadSafeRepository::open_opts(path, options)
+        .context(|| format!("could not open the repository at {}", path.display()))?
+        .to_thread_local())
+}
+
+/// `options` with the `GIT_*` environment overrides denied (see [`open_path`]).
+fn path_options(options: gix::open::Options) -> gix::open::Options {
+    let mut permissions = gix::open::Permissions::default();
+    permissions.env.git_prefix = gix::sec::Permission::Deny;
+    options.permissions(permissions)
+}
+
 /// Open options carrying the fallback identity as configuration *fallbacks* (a configured
-/// identity wins). They are options rather than a change to one handle because gix opens further
-/// handles from them (a new linked worktree writes its HEAD reflog through its own handle).
+/// identity wins), and replacement objects off. They are options rather than a change to one
+/// handle because gix opens further handles from them (a new linked worktree writes its HEAD
+/// reflog through its own handle).
 fn open_options() -> gix::sec::trust::Mapping<gix::open::Options> {
     use gix::sec::trust::DefaultForLevel;
     let fallbacks = [
@@ -393,6 +438,7 @@ fn open_options() -> gix::sec::trust::Mapping<gix::open::Options> {
         format!("gitoxide.committer.emailFallback={FALLBACK_EMAIL}"),
         format!("gitoxide.author.nameFallback={FALLBACK_NAME}"),
         format!("gitoxide.author.emailFallback={FALLBACK_EMAIL}"),
+        NO_REPLACE_OBJECTS.to_string(),
     ];
     gix::sec::trust::Mapping {
         full: gix::open::Options::default_for_level(gix::sec::Trust::Full)
@@ -408,6 +454,9 @@ fn open_options() -> gix::sec::trust::Mapping<gix::open::Options> {
 /// trailing `/` or `.git`: `../src`, `/abs/src/` and `file:///abs/src` are one repository.
 pub fn identity_from_url(url: &str, base: &Path) -> String {
     let url = url.trim();
+    if let Some(path) = windows_path(url) {
+        return local_identity(&path);
+    }
     let (rest, is_network) = if let Some(i) = url.find("://") {
         let scheme = &url[..i];
         (&url[i + 3..], scheme != "file")
@@ -422,15 +471,12 @@ pub fn identity_from_url(url: &str, base: &Path) -> String {
         (url, false)
     };
     if !is_network {
+        if let Some(path) = windows_path(rest) {
+            return local_identity(&path);
+        }
         let path = base.join(rest);
         let path = std::fs::canonicalize(&path).unwrap_or_else(|_| normalize(&path));
-        let text = path.to_string_lossy();
-        let text = text.trim_end_matches('/');
-        let text = text
-            .strip_suffix(".git")
-            .unwrap_or(text)
-            .trim_end_matches('/');
-        return format!("local/{}", &sha256_hex(text.as_bytes())[..16]);
+        return local_identity(&path.to_string_lossy());
     }
     // Drop credentials, normalise `host:path` and a port.
     let rest = match rest.rfind('@') {
@@ -456,6 +502,36 @@ pub fn identity_from_url(url: &str, base: &Path) -> String {
         id = v.join("/");
     }
     id.trim_end_matches(".git").to_string()
+}
+
+/// `local/<16 hex of sha256>` of a local path's text, without a trailing `/` or `.git`.
+fn local_identity(path: &str) -> String {
+    let text = path.trim_end_matches('/');
+    let text = text
+        .strip_suffix(".git")
+        .unwrap_or(text)
+        .trim_end_matches('/');
+    format!("local/{}", &sha256_hex(text.as_bytes())[..16])
+}
+
+/// A Windows path (`C:\x`, `D:/x`, `c:x`, `\\server\share\x`, `\x`; also after `file://`
+/// as `/C:/x`) in `/` spelling, the drive letter upper-cased; `None` for anything else. On this
+/// side of the wire a drive letter looks like an scp-like host (`C:path`), and a path like
+/// a relative one: either would put the path into the repository id.
+fn windows_path(url: &str) -> Option<String> {
+    let bytes = url.as_bytes();
+    let after_slash = url.strip_prefix('/').unwrap_or(url);
+    let drive = after_slash.as_bytes();
+    if drive.len() >= 2 && drive[0].is_ascii_alphabetic() && drive[1] == b':' {
+        let rest = after_slash[2..].replace('\\', "/");
+        let letter = (drive[0] as char).to_ascii_uppercase();
+        let sep = if rest.starts_with('/') { "" } else { "/" };
+        return Some(format!("{letter}:{sep}{rest}"));
+    }
+    if bytes.first() == Some(&b'\\') {
+        return Some(url.replace('\\', "/"));
+    }
+    None
 }
 
 fn is_reftable(repo: &gix::Repository) -> bool {
@@ -531,6 +607,44 @@ mod tests {
             );
         }
         assert_ne!(identity_from_url("/srv/git/repo2", base), local);
+    }
+
+    #[test]
+    fn windows_paths_are_local_identities() {
+        let base = Path::new("/home/u/repo");
+        let secret = identity_from_url(r"C:\Users\agent\secret.git", base);
+        for same in [
+            r"C:\Users\agent\secret",
+            r"c:\Users\agent\secret.git\",
+            "C:/Users/agent/secret.git",
+            "file:///C:/Users/agent/secret.git",
+            "file://C:/Users/agent/secret",
+        ] {
+            assert_eq!(identity_from_url(same, base), secret, "{same}");
+        }
+        // Wherever the repository lives: the base plays no part.
+        assert_eq!(
+            identity_from_url(r"C:\Users\agent\secret.git", Path::new("/x")),
+            secret
+        );
+        for url in [
+            r"C:\Users\agent\secret.git",
+            "D:/x/y.git",
+            r"\\server\share\r.git",
+            r"\\?\C:\deep\r.git",
+            "e:relative\\r",
+        ] {
+            let id = identity_from_url(url, base);
+            assert!(
+                id.starts_with("local/") && id.len() == 6 + 16,
+                "{url}: {id}"
+            );
+        }
+        assert_ne!(identity_from_url("D:/x/y.git", base), secret);
+        assert_ne!(
+            identity_from_url(r"\\server\share\r.git", base),
+            identity_from_url(r"\\server\share\s.git", base)
+        );
     }
 
     #[test]

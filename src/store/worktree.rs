@@ -7,6 +7,7 @@ use gix::bstr::ByteSlice;
 
 use crate::error::{Context, Error, Result};
 
+use super::repo::open_path;
 use super::Store;
 
 /// The live state of one worktree.
@@ -34,7 +35,7 @@ impl Store {
         let mut out = Vec::new();
         let main = self.main_workdir()?;
         if let Some(main) = main {
-            let repo = gix::open(&main).context(|| format!("could not open {}", main.display()))?;
+            let repo = open_path(&main)?;
             out.push((main, head_branch(&repo)));
         }
         for proxy in self
@@ -197,7 +198,7 @@ pub fn broken_reason(path: &Path) -> Option<String> {
     if !path.join(".git").exists() {
         return Some("no .git file".into());
     }
-    let repo = match gix::open(path) {
+    let repo = match open_path(path) {
         Ok(repo) => repo,
         Err(e) => return Some(format!("not a repository: {e}")),
     };
@@ -228,8 +229,7 @@ pub fn inspect(path: &Path) -> Result<WorkspaceState> {
         ))
         .hint("abandon its run, then `git tabellio cleanup <run> --force` removes it"));
     }
-    let repo =
-        gix::open(path).context(|| format!("could not open the worktree at {}", path.display()))?;
+    let repo = open_path(path)?;
     let branch = head_branch(&repo);
     let head = repo.head_id().ok().map(|id| id.detach());
     let mut changed = Vec::new();

@@ -6,6 +6,7 @@ mod hermetic;
 
 mod export;
 mod fixtures;
+mod hardening;
 mod harness;
 mod hooks;
 mod lifecycle;
