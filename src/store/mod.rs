@@ -11,6 +11,7 @@ pub mod merge;
 pub mod notes;
 pub mod notes_view;
 pub mod paths;
+pub mod replay;
 pub mod repo;
 pub mod tx;
 pub mod worktree;
