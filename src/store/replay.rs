@@ -945,6 +945,58 @@ mod tests {
     }
 
     #[test]
+    fn a_commit_the_target_already_has_stays_as_an_empty_commit() {
+        let repo = Repo::new("sha1");
+        let (base, run, tip) = repo.diverge(
+            &[("a.txt", "a\n")],
+            &[&[("same.txt", "both\n")], &[("run.txt", "run\n")]],
+            |repo| repo.write("same.txt", "both\n"),
+        );
+        let store = repo.store();
+        let replayed = replay(&store, &run, base, tip, &signature()).expect("replay");
+        let first = replayed.commits[0].new;
+        assert_eq!(repo.oid(&format!("{first}^")), tip);
+        assert_eq!(
+            repo.oid(&format!("{first}^{{tree}}")),
+            repo.oid(&format!("{tip}^{{tree}}")),
+            "the change is there already"
+        );
+        assert_eq!(message(&repo, first), "run 1");
+        repo.git(&["cat-file", "-e", &format!("{}:run.txt", replayed.tip)]);
+    }
+
+    #[test]
+    fn signatures_are_dropped_and_the_encoding_kept() {
+        let repo = Repo::new("sha1");
+        let (base, run, tip) = repo.diverge(&[("a.txt", "a\n")], &[&[("b.txt", "b\n")]], |repo| {
+            repo.write("c.txt", "c\n")
+        });
+        // The run's commit as a signing, non-UTF-8 git would have written it.
+        let original = repo.show(&run[0].to_string());
+        let (headers, body) = original.split_once("\n\n").expect("headers and message");
+        let signed = format!(
+            "{headers}\nencoding ISO-8859-1\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n sig\n -----END PGP SIGNATURE-----\n\n{body}\n"
+        );
+        let path = repo.home.join("signed-commit");
+        std::fs::write(&path, signed).expect("write the commit");
+        let path = path.to_str().expect("a UTF-8 temp path");
+        let signed = repo.git(&["hash-object", "-t", "commit", "-w", path]);
+        let signed = ObjectId::from_hex(signed.as_bytes()).expect("an object id");
+        assert!(repo.show(&signed.to_string()).contains("\ngpgsig "));
+        let store = repo.store();
+        let replayed = replay(&store, &[signed], base, tip, &signature()).expect("replay");
+        let new = repo.show(&replayed.tip.to_string());
+        assert!(new.contains("\nencoding ISO-8859-1\n"), "{new}");
+        assert!(!new.contains("gpgsig"), "{new}");
+        assert_eq!(
+            header(&repo, replayed.tip, "author"),
+            header(&repo, signed, "author")
+        );
+        repo.git(&["branch", "replayed", &replayed.tip.to_string()]);
+        repo.fsck();
+    }
+
+    #[test]
     fn onto_the_base_is_the_identity_and_writes_nothing() {
         let repo = Repo::new("sha1");
         let (base, commits) = diverged(&repo);
