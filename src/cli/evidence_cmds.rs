@@ -29,6 +29,9 @@ pub struct ValidateArgs {
     /// Take the check definitions from the policy at this revision (default: the commit's own).
     #[arg(long, value_name = "REV")]
     pub policy_from: Option<String>,
+    /// Run every check, even where the commit's tree already has passing evidence for it.
+    #[arg(long)]
+    pub no_reuse: bool,
     /// An ad-hoc check command, run directly (never through a shell).
     #[arg(last = true, value_name = "ARGV")]
     pub argv: Vec<String>,
@@ -91,6 +94,7 @@ pub fn validate(a: &ValidateArgs, cwd: &Path, stream: Stream) -> Result<Output> 
             names: a.checks.clone(),
             argv: a.argv.clone(),
             timeout_s: a.timeout,
+            reuse: tabellio::lifecycle::reuse::Reuse::from_flag(a.no_reuse),
         },
         policy_from: a.policy_from.clone(),
         stream,

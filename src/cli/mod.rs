@@ -3,6 +3,7 @@
 pub mod evidence_cmds;
 pub mod export_cmd;
 pub mod harness_cmds;
+pub mod land_cmd;
 pub mod plans_cmd;
 pub mod render;
 pub mod run;
@@ -34,6 +35,8 @@ pub enum Command {
     Finish(FinishArgs),
     /// Move the target branch to exactly the validated commit (fast-forward, compare-and-swap).
     Promote(PromoteArgs),
+    /// Land completed runs: restack onto the moved target, validate, move it (a merge queue).
+    Land(land_cmd::LandArgs),
     /// Show a run's state and what to do next.
     Status(RunArg),
     /// List runs.
@@ -123,6 +126,9 @@ pub struct FinishArgs {
     /// Timeout in seconds of the ad-hoc check.
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<u64>,
+    /// Run every check, even where the commit's tree already has passing evidence for it.
+    #[arg(long)]
+    pub no_reuse: bool,
     /// An ad-hoc check command, run directly (never through a shell).
     #[arg(last = true, value_name = "ARGV")]
     pub argv: Vec<String>,

@@ -102,6 +102,7 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
                 names: a.checks.clone(),
                 argv: a.argv.clone(),
                 timeout_s: a.timeout,
+                reuse: lifecycle::reuse::Reuse::from_flag(a.no_reuse),
             };
             let o = lifecycle::finish::finish(&env, a.run.as_deref(), &sel, stream)?;
             let mut human = super::render::evidence_lines(&o.evidence);
@@ -308,6 +309,7 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
         Command::Loop(a) => super::harness_cmds::cmd_loop(cli, a, &cwd, stream),
         Command::Context(a) => super::harness_cmds::cmd_context(cli, a, &cwd),
         Command::Export(a) => super::export_cmd::cmd_export(a, &cwd),
+        Command::Land(a) => super::land_cmd::cmd_land(a, &cwd, stream),
         Command::Evidence(a) => {
             let env = Env::discover(&cwd)?;
             let o = lifecycle::manage::evidence(&env, &a.rev)?;

@@ -7,8 +7,10 @@
 pub mod checkpoint;
 pub mod evidence;
 pub mod finish;
+pub mod land;
 pub mod manage;
 pub mod plans;
+pub mod reuse;
 pub mod start;
 pub mod status;
 
@@ -53,13 +55,7 @@ pub fn resolve_run(env: &Env, run: Option<&str>) -> Result<Ledger> {
         valid_run_id(id)?;
         return env.store.find_ledger(id);
     }
-    let branch = env
-        .store
-        .repo
-        .head_name()
-        .ok()
-        .flatten()
-        .map(|n| n.as_bstr().to_string());
+    let branch = current_branch(&env.store);
     let no_run = || {
         Error::usage("no run given, and the current directory is not inside a run's worktree")
             .hint("name the run (`git tabellio list` shows them) or cd into its worktree")
@@ -92,6 +88,16 @@ pub fn resolve_run(env: &Env, run: Option<&str>) -> Result<Ledger> {
         }
     }
     Err(no_run())
+}
+
+/// The full name of the branch checked out here, if HEAD is on one.
+pub fn current_branch(store: &Store) -> Option<String> {
+    store
+        .repo
+        .head_name()
+        .ok()
+        .flatten()
+        .map(|n| n.as_bstr().to_string())
 }
 
 /// The run whose default worktree directory contains the current directory.

@@ -242,7 +242,7 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan> {
 
 /// The checked-out target must be movable: present, clean, at the base, nothing untracked in
 /// the way, no index lock, no sparse checkout.
-fn check_target_worktree(
+pub fn check_target_worktree(
     store: &Store,
     path: &std::path::Path,
     target: &str,

@@ -5,6 +5,7 @@ mod export;
 mod fixtures;
 mod harness;
 mod hooks;
+mod land;
 mod lifecycle;
 mod plans;
 mod promote;

@@ -1,0 +1,288 @@
+//! `land`: restacking completed runs onto a moved target, validating the stack, bisecting
+//! failures, reusing evidence of identical trees, and racing `land` processes.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::util::*;
+
+/// A repository (main checked out nowhere) whose `main` requires `count`: a check that appends a
+/// line to `<test dir>/count` on every run and fails when `bad.txt` and `f0.txt` both exist.
+fn counting_repo() -> (TestEnv, PathBuf) {
+    let t = TestEnv::ref_only();
+    let count = t.path().join("count");
+    let code = format!(
+        "import os\nopen({:?}, 'a').write('x\\n')\nraise SystemExit(1 if os.path.exists('bad.txt') and os.path.exists('f0.txt') else 0)",
+        count.display().to_string()
+    );
+    t.git(&["switch", "-q", "main"]).ok();
+    t.commit_policy(&policy(&[("count", &["python3", "-c", &code])]));
+    t.git(&["switch", "-q", "elsewhere"]).ok();
+    (t, count)
+}
+
+fn runs_counted(count: &Path) -> usize {
+    std::fs::read_to_string(count).map_or(0, |s| s.lines().count())
+}
+
+/// Start `id` from main, commit `file`, finish with the policy's checks.
+fn finished(t: &TestEnv, id: &str, file: &str, content: &str) -> PathBuf {
+    t.tab(&[
+        "start",
+        id,
+        "--task",
+        &format!("task {id}"),
+        "--base",
+        "main",
+    ])
+    .ok();
+    let wt = t.worktree(id);
+    t.commit_file_in(&wt, file, content);
+    t.tab(&["finish", id]).ok();
+    wt
+}
+
+fn run_json(t: &TestEnv, id: &str) -> Value {
+    serde_json::from_str(&t.git_out(&["show", &format!("refs/tabellio/runs/{id}:run.json")]))
+        .unwrap()
+}
+
+fn result_of<'a>(j: &'a Value, id: &str) -> &'a Value {
+    j["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run_id"] == id)
+        .unwrap_or_else(|| panic!("{id} not in {j}"))
+}
+
+/// The target's tip has passing evidence for every required check.
+#[track_caller]
+fn tip_verified(t: &TestEnv) {
+    let r = t.tab(&["verify", "main"]);
+    assert_eq!(r.code, 0, "main is not verified\n{}", r.desc);
+}
+
+#[test]
+fn six_runs_one_culprit_lands_five_within_five_validations() {
+    let (t, count) = counting_repo();
+    for i in 0..6 {
+        let id = format!("r{i}");
+        let wt = finished(&t, &id, &format!("f{i}.txt"), &format!("{i}\n"));
+        if i == 3 {
+            // Passes on its own base; fails once r0's f0.txt is under it.
+            t.commit_file_in(&wt, "bad.txt", "bad\n");
+            t.tab(&["finish", &id]).ok();
+        }
+    }
+    let before = runs_counted(&count);
+    let ids = ["r0", "r1", "r2", "r3", "r4", "r5"];
+    let mut args = vec!["land"];
+    args.extend(ids);
+    let (code, j) = t.tab_json(&args);
+    assert_eq!(code, 1, "{j}");
+    let ran = runs_counted(&count) - before;
+    assert!(ran <= 5, "the check ran {ran} times: {j}");
+    assert_eq!(j["checks_run"], ran, "{j}");
+    for id in ["r0", "r1", "r2", "r4", "r5"] {
+        assert_eq!(result_of(&j, id)["result"], "landed", "{j}");
+        let run = run_json(&t, id);
+        assert_eq!(run["state"], "promoted");
+        let landed = run["landed"].as_str().unwrap();
+        let is_ancestor = t.git(&["merge-base", "--is-ancestor", landed, "main"]);
+        assert_eq!(is_ancestor.code, 0, "{id} landed as {landed}, not on main");
+        assert_eq!(
+            t.git_out(&["rev-parse", &format!("refs/heads/tabellio/{id}")]),
+            landed
+        );
+        assert_eq!(run["restack"]["head_after"], landed);
+        assert_eq!(run["promotion"]["new"], t.git_out(&["rev-parse", "main"]));
+    }
+    let culprit = run_json(&t, "r3");
+    assert_eq!(culprit["state"], "validation_failed", "{culprit}");
+    let reason = culprit["reason"].as_str().unwrap();
+    assert!(reason.starts_with("fails on "), "{reason}");
+    assert!(!t.repo_has_file_on_main("bad.txt"));
+    // The culprit's failing evidence is on its replayed commit.
+    let failing = result_of(&j, "r3");
+    assert_eq!(failing["result"], "validation_failed");
+    tip_verified(&t);
+    t.fsck();
+}
+
+impl TestEnv {
+    fn repo_has_file_on_main(&self, file: &str) -> bool {
+        self.git(&["cat-file", "-e", &format!("main:{file}")]).code == 0
+    }
+}
+
+#[test]
+fn restacked_tree_with_evidence_runs_no_check() {
+    let (t, count) = counting_repo();
+    // Two runs making the same change: the second, replayed onto the first, has its tree.
+    finished(&t, "a", "same.txt", "same\n");
+    finished(&t, "b", "same.txt", "same\n");
+    finished(&t, "c", "same.txt", "same\n");
+    let (code, j) = t.tab_json(&["land", "a"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["checks_run"], 0, "{j}");
+    assert_eq!(result_of(&j, "a")["restack"], "none");
+    let before = runs_counted(&count);
+    let (code, j) = t.tab_json(&["land", "b"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(result_of(&j, "b")["restack"], "replay", "{j}");
+    assert_eq!(j["checks_run"], 0, "{j}");
+    assert_eq!(j["checks_reused"], 1, "{j}");
+    assert_eq!(runs_counted(&count), before);
+    // The landed commit carries a record of its own that names the reused one.
+    let landed = run_json(&t, "b")["landed"].as_str().unwrap().to_string();
+    let note = t.git_out(&["notes", "--ref=tabellio/evidence", "show", &landed]);
+    assert!(note.contains("\"reused_from\":"), "{note}");
+    tip_verified(&t);
+    // `--no-reuse` runs it again.
+    let (code, j) = t.tab_json(&["land", "c", "--no-reuse"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["checks_run"], 1, "{j}");
+    t.fsck();
+}
+
+#[test]
+fn conflicting_run_is_refused_with_paths_and_the_rest_land() {
+    let (t, _count) = counting_repo();
+    finished(&t, "a-first", "README.md", "first\n");
+    finished(&t, "b-clash", "README.md", "clash\n");
+    finished(&t, "c-other", "other.txt", "other\n");
+    let clash_branch = t.git_out(&["rev-parse", "refs/heads/tabellio/b-clash"]);
+    let (code, j) = t.tab_json(&["land", "--target", "main"]);
+    assert_eq!(code, 1, "{j}");
+    assert_eq!(result_of(&j, "a-first")["result"], "landed", "{j}");
+    assert_eq!(result_of(&j, "c-other")["result"], "landed", "{j}");
+    let clash = result_of(&j, "b-clash");
+    assert_eq!(clash["result"], "conflict", "{j}");
+    assert_eq!(clash["paths"], serde_json::json!(["README.md"]));
+    // Nothing of it was written but the attempt in its own ledger.
+    assert_eq!(
+        t.git_out(&["rev-parse", "refs/heads/tabellio/b-clash"]),
+        clash_branch
+    );
+    let run = run_json(&t, "b-clash");
+    assert_eq!(run["state"], "completed");
+    assert_eq!(
+        run["land_attempts"][0]["paths"],
+        serde_json::json!(["README.md"])
+    );
+    assert!(run.get("landed").is_none());
+    tip_verified(&t);
+    t.fsck();
+}
+
+#[test]
+fn checked_out_target_moves_its_files() {
+    let (t, _count) = counting_repo();
+    finished(&t, "x", "x.txt", "x\n");
+    finished(&t, "y", "y.txt", "y\n");
+    t.git(&["switch", "-q", "main"]).ok();
+    let (code, j) = t.tab_json(&["land", "x", "y"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["mode"], "worktree", "{j}");
+    assert_eq!(run_json(&t, "y")["promotion"]["mode"], "worktree");
+    assert_eq!(
+        std::fs::read_to_string(t.repo.join("y.txt")).unwrap(),
+        "y\n"
+    );
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+    // The run worktree moved with its restacked branch.
+    assert_eq!(
+        t.git_out_in(&t.worktree("y"), &["status", "--porcelain"]),
+        ""
+    );
+    tip_verified(&t);
+    t.fsck();
+}
+
+#[test]
+fn refuses_runs_in_other_states_up_front() {
+    let (t, _count) = counting_repo();
+    finished(&t, "ok", "ok.txt", "ok\n");
+    t.tab(&["start", "busy", "--task", "t", "--base", "main"])
+        .ok();
+    let before = t.snapshot();
+    let r = t.tab(&["land", "ok", "busy"]);
+    assert_eq!(r.code, 3, "{}", r.desc);
+    assert!(r.stderr.contains("busy is active"), "{}", r.desc);
+    assert_eq!(before, t.snapshot());
+    // Dry run: the plan, nothing written.
+    let (code, j) = t.tab_json(&["land", "ok", "--dry-run"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(result_of(&j, "ok")["result"], "would_land");
+    assert_eq!(result_of(&j, "ok")["satisfied"], true);
+    assert_eq!(before, t.snapshot());
+    let (code, _) = t.tab_json(&["land", "ok"]);
+    assert_eq!(code, 0);
+    let (code, j) = t.tab_json(&["land", "ok"]);
+    assert_eq!(code, 0);
+    assert_eq!(result_of(&j, "ok")["result"], "already_landed");
+}
+
+/// Ledger transitions to `promoted` of `id`.
+fn promotions(t: &TestEnv, id: &str) -> usize {
+    t.git_out(&["log", "--format=%s", &format!("refs/tabellio/runs/{id}")])
+        .lines()
+        .filter(|l| l.ends_with("-> promoted"))
+        .count()
+}
+
+#[test]
+fn racing_land_processes_land_every_run_once() {
+    for (round, processes) in [(0, 2), (1, 4), (2, 4)] {
+        let (t, _count) = counting_repo();
+        let ids: Vec<String> = (0..5).map(|i| format!("q{round}-{i}")).collect();
+        for (i, id) in ids.iter().enumerate() {
+            finished(&t, id, &format!("q{i}.txt"), &format!("{i}\n"));
+        }
+        let children = (0..processes)
+            .map(|p| {
+                // Overlapping queues, in different orders.
+                let mut queue: Vec<&str> = ids.iter().map(String::as_str).collect();
+                queue.rotate_left(p % ids.len());
+                queue.truncate(4);
+                let mut args = vec!["--json", "land"];
+                args.extend(queue);
+                t.spawn_tab(&args)
+            })
+            .collect();
+        for exit in race(children) {
+            assert!(
+                exit.code == 0 || exit.code == 4,
+                "exit {}: {}{}",
+                exit.code,
+                exit.stdout,
+                exit.stderr
+            );
+        }
+        // Whatever lost every race lands now.
+        let mut all = vec!["land"];
+        all.extend(ids.iter().map(String::as_str));
+        t.tab(&all).ok();
+        let history = t.git_out(&["rev-list", "--first-parent", "main"]);
+        for id in &ids {
+            assert_eq!(promotions(&t, id), 1, "{id} landed more than once");
+            let run = run_json(&t, id);
+            let landed = run["landed"].as_str().unwrap();
+            assert!(history.contains(landed), "{id}: {landed} not on main");
+            let new = run["promotion"]["new"].as_str().unwrap();
+            assert!(
+                history.contains(new),
+                "{id}: promotion.new {new} not on main"
+            );
+        }
+        // Each run's file is on main exactly once.
+        let files = t.git_out(&["ls-tree", "--name-only", "main"]);
+        for i in 0..5 {
+            assert!(files.contains(&format!("q{i}.txt")), "{files}");
+        }
+        tip_verified(&t);
+        t.fsck();
+    }
+}
