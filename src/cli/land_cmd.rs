@@ -1,5 +1,5 @@
-//! `git tabellio land [<run>...] [--target <branch>] [--batch <N>] [--squash] [--no-reuse]
-//! [--dry-run]`.
+//! `git tabellio land [<run>...] [--target <branch>] [--batch <N>] [--remote <name>] [--squash]
+//! [--no-reuse] [--dry-run]`.
 
 use std::path::Path;
 
@@ -25,6 +25,9 @@ pub struct LandArgs {
     /// Land each run as one commit instead of replaying its commits.
     #[arg(long)]
     pub squash: bool,
+    /// Land on this remote's target: fetch, stack and validate here, one atomic push.
+    #[arg(long, value_name = "NAME")]
+    pub remote: Option<String>,
     /// Run every check, even where the tree already has passing evidence for it.
     #[arg(long)]
     pub no_reuse: bool,
@@ -40,6 +43,7 @@ pub fn cmd_land(a: &LandArgs, cwd: &Path, stream: Stream) -> Result<Output> {
         target: a.target.clone(),
         batch: a.batch,
         squash: a.squash,
+        remote: a.remote.clone(),
         reuse: Reuse::from_flag(a.no_reuse),
         dry_run: a.dry_run,
         stream,

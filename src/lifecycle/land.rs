@@ -14,6 +14,7 @@
 
 mod check;
 mod queue;
+mod remote;
 mod stack;
 mod write;
 
@@ -46,6 +47,8 @@ pub struct LandOptions {
     pub batch: usize,
     /// Land each run as one commit instead of replaying its commits.
     pub squash: bool,
+    /// Land on this remote's target (one atomic push) instead of the local one.
+    pub remote: Option<String>,
     pub reuse: Reuse,
     /// Say what would happen and write nothing.
     pub dry_run: bool,
@@ -59,6 +62,7 @@ impl Default for LandOptions {
             target: None,
             batch: DEFAULT_BATCH,
             squash: false,
+            remote: None,
             reuse: Reuse::Allowed,
             dry_run: false,
             stream: Stream::Quiet,
@@ -115,7 +119,7 @@ pub struct LandOutcome {
     /// The target's tip before and after.
     pub old: Option<String>,
     pub new: Option<String>,
-    /// `ref` or `worktree` (the target is checked out and its files moved too).
+    /// `ref`, `worktree` (the target is checked out and its files moved too) or `remote`.
     pub mode: &'static str,
     pub runs: Vec<RunLanding>,
     /// Checks executed and checks whose passing evidence on the same tree was reused.
@@ -147,6 +151,9 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         return Err(Error::usage("--batch must be at least 1"));
     }
     let store = &env.store;
+    if let Some(remote) = &opts.remote {
+        crate::sync::fetch::check_remote(store, remote)?;
+    }
     let target = queue::target(env, opts)?;
     let old = store.ref_target(&target)?;
     let mut outcome = LandOutcome {
@@ -165,8 +172,9 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
     // refuses the whole command.
     let first = queue::resolve(store, &target, &opts.runs)?;
     outcome.runs.extend(first.already);
+    let squash = opts.squash || squash_by_policy(store, &target)?;
     if opts.dry_run {
-        let results = stack::dry_run(store, &target, &first.candidates, opts)?;
+        let results = stack::dry_run(store, &target, &first.candidates, squash)?;
         outcome.runs.extend(results);
         return Ok(outcome);
     }
@@ -175,18 +183,33 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         .iter()
         .map(|c| c.ledger.record.run_id.clone())
         .collect();
-    let mut checker = check::Checker::new(store, opts);
+    let mut checker = check::Checker::new(store, opts, squash);
     while !pending.is_empty() {
         let take = pending.len().min(opts.batch);
         let batch: Vec<String> = pending.drain(..take).collect();
-        let results = land_batch(store, &target, &batch, &mut checker, &mut outcome)?;
+        let results = match &opts.remote {
+            Some(remote) => {
+                remote::land_batch(store, (remote, &target), &batch, &mut checker, &mut outcome)?
+            }
+            None => land_batch(store, &target, &batch, &mut checker, &mut outcome)?,
+        };
         outcome.runs.extend(results);
     }
     outcome.checks_run = checker.checks_run;
     outcome.checks_reused = checker.checks_reused;
     outcome.validations = checker.validations;
-    outcome.new = store.ref_target(&target)?.map(|o| o.to_string());
+    if opts.remote.is_none() {
+        outcome.new = store.ref_target(&target)?.map(|o| o.to_string());
+    }
     Ok(outcome)
+}
+
+/// Does the policy at the target's tip ask for squashed landings (`"land": {"squash": true}`)?
+fn squash_by_policy(store: &Store, target: &str) -> Result<bool> {
+    let Some(tip) = store.ref_target(target)? else {
+        return Ok(false);
+    };
+    Ok(super::finish::policy_at(store, tip)?.is_some_and(|p| p.land.squash))
 }
 
 /// One batch, rebuilt on the new tip whenever the target (or a ledger) moved underneath.

@@ -64,6 +64,23 @@ pub struct Policy {
     pub output: OutputPolicy,
     #[serde(default)]
     pub plans: PlansPolicy,
+    /// How `land` puts runs on the target (docs/land.md).
+    #[serde(default, skip_serializing_if = "LandPolicy::is_default")]
+    pub land: LandPolicy,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LandPolicy {
+    /// Land every run as one commit, as `land --squash` does.
+    #[serde(default)]
+    pub squash: bool,
+}
+
+impl LandPolicy {
+    fn is_default(&self) -> bool {
+        self == &LandPolicy::default()
+    }
 }
 
 /// A map whose keys must be unique (serde_json would keep the last of two).

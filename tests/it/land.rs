@@ -85,6 +85,7 @@ fn six_runs_one_culprit_lands_five_within_five_validations() {
     let ran = runs_counted(&count) - before;
     assert!(ran <= 5, "the check ran {ran} times: {j}");
     assert_eq!(j["checks_run"], ran, "{j}");
+    assert!(j["validations"].as_u64().unwrap() <= 5, "{j}");
     for id in ["r0", "r1", "r2", "r4", "r5"] {
         assert_eq!(result_of(&j, id)["result"], "landed", "{j}");
         let run = run_json(&t, id);
@@ -285,4 +286,127 @@ fn racing_land_processes_land_every_run_once() {
         tip_verified(&t);
         t.fsck();
     }
+}
+
+#[test]
+fn the_policy_can_ask_for_squashed_landings() {
+    let t = TestEnv::ref_only();
+    let mut p: Value =
+        serde_json::from_str(&policy(&[("readme", &["test", "-f", "README.md"])])).unwrap();
+    p["land"] = serde_json::json!({"squash": true});
+    t.git(&["switch", "-q", "main"]).ok();
+    t.commit_policy(&p.to_string());
+    t.git(&["switch", "-q", "elsewhere"]).ok();
+    let wt = finished(&t, "s1", "one.txt", "1\n");
+    t.commit_file_in(&wt, "two.txt", "2\n");
+    t.tab(&["finish", "s1"]).ok();
+    finished(&t, "s2", "three.txt", "3\n");
+    let base = t.git_out(&["rev-parse", "main"]);
+    let (code, j) = t.tab_json(&["land", "s1", "s2"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(result_of(&j, "s1")["restack"], "squash", "{j}");
+    // One commit per run on main, each naming its run.
+    let log = t.git_out(&["log", "--format=%B%x00", &format!("{base}..main")]);
+    assert_eq!(log.matches('\0').count(), 2, "{log}");
+    assert!(
+        log.contains("Tabellio-Run: s1") && log.contains("Tabellio-Run: s2"),
+        "{log}"
+    );
+    let files = t.git_out(&["ls-tree", "--name-only", "main"]);
+    assert!(
+        files.contains("two.txt") && files.contains("three.txt"),
+        "{files}"
+    );
+    tip_verified(&t);
+    t.fsck();
+}
+
+#[test]
+fn lands_in_bare_and_sha256_repositories() {
+    let src = TestEnv::with_readme_policy();
+    let bare = src.bare_clone();
+    for id in ["b1", "b2"] {
+        src.tab_in(&bare, &["start", id, "--task", "t"]).ok();
+        let wt = bare.join(format!("tabellio/worktrees/{id}"));
+        src.commit_file_in(&wt, &format!("{id}.txt"), "x\n");
+        src.tab_in(&bare, &["finish", id]).ok();
+    }
+    let r = src.tab_in(&bare, &["--json", "land", "--target", "main"]);
+    r.ok();
+    assert_eq!(r.json()["runs"][1]["restack"], "replay", "{}", r.desc);
+    let files = src.git_out(&[
+        "--git-dir",
+        bare.to_str().unwrap(),
+        "ls-tree",
+        "--name-only",
+        "main",
+    ]);
+    assert!(
+        files.contains("b1.txt") && files.contains("b2.txt"),
+        "{files}"
+    );
+    src.git_in(&bare, &["fsck", "--strict", "--no-progress"])
+        .ok();
+
+    let t = TestEnv::with_init(&["init", "-q", "-b", "main", "--object-format=sha256"]);
+    t.commit_policy(&policy(&[("readme", &["test", "-f", "README.md"])]));
+    t.git(&["switch", "-q", "-c", "elsewhere"]).ok();
+    finished(&t, "h1", "h1.txt", "1\n");
+    finished(&t, "h2", "h2.txt", "2\n");
+    let (code, j) = t.tab_json(&["land", "h1", "h2"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["new"].as_str().unwrap().len(), 64);
+    assert_eq!(result_of(&j, "h2")["restack"], "replay");
+    tip_verified(&t);
+    t.fsck();
+}
+
+#[test]
+fn lands_on_a_remote_with_the_server_hook_installed() {
+    let server = TestEnv::bare_server();
+    let a = TestEnv::clone_of(&server);
+    a.commit_policy(&policy(&[("ci", &["test", "-f", "README.md"])]));
+    a.git(&["push", "-q"]).ok();
+    let (code, s) = server.tab_json(&["init", "--hooks"]);
+    assert_eq!(code, 0, "{s}");
+    for id in ["m1", "m2"] {
+        a.start_with_commit(id, &format!("{id}.txt"), "x\n");
+        a.tab(&["finish", id]).ok();
+    }
+    // Someone else moves the server's main: both runs are restacked onto it.
+    let b = TestEnv::clone_of(&server);
+    b.commit_file_in(&b.repo.clone(), "other.txt", "other\n");
+    b.tab(&["validate"]).ok();
+    b.git(&[
+        "push",
+        "-q",
+        "origin",
+        "main",
+        "refs/notes/tabellio/evidence",
+    ])
+    .ok();
+    let local_main = a.git_out(&["rev-parse", "main"]);
+    let (code, j) = a.tab_json(&["land", "m1", "m2", "--remote", "origin"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["mode"], "remote", "{j}");
+    assert_eq!(result_of(&j, "m1")["restack"], "replay", "{j}");
+    let server_main = server.git_out(&["rev-parse", "main"]);
+    assert_eq!(j["new"], server_main.as_str());
+    let files = server.git_out(&["ls-tree", "--name-only", "main"]);
+    for f in ["m1.txt", "m2.txt", "other.txt"] {
+        assert!(files.contains(f), "{files}");
+    }
+    for id in ["m1", "m2"] {
+        let theirs: Value = serde_json::from_str(
+            &server.git_out(&["show", &format!("refs/tabellio/runs/{id}:run.json")]),
+        )
+        .unwrap();
+        assert_eq!(theirs["state"], "promoted");
+        assert_eq!(theirs["promotion"]["remote"], "origin");
+        assert_eq!(run_json(&a, id)["state"], "promoted");
+    }
+    // The local target stays where it was: it is not what was landed on.
+    assert_eq!(a.git_out(&["rev-parse", "main"]), local_main);
+    server.git(&["fsck", "--strict", "--no-progress"]).ok();
+    a.fsck();
 }

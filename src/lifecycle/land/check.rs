@@ -83,12 +83,13 @@ pub struct Checker<'s> {
 }
 
 impl<'s> Checker<'s> {
-    pub fn new(store: &'s Store, opts: &LandOptions) -> Checker<'s> {
+    /// `squash`: `--squash`, or the policy at the target's tip asks for it.
+    pub fn new(store: &'s Store, opts: &LandOptions, squash: bool) -> Checker<'s> {
         Checker {
             store,
             reuse: opts.reuse,
             stream: opts.stream,
-            squash: opts.squash,
+            squash,
             checks_run: 0,
             checks_reused: 0,
             validations: 0,

@@ -9,7 +9,7 @@ use crate::store::Store;
 
 use super::check::{requirements, satisfied};
 use super::queue::Candidate;
-use super::{LandOptions, Landing, RunLanding};
+use super::{Landing, RunLanding};
 
 /// One run on the stack.
 #[derive(Debug, Clone)]
@@ -100,7 +100,7 @@ pub fn dry_run(
     store: &Store,
     target: &str,
     candidates: &[Candidate],
-    opts: &LandOptions,
+    squash: bool,
 ) -> Result<Vec<RunLanding>> {
     let Some(tip) = store.ref_target(target)? else {
         return Err(crate::error::Error::not_found(format!(
@@ -110,19 +110,19 @@ pub fn dry_run(
     let mut out = Vec::new();
     for c in candidates {
         let rec = &c.ledger.record;
-        let plain = tip == c.base && !opts.squash;
+        let plain = tip == c.base && !squash;
         let prediction = if plain {
             Prediction::Clean {
                 tree: store.tree_of(c.head)?,
             }
-        } else if opts.squash {
+        } else if squash {
             would_squash_cleanly(store, c.base, c.head, tip)?
         } else {
             would_replay_cleanly(store, &c.commits, c.base, tip)?
         };
         let mode = if plain {
             "none"
-        } else if opts.squash {
+        } else if squash {
             "squash"
         } else {
             "replay"

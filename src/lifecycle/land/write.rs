@@ -81,7 +81,7 @@ pub fn land_settled(
             ));
             moves.extend(run_worktree_moves(store, s)?);
         }
-        let next = promoted(target, tip, top, mode, s);
+        let next = promoted(target, tip, top, (mode, None), s);
         let commit = store.write_ledger_commit(Some(&c.ledger), &next, "land")?;
         edits.push(Cas::update(
             ledger::ref_name(c.run_id()),
@@ -141,14 +141,15 @@ fn run_worktree_moves(store: &Store, s: &Stacked) -> Result<Vec<FileMove>> {
     Ok(out)
 }
 
-/// The ledger record of a landed run.
-fn promoted(
+/// The ledger record of a landed run; `how` is the promotion's mode and remote.
+pub fn promoted(
     target: &str,
     tip: gix::ObjectId,
     top: gix::ObjectId,
-    mode: &str,
+    how: (&str, Option<&str>),
     s: &Stacked,
 ) -> crate::model::RunRecord {
+    let (mode, remote) = how;
     let rec = &s.candidate.ledger.record;
     let mut next = ledger::transition(rec, RunState::Promoted);
     next.promotion = Some(Promotion {
@@ -156,7 +157,7 @@ fn promoted(
         old: tip.to_string(),
         new: top.to_string(),
         mode: mode.into(),
-        remote: None,
+        remote: remote.map(str::to_string),
         at: time::now(),
     });
     next.landed = Some(s.head.to_string());
