@@ -410,3 +410,50 @@ fn lands_on_a_remote_with_the_server_hook_installed() {
     server.git(&["fsck", "--strict", "--no-progress"]).ok();
     a.fsck();
 }
+
+#[test]
+fn reuse_takes_only_passing_untampered_evidence_of_the_same_check() {
+    let t = TestEnv::new();
+    let count = t.path().join("count");
+    let check = |exit: i32| {
+        format!(
+            "open({:?}, 'a').write('x\\n'); raise SystemExit({exit})",
+            count.display().to_string()
+        )
+    };
+    let (pass, fail) = (check(0), check(1));
+    let validate = |extra: &[&str], code: &str| {
+        let mut args = vec!["--json", "validate"];
+        args.extend_from_slice(extra);
+        args.extend(["--", "python3", "-c", code]);
+        let r = t.tab(&args);
+        (r.code, r.json())
+    };
+    let (code, first) = validate(&[], &pass);
+    assert_eq!(code, 0, "{first}");
+    assert_eq!(runs_counted(&count), 1);
+    // The same check on the same tree: reused, with a record of its own naming the first.
+    let (code, second) = validate(&[], &pass);
+    assert_eq!(code, 0, "{second}");
+    assert_eq!(runs_counted(&count), 1);
+    assert_eq!(
+        second["evidence"][0]["reused_from"],
+        first["evidence"][0]["digest"]
+    );
+    // --no-reuse runs it; a changed definition (timeout) is stale, so it runs too.
+    validate(&["--no-reuse"], &pass);
+    assert_eq!(runs_counted(&count), 2);
+    validate(&["--timeout", "30"], &pass);
+    assert_eq!(runs_counted(&count), 3);
+    // Failing evidence is never reused.
+    validate(&["--check", "flaky"], &fail);
+    validate(&["--check", "flaky"], &fail);
+    assert_eq!(runs_counted(&count), 5);
+    // Tampered evidence is never reused.
+    let line = first["evidence"][0]
+        .to_string()
+        .replace("\"duration_ms\":", "\"duration_ms\":1");
+    t.forge_evidence("HEAD", &format!("{line}\n"));
+    validate(&[], &pass);
+    assert_eq!(runs_counted(&count), 6);
+}

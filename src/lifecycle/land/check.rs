@@ -101,7 +101,7 @@ impl<'s> Checker<'s> {
     pub fn validate(
         &mut self,
         commit: gix::ObjectId,
-        run_id: &str,
+        run_id: Option<&str>,
         checks: &[ResolvedCheck],
     ) -> Result<bool> {
         let store = self.store;
@@ -115,7 +115,7 @@ impl<'s> Checker<'s> {
                 self.checks_reused += 1;
                 continue;
             }
-            match try_reuse(store, self.reuse, commit, Some(run_id), check)? {
+            match try_reuse(store, self.reuse, commit, run_id, check)? {
                 Some(rec) => {
                     self.checks_reused += 1;
                     records.push(rec);
@@ -140,14 +140,14 @@ impl<'s> Checker<'s> {
     fn run(
         &self,
         commit: gix::ObjectId,
-        run_id: &str,
+        run_id: Option<&str>,
         checks: &[ResolvedCheck],
     ) -> Result<Vec<EvidenceRecord>> {
         let store = self.store;
         let cap = policy_at(store, commit)?.map_or(DEFAULT_EXCERPT_BYTES, |p| p.excerpt_bytes());
         let run = DetachedRun {
             commit,
-            run_id: Some(run_id),
+            run_id,
             excerpt_cap: cap,
             stream: self.stream,
             reuse: Reuse::Never,
@@ -185,7 +185,7 @@ impl<'s> Checker<'s> {
             // (no restack) may go, as `promote` lets them.
             return Ok(runs.len() == 1 && top.mode == "none");
         }
-        self.validate(top.head, top.candidate.run_id(), &checks)
+        self.validate(top.head, Some(top.candidate.run_id()), &checks)
     }
 }
 
@@ -270,6 +270,17 @@ pub fn settle(
                 lo = mid;
             } else {
                 hi = mid;
+            }
+        }
+        if hi == 1 && settled.accepted.is_empty() {
+            // The first run on the tip fails: unless the tip itself passes, no run is to blame.
+            // With evidence on the tip (a landed tip has it), this runs nothing.
+            let checks = requirements(store, tip, &[])?;
+            if !checks.is_empty() && !checker.validate(tip, None, &checks)? {
+                return Err(Error::refused(format!(
+                    "the target's tip {tip} fails its own required checks; no run is landed on it"
+                ))
+                .hint("fix the target first (its failing evidence is noted on it: `git tabellio evidence <tip>`)"));
             }
         }
         let mut rest = stack.split_off(hi);
