@@ -250,3 +250,33 @@ fn land_batch(
     ))
     .hint("other writers are moving it; run `git tabellio land` again"))
 }
+
+/// Would `land` take this completed run onto its target's current tip? True when the tip's
+/// policy requires checks (so a restack can be validated) and the run's commits replay cleanly
+/// onto the tip (or squash cleanly, when that policy squashes). Used by `status` to say `land`
+/// instead of `restart`; it predicts in memory and writes nothing.
+pub fn would_land(store: &Store, run: &crate::model::RunRecord) -> Result<bool> {
+    use crate::store::replay::{commits_since, would_replay_cleanly, would_squash_cleanly};
+    let (Some(tip), Some(head)) = (
+        store.ref_target(&run.base.reference)?,
+        store.ref_target(&run.branch)?,
+    ) else {
+        return Ok(false);
+    };
+    if check::requirements(store, tip, &[])?.is_empty() {
+        return Ok(false);
+    }
+    let base = store.parse_oid(&run.base.commit)?;
+    let prediction = if squash_by_policy(store, &run.base.reference)? {
+        would_squash_cleanly(store, base, head, tip)
+    } else {
+        commits_since(store, base, head)
+            .and_then(|commits| would_replay_cleanly(store, &commits, base, tip))
+    };
+    // A run that cannot be restacked at all (merge commits, rewritten away from its base) is
+    // not one `land` would take either.
+    Ok(matches!(
+        prediction,
+        Ok(crate::store::replay::Prediction::Clean { .. })
+    ))
+}

@@ -348,6 +348,21 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
                 ),
                 Some(format!("git tabellio promote {id}")),
             ),
+            RunState::Completed
+                if live.target_moved.is_some()
+                    && super::land::would_land(store, run).unwrap_or(false) =>
+            {
+                next(
+                    "land",
+                    false,
+                    format!(
+                        "the target {} moved to {} since the run started; the run replays cleanly onto it: land restacks it, validates the result and moves the target",
+                        run.base.reference,
+                        live.target_moved.clone().unwrap_or_default(),
+                    ),
+                    Some(format!("git tabellio land {id}")),
+                )
+            }
             RunState::Completed if live.target_moved.is_some() => next(
                 "restart",
                 true,
@@ -448,6 +463,9 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
             // The next action already asked promote's own preconditions: agree with it.
             if next_action.action == "unblock-promote" {
                 allowed.retain(|a| a != "promote");
+            }
+            if next_action.action == "land" {
+                allowed.insert(0, "land".into());
             }
             allowed
         },

@@ -194,7 +194,7 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan> {
             err.message.push_str(&format!("; {}", preview.describe()));
         }
         return Err(err
-            .hint("a run's base is frozen when it starts: start a new run from the new tip and carry the change over (e.g. `git cherry-pick`), then finish and promote that one"));
+            .hint(format!("promote only fast-forwards: `git tabellio land {}` restacks the run onto the new tip, validates it and moves the target", run.run_id)));
     }
     if !store.is_ancestor(base, validated_id)? {
         return Err(Error::refused(format!(

@@ -457,3 +457,24 @@ fn reuse_takes_only_passing_untampered_evidence_of_the_same_check() {
     validate(&[], &pass);
     assert_eq!(runs_counted(&count), 6);
 }
+
+#[test]
+fn status_says_land_when_the_run_replays_cleanly_and_restart_on_conflicts() {
+    let (t, _count) = counting_repo();
+    finished(&t, "p1", "p1.txt", "1\n");
+    finished(&t, "p2", "p2.txt", "2\n");
+    finished(&t, "p3", "p1.txt", "clash\n");
+    t.tab(&["land", "p1"]).ok();
+    let (_, st) = t.tab_json(&["status", "p2"]);
+    assert_eq!(st["next_action"]["action"], "land", "{st}");
+    assert_eq!(st["next_action"]["command"], "git tabellio land p2");
+    assert!(st["allowed_actions"]
+        .as_array()
+        .unwrap()
+        .contains(&"land".into()));
+    let (_, st) = t.tab_json(&["status", "p3"]);
+    assert_eq!(st["next_action"]["action"], "restart", "{st}");
+    let r = t.tab(&["promote", "p2"]);
+    assert_eq!(r.code, 4, "{}", r.desc);
+    assert!(r.stderr.contains("git tabellio land p2"), "{}", r.desc);
+}
