@@ -234,10 +234,13 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
                 .iter()
                 .map(|r| {
                     format!(
-                        "{:<24} {:<18} {}",
+                        "{:<24} {:<18} {}{}",
                         r.run_id,
                         r.state.as_str(),
-                        super::render::printable(&r.summary)
+                        super::render::printable(&r.summary),
+                        r.landed
+                            .as_deref()
+                            .map_or(String::new(), |c| format!(" (landed as {})", short(c)))
                     )
                 })
                 .chain(

@@ -224,6 +224,21 @@ fn refuses_runs_in_other_states_up_front() {
     let (code, j) = t.tab_json(&["land", "ok"]);
     assert_eq!(code, 0);
     assert_eq!(result_of(&j, "ok")["result"], "already_landed");
+    // `list` shows the commit it landed as.
+    let landed = run_json(&t, "ok")["landed"].as_str().unwrap().to_string();
+    let (_, list) = t.tab_json(&["list"]);
+    let entry = list["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run_id"] == "ok")
+        .unwrap();
+    assert_eq!(entry["landed"], landed.as_str());
+    let human = t.tab(&["list"]).stdout;
+    assert!(
+        human.contains(&format!("(landed as {})", &landed[..12])),
+        "{human}"
+    );
 }
 
 /// Ledger transitions to `promoted` of `id`.
