@@ -493,3 +493,25 @@ fn status_says_land_when_the_run_replays_cleanly_and_restart_on_conflicts() {
     assert_eq!(r.code, 4, "{}", r.desc);
     assert!(r.stderr.contains("git tabellio land p2"), "{}", r.desc);
 }
+
+#[test]
+fn a_tip_that_fails_its_own_checks_blames_no_run() {
+    let (t, _count) = counting_repo();
+    finished(&t, "innocent", "x.txt", "x\n");
+    // Main moves to a commit that fails its own required check.
+    t.git(&["switch", "-q", "main"]).ok();
+    t.write("f0.txt", "0\n");
+    t.write("bad.txt", "bad\n");
+    t.commit_all("broken tip");
+    t.git(&["switch", "-q", "elsewhere"]).ok();
+    let tip = t.git_out(&["rev-parse", "main"]);
+    let r = t.tab(&["land", "innocent"]);
+    assert_eq!(r.code, 3, "{}", r.desc);
+    assert!(
+        r.stderr.contains("fails its own required checks"),
+        "{}",
+        r.desc
+    );
+    assert_eq!(t.git_out(&["rev-parse", "main"]), tip);
+    assert_eq!(run_json(&t, "innocent")["state"], "completed");
+}
