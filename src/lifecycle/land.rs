@@ -105,6 +105,9 @@ pub struct RunLanding {
     pub base_after: Option<String>,
     /// Conflicting paths (sorted), for `conflict`.
     pub paths: Vec<String>,
+    /// `conflict`: the run's commit that did not apply; `validation_failed`: the run's
+    /// restacked head, on which the failing evidence is noted.
+    pub commit: Option<String>,
     /// Why, in a person's words, for anything but `landed`.
     pub reason: Option<String>,
     /// Dry run: whether the top of the run's stack already has passing evidence for every

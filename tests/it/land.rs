@@ -108,6 +108,9 @@ fn six_runs_one_culprit_lands_five_within_five_validations() {
     // The culprit's failing evidence is on its replayed commit.
     let failing = result_of(&j, "r3");
     assert_eq!(failing["result"], "validation_failed");
+    let commit = failing["commit"].as_str().unwrap();
+    let note = t.git_out(&["notes", "--ref=tabellio/evidence", "show", commit]);
+    assert!(note.contains("\"status\":\"failed\""), "{note}");
     tip_verified(&t);
     t.fsck();
 }

@@ -205,6 +205,7 @@ pub fn already_landed(ledger: &Ledger) -> RunLanding {
         base_before: rec.base.commit.clone(),
         base_after: rec.restack.as_ref().map(|r| r.base_after.clone()),
         paths: Vec::new(),
+        commit: None,
         reason: Some(match &rec.promotion {
             Some(p) => format!("already landed on {} at {}", p.target, p.new),
             None => "already promoted".into(),

@@ -136,6 +136,7 @@ pub fn dry_run(
             base_before: rec.base.commit.clone(),
             base_after: Some(tip.to_string()),
             paths: Vec::new(),
+            commit: None,
             reason: None,
             satisfied: None,
         };
@@ -148,6 +149,7 @@ pub fn dry_run(
                 result.result = Landing::Conflict;
                 result.reason = Some(format!("{commit} would conflict onto {tip}"));
                 result.paths = paths;
+                result.commit = Some(commit.to_string());
             }
         }
         out.push(result);

@@ -186,6 +186,7 @@ pub fn results(store: &Store, target: &str, settled: Settled) -> Result<Vec<RunL
             base_before: s.candidate.ledger.record.base.commit.clone(),
             base_after: Some(s.onto.to_string()),
             paths: Vec::new(),
+            commit: None,
             reason: None,
             satisfied: None,
         })
@@ -237,6 +238,7 @@ fn record_refusal(store: &Store, target: &str, u: Unstacked) -> Result<RunLandin
         base_before: rec.base.commit.clone(),
         base_after: Some(u.onto.to_string()),
         paths: u.paths,
+        commit: u.commit.map(|c| c.to_string()),
         reason: Some(u.reason),
         satisfied: None,
     })
