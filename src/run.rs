@@ -38,19 +38,23 @@ pub fn valid_run_id(id: &str) -> Result<()> {
     })
 }
 
+/// The full name of the branch checked out here, if HEAD is on one.
+pub fn current_branch(store: &Store) -> Option<String> {
+    store
+        .repo
+        .head_name()
+        .ok()
+        .flatten()
+        .map(|n| n.as_bstr().to_string())
+}
+
 /// The run named on the command line, or the one whose worktree we are in.
 pub fn resolve_run(env: &Env, run: Option<&str>) -> Result<Ledger> {
     if let Some(id) = run {
         valid_run_id(id)?;
         return env.store.find_ledger(id);
     }
-    let branch = env
-        .store
-        .repo
-        .head_name()
-        .ok()
-        .flatten()
-        .map(|n| n.as_bstr().to_string());
+    let branch = current_branch(&env.store);
     let no_run = || {
         Error::usage("no run given, and the current directory is not inside a run's worktree")
             .hint("name the run (`git tabellio list` shows them) or cd into its worktree")

@@ -29,6 +29,15 @@ pub fn run_json(
 pub fn evidence_lines(records: &[tabellio::model::EvidenceRecord]) -> String {
     let mut human = String::new();
     for r in records {
+        if r.reused_from.is_some() {
+            human.push_str(&format!(
+                "reused    {} (tree {} passed at {})\n",
+                r.check.name,
+                short(&r.tree),
+                r.finished_at
+            ));
+            continue;
+        }
         let how = r
             .exit_code
             .map_or_else(|| r.stopped.command.clone(), |c| format!("exit {c}"));

@@ -38,6 +38,8 @@ pub enum Command {
     Finish(finish::FinishArgs),
     /// Move the target branch to exactly the validated commit (fast-forward, compare-and-swap).
     Promote(promote::PromoteArgs),
+    /// Land completed runs: restack onto the moved target, validate, move it (a merge queue).
+    Land(land::LandArgs),
     /// Show a run's state and what to do next.
     Status(status::StatusArgs),
     /// List runs.
@@ -81,6 +83,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<Output> {
         Command::Checkpoint(a) => checkpoint::cmd_checkpoint(ctx, a),
         Command::Finish(a) => finish::cmd_finish(ctx, a),
         Command::Promote(a) => promote::cmd_promote(ctx, a),
+        Command::Land(a) => land::cmd_land(ctx, a),
         Command::Status(a) => status::cmd_status(ctx, a),
         Command::List(a) => list::cmd_list(ctx, a),
         Command::Log(a) => log::cmd_log(ctx, a),

@@ -22,3 +22,4 @@ pub mod judge;
 pub mod produce;
 pub mod read;
 pub mod requirements;
+pub mod reuse;

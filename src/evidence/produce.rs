@@ -46,6 +46,8 @@ pub struct CheckSelection {
     pub argv: Vec<String>,
     /// `--timeout <seconds>` for the ad-hoc check.
     pub timeout_s: Option<u64>,
+    /// `--no-reuse`: run every check even where the tree has passing evidence.
+    pub reuse: super::reuse::Reuse,
 }
 
 /// A check to run, with its definition (whose digest the evidence carries).
@@ -141,6 +143,8 @@ pub struct CheckContext<'a> {
     pub branch: Option<&'a str>,
     pub excerpt_cap: usize,
     pub stream: Stream,
+    /// Whether passing evidence on the commit's tree stands in for running a check.
+    pub reuse: super::reuse::Reuse,
 }
 
 /// Run each check and turn its outcome into a sealed evidence record.
@@ -153,6 +157,12 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
     let scrub = crate::store::paths::LocalPaths::new(ctx.store, Some(ctx.worktree));
     let mut records = Vec::new();
     for check in checks {
+        if let Some(rec) =
+            super::reuse::try_reuse(ctx.store, ctx.reuse, ctx.commit, ctx.run_id, check)?
+        {
+            records.push(rec);
+            continue;
+        }
         let cmd = CheckCommand {
             name: check.name.clone(),
             argv: check.def.argv.clone(),
@@ -207,6 +217,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
                 tabellio: mutated.then(|| "workspace_mutated".to_string()),
             },
             tool: tool_id(),
+            reused_from: None,
             digest: String::new(),
         }
         .seal();

@@ -83,6 +83,8 @@ impl Driver<'_> {
             branch: Some(&rec.branch),
             excerpt_cap: cap,
             stream: self.opts.stream,
+            // The loop runs its checks every iteration: how they converge is what it watches.
+            reuse: crate::evidence::reuse::Reuse::Never,
         };
         let records = run_checks(&ctx, &checks)?;
         if self.interrupt.load(Ordering::SeqCst) {

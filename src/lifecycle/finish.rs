@@ -72,6 +72,7 @@ pub fn finish(
         branch: Some(&rec.branch),
         excerpt_cap: cap,
         stream,
+        reuse: sel.reuse,
     };
     let records = run_checks(&ctx, &checks)?;
     // Checks chosen by hand (`--check`, or an ad-hoc command) do not complete a run whose

@@ -140,6 +140,9 @@ pub struct ListEntry {
     pub base: String,
     pub summary: String,
     pub updated_at: String,
+    /// The commit a run landed as (`land`), when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub landed: Option<String>,
 }
 
 /// A ledger `list` could not read (a newer schema fetched from a teammate, a hand-edited
@@ -196,6 +199,7 @@ pub fn list(env: &Env, state: Option<&str>) -> Result<ListOutcome> {
             base: rec.base.reference,
             summary: rec.task.summary,
             updated_at: rec.updated_at,
+            landed: rec.landed,
         });
     }
     Ok(out)

@@ -8,6 +8,7 @@
 
 pub mod checkpoint;
 pub mod finish;
+pub mod land;
 pub mod manage;
 pub mod plans;
 pub mod promote;

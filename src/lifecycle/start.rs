@@ -240,6 +240,9 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
         promotion: None,
         loop_state: None,
         reason: None,
+        landed: None,
+        restack: None,
+        land_attempts: Vec::new(),
         created_at: now.clone(),
         updated_at: now,
     };

@@ -59,6 +59,11 @@ pub struct EvidenceRecord {
     pub output: OutputRecord,
     pub stopped: Stopped,
     pub tool: String,
+    /// The digest of the passing record on the same tree this one stands on, when the check was
+    /// not run again (docs/storage.md). Absent in records of checks that ran, so their bytes
+    /// and digests are what they always were.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reused_from: Option<String>,
     pub digest: String,
 }
 
@@ -146,6 +151,7 @@ pub(crate) mod tests {
                 tabellio: None,
             },
             tool: "git-tabellio/0.1.0".into(),
+            reused_from: None,
             digest: String::new(),
         }
         .seal()

@@ -8,6 +8,7 @@ pub mod canonical;
 pub mod checkpoint;
 pub mod evidence;
 pub mod ids;
+pub mod land;
 pub mod loop_state;
 pub mod policy;
 pub mod run;

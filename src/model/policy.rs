@@ -79,6 +79,9 @@ pub struct Policy {
     /// Who may approve a change to guarded paths.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalPolicy>,
+    /// How `land` puts runs on the target (docs/land.md).
+    #[serde(default, skip_serializing_if = "LandPolicy::is_default")]
+    pub land: LandPolicy,
 }
 
 /// `"trust": {"allowed_signers": "<path in the repository>", "require_signed": [names] | "*"}`.
@@ -147,6 +150,20 @@ pub struct ApprovalPolicy {
     /// The approver may not be the run's own actor.
     #[serde(default)]
     pub distinct_from_actor: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LandPolicy {
+    /// Land every run as one commit, as `land --squash` does.
+    #[serde(default)]
+    pub squash: bool,
+}
+
+impl LandPolicy {
+    fn is_default(&self) -> bool {
+        self == &LandPolicy::default()
+    }
 }
 
 /// A map whose keys must be unique (serde_json would keep the last of two).

@@ -158,6 +158,15 @@ pub struct RunRecord {
     /// documented in docs/storage.md).
     #[serde(default)]
     pub reason: Option<String>,
+    /// `land`: the commit the run landed as (its replayed head), the restack that made it and
+    /// the attempts refused by conflicts. Absent until `land` writes them, so records of runs
+    /// never landed are byte-identical to before (docs/land.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landed: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restack: Option<super::land::Restack>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub land_attempts: Vec<super::land::LandAttempt>,
     pub created_at: String,
     pub updated_at: String,
 }

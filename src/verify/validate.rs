@@ -10,7 +10,9 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::evidence::produce::{resolve_checks, run_checks, CheckContext, CheckSelection};
+use crate::evidence::produce::{
+    resolve_checks, run_checks, CheckContext, CheckSelection, ResolvedCheck,
+};
 use crate::model::EvidenceRecord;
 use crate::runner::Stream;
 use crate::store::notes::EVIDENCE;
@@ -54,40 +56,28 @@ pub fn validate(store: &Store, opts: &ValidateOptions) -> Result<ValidateOutcome
     };
     let (checks, cap) = resolve_checks(store, policy_commit, &opts.selection)?;
 
-    let _signals = interrupt::install()?;
-    sweep_stale(store);
-    let scratch = ScratchWorktree::create(store, commit, interrupt::flag())?;
-    let ctx = CheckContext {
-        store,
-        worktree: scratch.path(),
-        run_id: None,
+    let run = DetachedRun {
         commit,
-        branch: None,
+        run_id: None,
         excerpt_cap: cap,
         stream: opts.stream,
+        reuse: opts.selection.reuse,
     };
-    let mut records = Vec::with_capacity(checks.len());
-    for check in &checks {
-        if interrupt::received().is_some() {
-            break;
+    let (records, scratch) = match run_detached(store, &run, &checks)? {
+        Detached::Done { records, scratch } => (records, scratch),
+        Detached::Interrupted(sig) => {
+            return Err(Error::refused(format!(
+                "validation of {commit} was interrupted by signal {sig}; no evidence was written"
+            ))
+            .hint("run `git tabellio validate` again"))
         }
-        records.extend(run_checks(&ctx, std::slice::from_ref(check))?);
-    }
-    if let Some(sig) = interrupt::received() {
-        scratch.remove()?;
-        return Err(Error::refused(format!(
-            "validation of {commit} was interrupted by signal {sig}; no evidence was written"
-        ))
-        .hint("run `git tabellio validate` again"));
-    }
+    };
 
-    let lines: Vec<String> = records.iter().map(EvidenceRecord::to_line).collect();
-    let message = format!("tabellio: validate {commit}");
-    publish(
+    note_records(
         store,
-        None,
-        &[(EVIDENCE, vec![(commit, lines.clone()), (tree, lines)])],
-        &message,
+        commit,
+        &records,
+        &format!("tabellio: validate {commit}"),
     )?;
     // After publishing: a worktree that cannot be removed must not cost the evidence.
     scratch.remove()?;
@@ -97,4 +87,75 @@ pub fn validate(store: &Store, opts: &ValidateOptions) -> Result<ValidateOutcome
         passed: records.iter().all(EvidenceRecord::passed),
         evidence: records,
     })
+}
+
+/// How checks run on one commit in a temporary detached worktree.
+pub struct DetachedRun<'a> {
+    pub commit: gix::ObjectId,
+    pub run_id: Option<&'a str>,
+    pub excerpt_cap: usize,
+    pub stream: Stream,
+    pub reuse: crate::evidence::reuse::Reuse,
+}
+
+/// What [`run_detached`] gave: the records and the worktree (the caller removes it once the
+/// records are safe), or the signal that stopped it (worktree removed, nothing kept).
+pub enum Detached<'s> {
+    Done {
+        records: Vec<EvidenceRecord>,
+        scratch: ScratchWorktree<'s>,
+    },
+    Interrupted(i32),
+}
+
+/// Run `checks` on `run.commit` in a new temporary detached worktree, one at a time, stopping
+/// at the first SIGINT/SIGTERM/SIGHUP. Shared by `validate` and `land`.
+pub fn run_detached<'s>(
+    store: &'s Store,
+    run: &DetachedRun<'_>,
+    checks: &[ResolvedCheck],
+) -> Result<Detached<'s>> {
+    let _signals = interrupt::install()?;
+    sweep_stale(store);
+    let scratch = ScratchWorktree::create(store, run.commit, interrupt::flag())?;
+    let ctx = CheckContext {
+        store,
+        worktree: scratch.path(),
+        run_id: run.run_id,
+        commit: run.commit,
+        branch: None,
+        excerpt_cap: run.excerpt_cap,
+        stream: run.stream,
+        reuse: run.reuse,
+    };
+    let mut records = Vec::with_capacity(checks.len());
+    for check in checks {
+        if interrupt::received().is_some() {
+            break;
+        }
+        records.extend(run_checks(&ctx, std::slice::from_ref(check))?);
+    }
+    if let Some(sig) = interrupt::received() {
+        scratch.remove()?;
+        return Ok(Detached::Interrupted(sig));
+    }
+    Ok(Detached::Done { records, scratch })
+}
+
+/// Note `records` on `commit` and on its tree, in one notes commit (a lost race with another
+/// writer of the notes ref is re-read and re-applied).
+pub fn note_records(
+    store: &Store,
+    commit: gix::ObjectId,
+    records: &[EvidenceRecord],
+    message: &str,
+) -> Result<()> {
+    let tree = store.tree_of(commit)?;
+    let lines: Vec<String> = records.iter().map(EvidenceRecord::to_line).collect();
+    publish(
+        store,
+        None,
+        &[(EVIDENCE, vec![(commit, lines.clone()), (tree, lines)])],
+        message,
+    )
 }

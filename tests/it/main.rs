@@ -9,6 +9,7 @@ mod fixtures;
 mod hardening;
 mod harness;
 mod hooks;
+mod land;
 mod lifecycle;
 mod plans;
 mod promote;

@@ -26,6 +26,9 @@ pub struct ChecksArgs {
     /// Timeout in seconds of the ad-hoc check.
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<u64>,
+    /// Run every check, even where the commit's tree already has passing evidence for it.
+    #[arg(long)]
+    pub no_reuse: bool,
     /// An ad-hoc check command, run directly (never through a shell).
     #[arg(last = true, value_name = "ARGV")]
     pub argv: Vec<String>,
@@ -37,6 +40,7 @@ impl ChecksArgs {
             names: self.checks.clone(),
             argv: self.argv.clone(),
             timeout_s: self.timeout,
+            reuse: tabellio::evidence::reuse::Reuse::from_flag(self.no_reuse),
         }
     }
 }

@@ -5,7 +5,7 @@ use serde_json::json;
 use tabellio::lifecycle::manage;
 use tabellio::Result;
 
-use crate::cli::format::{printable, to_json};
+use crate::cli::format::{printable, short, to_json};
 use crate::cli::{Ctx, Output};
 
 #[derive(Debug, clap::Args)]
@@ -22,10 +22,13 @@ pub fn cmd_list(ctx: &Ctx, args: &ListArgs) -> Result<Output> {
         .iter()
         .map(|r| {
             format!(
-                "{:<24} {:<18} {}",
+                "{:<24} {:<18} {}{}",
                 r.run_id,
                 r.state.as_str(),
-                printable(&r.summary)
+                printable(&r.summary),
+                r.landed
+                    .as_deref()
+                    .map_or(String::new(), |c| format!(" (landed as {})", short(c)))
             )
         })
         .chain(

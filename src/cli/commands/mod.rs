@@ -12,6 +12,7 @@ pub mod finish;
 pub mod hook;
 pub mod hooks;
 pub mod init;
+pub mod land;
 pub mod list;
 pub mod log;
 pub mod r#loop;

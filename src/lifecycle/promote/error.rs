@@ -35,6 +35,7 @@ pub enum PromoteError {
     },
     #[error("target moved: {target} is at {current}, the run started from {base}{}", preview.as_ref().map_or_else(String::new, |p| format!("; {p}")))]
     TargetMoved {
+        run_id: String,
         target: String,
         /// The target's tip, or `nothing (deleted)`.
         current: String,
@@ -100,9 +101,9 @@ impl From<PromoteError> for Error {
                 Error::refused(message),
                 format!("run the checks again: `git tabellio finish {run_id}`"),
             ),
-            P::TargetMoved { .. } => (
+            P::TargetMoved { run_id, .. } => (
                 Error::conflict(message),
-                "a run's base is frozen when it starts: start a new run from the new tip and carry the change over (e.g. `git cherry-pick`), then finish and promote that one".into(),
+                format!("promote only fast-forwards: `git tabellio land {run_id}` restacks the run onto the new tip, validates it and moves the target"),
             ),
             P::PromotionUnderWay { .. } => (
                 Error::conflict(message),
@@ -145,6 +146,7 @@ mod tests {
         );
         let moved = |preview: Option<&str>| {
             Error::from(PromoteError::TargetMoved {
+                run_id: "r".into(),
                 target: "refs/heads/main".into(),
                 current: "nothing (deleted)".into(),
                 base: "abc".into(),

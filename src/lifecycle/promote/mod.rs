@@ -161,6 +161,7 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan, PromoteError> {
             None => None,
         };
         return Err(PromoteError::TargetMoved {
+            run_id: run.run_id.clone(),
             target,
             current: current.map_or("nothing (deleted)".into(), |c| c.to_string()),
             base: run.base.commit.clone(),
@@ -210,7 +211,7 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan, PromoteError> {
 
 /// The checked-out target must be movable: present, clean, at the base, nothing untracked in
 /// the way, no index lock, no sparse checkout.
-fn check_target_worktree(
+pub fn check_target_worktree(
     store: &Store,
     path: &std::path::Path,
     target: &str,

@@ -48,6 +48,9 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
     if next_action.action == "unblock-promote" {
         allowed.retain(|a| a != "promote");
     }
+    if next_action.action == "land" {
+        allowed.insert(0, "land".into());
+    }
     Ok(StatusOutcome {
         run: run.clone(),
         workspace: seen.workspace,

@@ -64,6 +64,9 @@ pub struct Conditions {
     pub plan_faults: Option<PlanFaults>,
     /// Why promote would refuse right now (asked only of a completed run).
     pub promote_refused: Option<String>,
+    /// The target moved and the run replays cleanly onto its new tip (asked only of a
+    /// completed run whose target moved): `land` restacks it.
+    pub lands_cleanly: bool,
     /// The run worktree as one shell word, for commands to copy.
     pub workspace: String,
 }
@@ -257,6 +260,17 @@ fn completed(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
                 run.base.reference
             ),
             Some(format!("git tabellio promote {id}")),
+        );
+    }
+    if let Some(tip) = live.target_moved.as_ref().filter(|_| c.lands_cleanly) {
+        return next(
+            "land",
+            false,
+            format!(
+                "the target {} moved to {tip} since the run started; the run replays cleanly onto it: land restacks it, validates the result and moves the target",
+                run.base.reference,
+            ),
+            Some(format!("git tabellio land {id}")),
         );
     }
     if let Some(tip) = &live.target_moved {

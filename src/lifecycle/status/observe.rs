@@ -133,6 +133,9 @@ pub fn observe(store: &Store, ledger: &Ledger) -> Result<Observed> {
             misplaced: report.with_class(PlanClass::Misplaced).next().is_some(),
         }),
         promote_refused: promote_refused(store, ledger),
+        lands_cleanly: run.state == RunState::Completed
+            && live.target_moved.is_some()
+            && crate::lifecycle::land::would_land(store, run).unwrap_or(false),
         // Commands for a person to copy: the path is one shell word.
         workspace: workspace
             .as_ref()

@@ -1,0 +1,285 @@
+//! `land`: a merge queue without a server. Completed runs are stacked on the target's current
+//! tip (restacked by replay or squash when the target moved), the stack's top is validated with
+//! the target's required checks, and one compare-and-swap transaction moves the target, the run
+//! branches and the ledgers together.
+//!
+//! Guarantees: the target only ever moves to a commit whose exact tree has passing evidence for
+//! the required checks of the policy at the tip it was stacked on (and of a run's own policy
+//! when the run changed it). Every ref write is compare-and-swap; a lost race (the target or a
+//! ledger moved) is re-read and the queue rebuilt on the new tip, at most [`ROUNDS`] times, never
+//! overwritten. What may be left behind by a failure: evidence notes of validated stacks (true
+//! records about real commits) and unreachable objects of restacks that did not land, which
+//! `git gc` removes. A conflicting run is recorded as a refused attempt in its own ledger only;
+//! a failing run (the culprit a bisection isolates) becomes `validation_failed`.
+
+mod check;
+mod queue;
+mod remote;
+mod stack;
+mod write;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::model::RunState;
+use crate::runner::Stream;
+use crate::store::Store;
+
+use crate::evidence::reuse::Reuse;
+use crate::run::Env;
+
+pub use queue::Candidate;
+
+/// How many times a queue is rebuilt on a target that moved underneath before giving up.
+pub const ROUNDS: u32 = 3;
+
+/// The default number of runs stacked and validated together.
+pub const DEFAULT_BATCH: usize = 8;
+
+/// What `land` was asked.
+#[derive(Debug, Clone)]
+pub struct LandOptions {
+    /// The runs to land, in this order (empty: every completed run of the target).
+    pub runs: Vec<String>,
+    /// The target branch (default: the named runs' base branch, else the current branch).
+    pub target: Option<String>,
+    /// At most this many runs are stacked and validated together.
+    pub batch: usize,
+    /// Land each run as one commit instead of replaying its commits.
+    pub squash: bool,
+    /// Land on this remote's target (one atomic push) instead of the local one.
+    pub remote: Option<String>,
+    pub reuse: Reuse,
+    /// Say what would happen and write nothing.
+    pub dry_run: bool,
+    pub stream: Stream,
+}
+
+impl Default for LandOptions {
+    fn default() -> Self {
+        LandOptions {
+            runs: Vec::new(),
+            target: None,
+            batch: DEFAULT_BATCH,
+            squash: false,
+            remote: None,
+            reuse: Reuse::Allowed,
+            dry_run: false,
+            stream: Stream::Quiet,
+        }
+    }
+}
+
+/// What became of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Landing {
+    /// Landed by this call.
+    Landed,
+    /// Promoted or landed before this call; nothing was done.
+    AlreadyLanded,
+    /// Its change conflicts with the tip it was to be stacked on; it stays `completed`.
+    Conflict,
+    /// The stack fails the required checks because of it; it is now `validation_failed`.
+    ValidationFailed,
+    /// It cannot be landed as it is (e.g. a merge commit to replay); nothing was written.
+    Refused,
+    /// `--dry-run`: it would be landed (or restacked and validated first).
+    WouldLand,
+}
+
+/// One run's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunLanding {
+    pub run_id: String,
+    pub result: Landing,
+    /// The run's state after this call.
+    pub state: RunState,
+    /// The commit the run landed as (its replayed head), or would land as in a dry run when
+    /// nothing has to be restacked.
+    pub landed: Option<String>,
+    /// `none`, `replay` or `squash`.
+    pub restack: Option<String>,
+    /// The run's frozen base and the tip it was stacked on.
+    pub base_before: String,
+    pub base_after: Option<String>,
+    /// Conflicting paths (sorted), for `conflict`.
+    pub paths: Vec<String>,
+    /// `conflict`: the run's commit that did not apply; `validation_failed`: the run's
+    /// restacked head, on which the failing evidence is noted.
+    pub commit: Option<String>,
+    /// Why, in a person's words, for anything but `landed`.
+    pub reason: Option<String>,
+    /// Dry run: whether the top of the run's stack already has passing evidence for every
+    /// required check (so validating it would run nothing).
+    pub satisfied: Option<bool>,
+}
+
+/// What `land` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct LandOutcome {
+    pub target: String,
+    /// The target's tip before and after.
+    pub old: Option<String>,
+    pub new: Option<String>,
+    /// `ref`, `worktree` (the target is checked out and its files moved too) or `remote`.
+    pub mode: &'static str,
+    pub runs: Vec<RunLanding>,
+    /// Checks executed and checks whose passing evidence on the same tree was reused.
+    pub checks_run: usize,
+    pub checks_reused: usize,
+    /// Stack tops validated (each a set of checks on one commit).
+    pub validations: usize,
+    /// Queue builds: 1, plus one for every time the target moved underneath.
+    pub rounds: u32,
+    pub dry_run: bool,
+}
+
+impl LandOutcome {
+    /// Every run landed (now or before): exit 0; otherwise the batch result is exit 1.
+    pub fn all_landed(&self) -> bool {
+        self.runs.iter().all(|r| {
+            matches!(
+                r.result,
+                Landing::Landed | Landing::AlreadyLanded | Landing::WouldLand
+            )
+        })
+    }
+}
+
+/// Land the queue: batches of at most `opts.batch` runs, each stacked, validated, bisected on
+/// failure and landed in one transaction.
+pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
+    if opts.batch == 0 {
+        return Err(Error::usage("--batch must be at least 1"));
+    }
+    let store = &env.store;
+    if let Some(remote) = &opts.remote {
+        crate::sync::fetch::check_remote(store, remote)?;
+    }
+    let target = queue::target(env, opts)?;
+    let old = store.ref_target(&target)?;
+    let mut outcome = LandOutcome {
+        target: target.clone(),
+        old: old.map(|o| o.to_string()),
+        new: old.map(|o| o.to_string()),
+        mode: "ref",
+        runs: Vec::new(),
+        checks_run: 0,
+        checks_reused: 0,
+        validations: 0,
+        rounds: 0,
+        dry_run: opts.dry_run,
+    };
+    // Every named run is looked at before anything is written: a run in the wrong state
+    // refuses the whole command.
+    let first = queue::resolve(store, &target, &opts.runs)?;
+    outcome.runs.extend(first.already);
+    let squash = opts.squash || squash_by_policy(store, &target)?;
+    if opts.dry_run {
+        let results = stack::dry_run(store, &target, &first.candidates, squash)?;
+        outcome.runs.extend(results);
+        return Ok(outcome);
+    }
+    let mut pending: Vec<String> = first
+        .candidates
+        .iter()
+        .map(|c| c.ledger.record.run_id.clone())
+        .collect();
+    let mut checker = check::Checker::new(store, opts, squash);
+    while !pending.is_empty() {
+        let take = pending.len().min(opts.batch);
+        let batch: Vec<String> = pending.drain(..take).collect();
+        let results = match &opts.remote {
+            Some(remote) => {
+                remote::land_batch(store, (remote, &target), &batch, &mut checker, &mut outcome)?
+            }
+            None => land_batch(store, &target, &batch, &mut checker, &mut outcome)?,
+        };
+        outcome.runs.extend(results);
+    }
+    outcome.checks_run = checker.checks_run;
+    outcome.checks_reused = checker.checks_reused;
+    outcome.validations = checker.validations;
+    if opts.remote.is_none() {
+        outcome.new = store.ref_target(&target)?.map(|o| o.to_string());
+    }
+    Ok(outcome)
+}
+
+/// Does the policy at the target's tip ask for squashed landings (`"land": {"squash": true}`)?
+fn squash_by_policy(store: &Store, target: &str) -> Result<bool> {
+    let Some(tip) = store.ref_target(target)? else {
+        return Ok(false);
+    };
+    Ok(crate::store::policy::policy_at(store, tip)?.is_some_and(|p| p.land.squash))
+}
+
+/// One batch, rebuilt on the new tip whenever the target (or a ledger) moved underneath.
+fn land_batch(
+    store: &Store,
+    target: &str,
+    batch: &[String],
+    checker: &mut check::Checker<'_>,
+    outcome: &mut LandOutcome,
+) -> Result<Vec<RunLanding>> {
+    let mut last_moved = target.to_string();
+    for _ in 0..ROUNDS {
+        outcome.rounds += 1;
+        // Re-read every round: another `land` may have landed some of these meanwhile.
+        let queue = queue::resolve(store, target, batch)?;
+        let mut results = queue.already;
+        if queue.candidates.is_empty() {
+            return Ok(results);
+        }
+        let tip = store.ref_target(target)?.ok_or_else(|| {
+            Error::not_found(format!("the target {target} does not exist"))
+                .hint("land onto an existing branch (--target)")
+        })?;
+        let settled = check::settle(store, checker, tip, queue.candidates)?;
+        match write::land_settled(store, target, tip, &settled)? {
+            write::Written::Landed { mode } => {
+                if mode != "ref" {
+                    outcome.mode = mode;
+                }
+                results.extend(write::results(store, target, settled)?);
+                return Ok(results);
+            }
+            write::Written::Moved { name } => last_moved = name,
+        }
+    }
+    Err(Error::conflict(format!(
+        "{last_moved} kept moving while landing: gave up after {ROUNDS} rounds"
+    ))
+    .hint("other writers are moving it; run `git tabellio land` again"))
+}
+
+/// Would `land` take this completed run onto its target's current tip? True when the tip's
+/// policy requires checks (so a restack can be validated) and the run's commits replay cleanly
+/// onto the tip (or squash cleanly, when that policy squashes). Used by `status` to say `land`
+/// instead of `restart`; it predicts in memory and writes nothing.
+pub fn would_land(store: &Store, run: &crate::model::RunRecord) -> Result<bool> {
+    use crate::store::replay::{commits_since, would_replay_cleanly, would_squash_cleanly};
+    let (Some(tip), Some(head)) = (
+        store.ref_target(&run.base.reference)?,
+        store.ref_target(&run.branch)?,
+    ) else {
+        return Ok(false);
+    };
+    if check::requirements(store, tip, &[])?.is_empty() {
+        return Ok(false);
+    }
+    let base = store.parse_oid(&run.base.commit)?;
+    let prediction = if squash_by_policy(store, &run.base.reference)? {
+        would_squash_cleanly(store, base, head, tip)
+    } else {
+        commits_since(store, base, head)
+            .and_then(|commits| would_replay_cleanly(store, &commits, base, tip))
+    };
+    // A run that cannot be restacked at all (merge commits, rewritten away from its base) is
+    // not one `land` would take either.
+    Ok(matches!(
+        prediction,
+        Ok(crate::store::replay::Prediction::Clean { .. })
+    ))
+}

@@ -1,0 +1,303 @@
+//! Validating a stack and isolating the runs that break it.
+//!
+//! A stack is validated at its top with the required checks of the policy at the target tip it
+//! was stacked on, plus the required checks of a run's own policy when the run changed
+//! `.tabellio/policy.json` (so no run drops its own checks by editing the policy, and none
+//! escapes the target's). Checks run in a temporary detached worktree (as `validate` runs
+//! them), never in a user's worktree; passing evidence on the same tree is reused instead of
+//! running (see [`crate::lifecycle::reuse`]). A failing stack is bisected over its prefixes.
+
+use crate::error::{Error, Result};
+use crate::evidence::produce::ResolvedCheck;
+use crate::evidence::reuse::{find_reusable, passing_on_commit, try_reuse, Reuse};
+use crate::model::policy::{self, DEFAULT_EXCERPT_BYTES};
+use crate::model::EvidenceRecord;
+use crate::runner::Stream;
+use crate::store::policy::policy_at;
+use crate::store::replay;
+use crate::store::Store;
+use crate::verify::validate::{note_records, run_detached, Detached, DetachedRun};
+
+use super::queue::Candidate;
+use super::stack::{stack_one, Stacked, Unstacked};
+use super::{LandOptions, Landing};
+
+/// The required checks a stack of `runs` on `tip` is validated with, and the output cap.
+pub fn requirements(
+    store: &Store,
+    tip: gix::ObjectId,
+    runs: &[Candidate],
+) -> Result<Vec<ResolvedCheck>> {
+    let mut out: Vec<ResolvedCheck> = Vec::new();
+    let mut add = |at: gix::ObjectId| -> Result<()> {
+        let Some(policy) = policy_at(store, at)? else {
+            return Ok(());
+        };
+        for name in &policy.required {
+            let def = policy.checks.get(name).ok_or_else(|| {
+                Error::refused(format!(
+                    "the policy at {at} requires {name:?} but does not define it"
+                ))
+                .hint(format!("define it under \"checks\" in {}", policy::PATH))
+            })?;
+            if !out
+                .iter()
+                .any(|c| &c.name == name && c.def.digest() == def.digest())
+            {
+                out.push(ResolvedCheck {
+                    name: name.clone(),
+                    def: def.clone(),
+                });
+            }
+        }
+        Ok(())
+    };
+    add(tip)?;
+    for run in runs {
+        let before = store.read_file_at(run.base, policy::PATH)?;
+        if before != store.read_file_at(run.head, policy::PATH)? {
+            add(run.head)?;
+        }
+    }
+    Ok(out)
+}
+
+/// Does `tree` have passing, untampered evidence for every check?
+pub fn satisfied(store: &Store, tree: gix::ObjectId, checks: &[ResolvedCheck]) -> Result<bool> {
+    for check in checks {
+        if find_reusable(store, tree, check)?.is_none() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Runs validations and counts what they cost.
+pub struct Checker<'s> {
+    store: &'s Store,
+    reuse: Reuse,
+    stream: Stream,
+    squash: bool,
+    pub checks_run: usize,
+    pub checks_reused: usize,
+    pub validations: usize,
+}
+
+impl<'s> Checker<'s> {
+    /// `squash`: `--squash`, or the policy at the target's tip asks for it.
+    pub fn new(store: &'s Store, opts: &LandOptions, squash: bool) -> Checker<'s> {
+        Checker {
+            store,
+            reuse: opts.reuse,
+            stream: opts.stream,
+            squash,
+            checks_run: 0,
+            checks_reused: 0,
+            validations: 0,
+        }
+    }
+
+    /// Validate `commit` with `checks`; the records (run or reused) are noted on the commit and
+    /// its tree whether they pass or not. True when every check passed.
+    pub fn validate(
+        &mut self,
+        commit: gix::ObjectId,
+        run_id: Option<&str>,
+        checks: &[ResolvedCheck],
+    ) -> Result<bool> {
+        let store = self.store;
+        self.validations += 1;
+        let mut records: Vec<EvidenceRecord> = Vec::new();
+        let mut to_run: Vec<ResolvedCheck> = Vec::new();
+        let mut passed = true;
+        for check in checks {
+            // Evidence of this very commit (a run landing unchanged) needs no new record.
+            if self.reuse == Reuse::Allowed && passing_on_commit(store, commit, check)? {
+                self.checks_reused += 1;
+                continue;
+            }
+            match try_reuse(store, self.reuse, commit, run_id, check)? {
+                Some(rec) => {
+                    self.checks_reused += 1;
+                    records.push(rec);
+                }
+                None => to_run.push(check.clone()),
+            }
+        }
+        if !to_run.is_empty() {
+            let ran = self.run(commit, run_id, &to_run)?;
+            self.checks_run += ran.len();
+            passed = ran.iter().all(EvidenceRecord::passed);
+            records.extend(ran);
+        }
+        if !records.is_empty() {
+            let message = format!("tabellio: land validates {commit}");
+            note_records(store, commit, &records, &message)?;
+        }
+        Ok(passed)
+    }
+
+    /// Run `checks` on `commit` in a temporary detached worktree.
+    fn run(
+        &self,
+        commit: gix::ObjectId,
+        run_id: Option<&str>,
+        checks: &[ResolvedCheck],
+    ) -> Result<Vec<EvidenceRecord>> {
+        let store = self.store;
+        let cap = policy_at(store, commit)?.map_or(DEFAULT_EXCERPT_BYTES, |p| p.excerpt_bytes());
+        let run = DetachedRun {
+            commit,
+            run_id,
+            excerpt_cap: cap,
+            stream: self.stream,
+            reuse: Reuse::Never,
+        };
+        let (records, scratch) = match run_detached(store, &run, checks)? {
+            Detached::Done { records, scratch } => (records, scratch),
+            Detached::Interrupted(sig) => {
+                return Err(Error::refused(format!(
+                    "landing was interrupted by signal {sig} while validating {commit}; nothing was landed"
+                ))
+                .hint("run `git tabellio land` again"))
+            }
+        };
+        scratch.remove()?;
+        Ok(records)
+    }
+
+    /// Validate the first `k` runs of `stack` (on top of `accepted`, which passed).
+    fn prefix_passes(
+        &mut self,
+        tip: gix::ObjectId,
+        accepted: &[Stacked],
+        stack: &[Stacked],
+        k: usize,
+    ) -> Result<bool> {
+        let top = &stack[k - 1];
+        let runs: Vec<Candidate> = accepted
+            .iter()
+            .chain(&stack[..k])
+            .map(|s| s.candidate.clone())
+            .collect();
+        let checks = requirements(self.store, tip, &runs)?;
+        if checks.is_empty() {
+            // Nothing to validate with: only runs that land exactly as validated by `finish`
+            // (no restack) may go, as `promote` lets them.
+            return Ok(runs.len() == 1 && top.mode == "none");
+        }
+        self.validate(top.head, Some(top.candidate.run_id()), &checks)
+    }
+}
+
+/// The stack after validation: what lands, and what was refused and why.
+pub struct Settled {
+    pub accepted: Vec<Stacked>,
+    pub refused: Vec<Unstacked>,
+}
+
+/// No required checks anywhere: a run landing exactly as `finish` validated it (not
+/// restacked, first on the tip) goes, as `promote` would let it; every other run is refused,
+/// since nothing says what its restacked tree must pass.
+fn refuse_unvalidatable(settled: &mut Settled, stack: Vec<Stacked>, tip: gix::ObjectId) {
+    for s in stack {
+        if settled.accepted.is_empty() && s.mode == "none" && s.onto == tip {
+            settled.accepted.push(s);
+            continue;
+        }
+        settled.refused.push(Unstacked {
+            onto: s.onto,
+            result: Landing::Refused,
+            commit: None,
+            paths: Vec::new(),
+            reason: format!(
+                "the policy at {tip} requires no checks, so the restacked run cannot be validated; add required checks to {} on the target, or restart the run from the new tip",
+                policy::PATH
+            ),
+            candidate: s.candidate,
+        });
+    }
+}
+
+/// Stack `candidates` on `tip`, validate, and bisect a failing stack until every failing run
+/// is isolated: the runs before a culprit stay accepted (their prefix passed), the runs after
+/// it are stacked again without it and validated again.
+pub fn settle(
+    store: &Store,
+    checker: &mut Checker<'_>,
+    tip: gix::ObjectId,
+    candidates: Vec<Candidate>,
+) -> Result<Settled> {
+    let committer = replay::committer(store).map_err(Error::from)?;
+    let mut settled = Settled {
+        accepted: Vec::new(),
+        refused: Vec::new(),
+    };
+    let mut pending = candidates;
+    while !pending.is_empty() {
+        let mut onto = settled.accepted.last().map_or(tip, |s| s.head);
+        let mut stack: Vec<Stacked> = Vec::new();
+        for candidate in pending.drain(..) {
+            match stack_one(store, &candidate, onto, checker.squash, &committer)? {
+                Ok(s) => {
+                    onto = s.head;
+                    stack.push(s);
+                }
+                Err(refused) => settled.refused.push(refused),
+            }
+        }
+        if stack.is_empty() {
+            break;
+        }
+        let runs: Vec<Candidate> = settled
+            .accepted
+            .iter()
+            .chain(&stack)
+            .map(|s| s.candidate.clone())
+            .collect();
+        if requirements(store, tip, &runs)?.is_empty() {
+            refuse_unvalidatable(&mut settled, stack, tip);
+            break;
+        }
+        if checker.prefix_passes(tip, &settled.accepted, &stack, stack.len())? {
+            settled.accepted.extend(stack);
+            break;
+        }
+        // The smallest failing prefix: `lo` runs pass (0: the accepted top), `hi` fail.
+        let (mut lo, mut hi) = (0, stack.len());
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            if checker.prefix_passes(tip, &settled.accepted, &stack, mid)? {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        if hi == 1 && settled.accepted.is_empty() {
+            // The first run on the tip fails: unless the tip itself passes, no run is to blame.
+            // With evidence on the tip (a landed tip has it), this runs nothing.
+            let checks = requirements(store, tip, &[])?;
+            if !checks.is_empty() && !checker.validate(tip, None, &checks)? {
+                return Err(Error::refused(format!(
+                    "the target's tip {tip} fails its own required checks; no run is landed on it"
+                ))
+                .hint("fix the target first (its failing evidence is noted on it: `git tabellio evidence <tip>`)"));
+            }
+        }
+        let mut rest = stack.split_off(hi);
+        let culprit = stack
+            .pop()
+            .expect("hi >= 1: the failing prefix is not empty");
+        settled.accepted.extend(stack);
+        pending = rest.drain(..).map(|s| s.candidate).collect();
+        settled.refused.push(Unstacked {
+            onto: culprit.onto,
+            result: Landing::ValidationFailed,
+            commit: Some(culprit.head),
+            paths: Vec::new(),
+            reason: format!("fails on {tip}"),
+            candidate: culprit.candidate,
+        });
+    }
+    Ok(settled)
+}

@@ -1,0 +1,215 @@
+//! Which runs land, in which order, onto which target; every run's own preconditions checked
+//! before anything is written.
+
+use crate::error::{Error, Result};
+use crate::lifecycle::promote::check_validated;
+use crate::model::RunState;
+use crate::store::ledger::Ledger;
+use crate::store::replay::commits_since;
+use crate::store::Store;
+
+use super::{LandOptions, Landing, RunLanding};
+use crate::run::{current_branch, valid_run_id, Env};
+
+/// A completed run that may land: its ledger as read, its frozen base and validated head.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub ledger: Ledger,
+    pub base: gix::ObjectId,
+    pub head: gix::ObjectId,
+    /// The run's commits since its base, oldest first.
+    pub commits: Vec<gix::ObjectId>,
+}
+
+impl Candidate {
+    pub fn run_id(&self) -> &str {
+        &self.ledger.record.run_id
+    }
+}
+
+/// The queue as read now.
+pub struct Queue {
+    pub candidates: Vec<Candidate>,
+    /// Runs that are promoted already.
+    pub already: Vec<RunLanding>,
+}
+
+/// The target: `--target` (a branch name or `refs/heads/…`), else the named runs' base branch,
+/// else the current branch.
+pub fn target(env: &Env, opts: &LandOptions) -> Result<String> {
+    if let Some(t) = &opts.target {
+        let full = if t.starts_with("refs/") {
+            t.clone()
+        } else {
+            format!("refs/heads/{t}")
+        };
+        if !full.starts_with("refs/heads/") {
+            return Err(Error::usage(format!("--target {t} is not a branch"))
+                .hint("land only moves local branches (refs/heads/…)"));
+        }
+        return Ok(full);
+    }
+    let mut bases = Vec::new();
+    for id in &opts.runs {
+        valid_run_id(id)?;
+        let base = env.store.find_ledger(id)?.record.base.reference;
+        if !bases.contains(&base) {
+            bases.push(base);
+        }
+    }
+    match bases.len() {
+        1 => return Ok(bases.remove(0)),
+        0 => {}
+        _ => {
+            return Err(Error::usage(format!(
+                "the named runs target different branches: {}",
+                bases.join(", ")
+            ))
+            .hint("land them separately, or name the target with --target"))
+        }
+    }
+    current_branch(&env.store)
+        .filter(|h| h.starts_with("refs/heads/"))
+        .ok_or_else(|| {
+            Error::usage("no run named, no --target, and HEAD is not on a branch")
+                .hint("name the target: `git tabellio land --target <branch>`")
+        })
+}
+
+/// Read the queue: the named runs in order, or every completed run whose target is `target`,
+/// oldest completion first. A named run in a state other than `completed` or `promoted` refuses
+/// the whole command (exit 3), as does a completed run whose evidence no longer holds.
+pub fn resolve(store: &Store, target: &str, named: &[String]) -> Result<Queue> {
+    let ledgers = if named.is_empty() {
+        completed_of(store, target)?
+    } else {
+        let mut out: Vec<Ledger> = Vec::new();
+        for id in named {
+            valid_run_id(id)?;
+            if out.iter().any(|l| &l.record.run_id == id) {
+                continue;
+            }
+            out.push(store.find_ledger(id)?);
+        }
+        out
+    };
+    let mut queue = Queue {
+        candidates: Vec::new(),
+        already: Vec::new(),
+    };
+    for ledger in ledgers {
+        let ledger = match settled_read(store, ledger)? {
+            Ok(ledger) => ledger,
+            Err(already) => {
+                queue.already.push(already);
+                continue;
+            }
+        };
+        let rec = &ledger.record;
+        if rec.state == RunState::Promoted {
+            queue.already.push(already_landed(&ledger));
+            continue;
+        }
+        if rec.state != RunState::Completed {
+            return Err(Error::refused(format!(
+                "run {} is {}; only completed runs land",
+                rec.run_id, rec.state
+            ))
+            .hint(format!(
+                "`git tabellio status {}` says what to do next",
+                rec.run_id
+            )));
+        }
+        if rec.base.reference != target {
+            return Err(Error::refused(format!(
+                "run {} targets {}, not {target}",
+                rec.run_id, rec.base.reference
+            ))
+            .hint("land it onto its own target (--target), or leave it out"));
+        }
+        let (_, head) = check_validated(store, rec)?;
+        let base = store.parse_oid(&rec.base.commit)?;
+        let commits = commits_since(store, base, head).map_err(Error::from)?;
+        queue.candidates.push(Candidate {
+            ledger,
+            base,
+            head,
+            commits,
+        });
+    }
+    Ok(queue)
+}
+
+/// The run as it stands once no other writer is half-way through its transaction: gix writes
+/// the loose refs of one transaction one after the other, so a concurrent `land` may be seen
+/// with the run branch moved and the ledger not yet. A completed run whose preconditions fail
+/// is re-read for a moment before the failure counts; `Err` is a run found promoted meanwhile.
+fn settled_read(store: &Store, ledger: Ledger) -> Result<Result<Ledger, RunLanding>> {
+    let mut ledger = ledger;
+    for _ in 0..40 {
+        if ledger.record.state == RunState::Promoted {
+            return Ok(Err(already_landed(&ledger)));
+        }
+        if ledger.record.state != RunState::Completed
+            || check_validated(store, &ledger.record).is_ok()
+        {
+            return Ok(Ok(ledger));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        ledger = store.find_ledger(&ledger.record.run_id)?;
+    }
+    Ok(Ok(ledger))
+}
+
+/// Every completed run whose target is `target`, oldest completion first (the time of its
+/// passing attempt; the run id breaks ties).
+fn completed_of(store: &Store, target: &str) -> Result<Vec<Ledger>> {
+    let mut out = Vec::new();
+    for (id, _) in store.list_ledgers()? {
+        // One unreadable ledger (a newer schema) must not stop the queue.
+        let Ok(Some(ledger)) = store.try_find_ledger(&id) else {
+            continue;
+        };
+        if ledger.record.state == RunState::Completed && ledger.record.base.reference == target {
+            out.push(ledger);
+        }
+    }
+    let completed_at = |l: &Ledger| {
+        l.record
+            .attempts
+            .iter()
+            .rev()
+            .find(|a| a.status == "passed")
+            .map_or_else(|| l.record.updated_at.clone(), |a| a.at.clone())
+    };
+    out.sort_by(|a, b| {
+        completed_at(a)
+            .cmp(&completed_at(b))
+            .then_with(|| a.record.run_id.cmp(&b.record.run_id))
+    });
+    Ok(out)
+}
+
+/// The result for a run promoted before this call.
+pub fn already_landed(ledger: &Ledger) -> RunLanding {
+    let rec = &ledger.record;
+    RunLanding {
+        run_id: rec.run_id.clone(),
+        result: Landing::AlreadyLanded,
+        state: rec.state,
+        landed: rec
+            .landed
+            .clone()
+            .or_else(|| rec.promotion.as_ref().map(|p| p.new.clone())),
+        restack: rec.restack.as_ref().map(|r| r.mode.clone()),
+        base_before: rec.base.commit.clone(),
+        base_after: rec.restack.as_ref().map(|r| r.base_after.clone()),
+        paths: Vec::new(),
+        commit: None,
+        reason: Some(match &rec.promotion {
+            Some(p) => format!("already landed on {} at {}", p.target, p.new),
+            None => "already promoted".into(),
+        }),
+        satisfied: None,
+    }
+}

@@ -1,0 +1,163 @@
+//! `land --remote <name>`: land on the remote's target. The target and the remote's ledgers and
+//! notes are fetched, the stack is built and validated locally on the remote's tip, and one
+//! atomic push with leases carries the target (leased on the tip stacked on), the landed runs'
+//! ledgers (leased on the remote's ledgers as fetched) and the evidence notes merged with the
+//! remote's, as `promote --remote` pushes. A lease that fails is a moved target: the queue is
+//! rebuilt on the new tip. Nothing local moves before the push succeeded; afterwards the
+//! ledgers, run branches and notes move here too (the local target does not: it is not the
+//! one that was landed on).
+
+use crate::error::{Error, Result};
+use crate::store::git_cli as git;
+use crate::store::ledger;
+use crate::store::tx::{self, Cas};
+use crate::store::Store;
+use crate::sync::fetch::{self, Tracking};
+use crate::sync::notes_merge::NotesStep;
+use crate::sync::push::{self, PushRef, PushResult};
+use crate::sync::{plan_notes, record_pushed_in_tracking};
+
+use super::check::{settle, Checker, Settled};
+use super::write::{promoted, results};
+use super::{queue, LandOutcome, RunLanding, ROUNDS};
+
+/// Where the fetched remote target is kept: git's own remote-tracking branch.
+fn tracking_target(remote: &str, target: &str) -> String {
+    let short = target.strip_prefix("refs/heads/").unwrap_or(target);
+    format!("refs/remotes/{remote}/{short}")
+}
+
+/// Fetch the remote's ledgers and notes, and its target into the remote-tracking branch.
+fn fetch_all(store: &Store, remote: &str, target: &str) -> Result<gix::ObjectId> {
+    fetch::fetch(store, remote)?;
+    let tracked = tracking_target(remote, target);
+    let args = git::argv([
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--no-recurse-submodules",
+        remote,
+        &format!("+{target}:{tracked}"),
+    ]);
+    let out = git::run(store, &args)?;
+    if !out.success() {
+        return Err(Error::not_found(format!(
+            "could not fetch {target} from {remote}: {}",
+            out.stderr_tail()
+        ))
+        .hint(format!("check that {target} exists on {remote}")));
+    }
+    store
+        .ref_target(&tracked)?
+        .ok_or_else(|| Error::internal(format!("{tracked} is missing after the fetch")))
+}
+
+/// One batch landed on the remote, rebuilt whenever a lease fails.
+pub fn land_batch(
+    store: &Store,
+    (remote, target): (&str, &str),
+    batch: &[String],
+    checker: &mut Checker<'_>,
+    outcome: &mut LandOutcome,
+) -> Result<Vec<RunLanding>> {
+    for _ in 0..ROUNDS {
+        outcome.rounds += 1;
+        let tip = fetch_all(store, remote, target)?;
+        let queue = queue::resolve(store, target, batch)?;
+        let mut out = queue.already;
+        if queue.candidates.is_empty() {
+            return Ok(out);
+        }
+        let settled = settle(store, checker, tip, queue.candidates)?;
+        if settled.accepted.is_empty() {
+            out.extend(results(store, target, settled)?);
+            return Ok(out);
+        }
+        if push_settled(store, (remote, target), tip, &settled)? {
+            outcome.old = Some(tip.to_string());
+            outcome.new = settled.accepted.last().map(|s| s.head.to_string());
+            outcome.mode = "remote";
+            out.extend(results(store, target, settled)?);
+            return Ok(out);
+        }
+    }
+    Err(Error::conflict(format!(
+        "{target} on {remote} kept moving while landing: gave up after {ROUNDS} rounds"
+    ))
+    .hint("other machines are pushing to it; run `git tabellio land --remote` again"))
+}
+
+/// Push the landing; true when it landed, false when a lease failed (rebuild).
+fn push_settled(
+    store: &Store,
+    (remote, target): (&str, &str),
+    tip: gix::ObjectId,
+    settled: &Settled,
+) -> Result<bool> {
+    let top = settled
+        .accepted
+        .last()
+        .map(|s| s.head)
+        .ok_or_else(|| Error::internal("nothing to push"))?;
+    let tracking = Tracking::read(store, remote)?;
+    let notes = plan_notes(store, &tracking, remote)?;
+    let message = format!("tabellio: land on {remote}");
+    let mut pushes = vec![PushRef {
+        dst: target.to_string(),
+        new: top,
+        expect: Some(tip),
+    }];
+    let mut local: Vec<Cas> = Vec::new();
+    for s in &settled.accepted {
+        let c = &s.candidate;
+        let next = promoted(target, tip, top, ("remote", Some(remote)), s);
+        let commit = store.write_ledger_commit(Some(&c.ledger), &next, "land")?;
+        let name = ledger::ref_name(c.run_id());
+        pushes.push(PushRef {
+            dst: name.clone(),
+            new: commit,
+            expect: tracking.runs.get(c.run_id()).copied(),
+        });
+        local.push(Cas::update(name, Some(c.ledger.tip), commit, &message));
+        if s.head != c.head {
+            let branch = &c.ledger.record.branch;
+            local.push(Cas::update(branch, Some(c.head), s.head, &message));
+        }
+    }
+    pushes.extend(notes.iter().filter_map(NotesStep::push));
+    match push::push(store, remote, &pushes)? {
+        PushResult::Pushed(_) => {
+            record_pushed_in_tracking(store, remote, &pushes);
+            record_locally(store, local, &notes, &message)?;
+            Ok(true)
+        }
+        PushResult::LostRace(_) => Ok(false),
+        PushResult::Declined { messages, .. } => Err(Error::refused(format!(
+            "{remote} declined the landing: {}",
+            messages.join("; ")
+        ))
+        .hint("nothing moved anywhere; see what the remote's hook said")),
+    }
+}
+
+/// After the push: our ledgers and run branches, then our notes (a local writer may have moved
+/// them meanwhile; the next sync merges them then).
+fn record_locally(
+    store: &Store,
+    local: Vec<Cas>,
+    notes: &[NotesStep],
+    message: &str,
+) -> Result<()> {
+    tx::apply(store, &local).map_err(|e| {
+        let mut err = e.into_error();
+        err.message = format!("landed on the remote, but here: {}", err.message);
+        err.hint("`git tabellio sync` brings the remote's ledgers of the runs")
+    })?;
+    let notes: Vec<Cas> = notes
+        .iter()
+        .filter_map(|s| s.local_update(message))
+        .collect();
+    let _ = tx::apply(store, &notes);
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! Writing a settled stack: one compare-and-swap transaction for everything that lands, then
+//! the ledgers of the runs refused (conflicts, culprits), each compare-and-swap on its own.
+
+use std::path::PathBuf;
+
+use crate::error::Result;
+use crate::lifecycle::promote::{check_target_worktree, checkout};
+use crate::model::land::{LandAttempt, Restack};
+use crate::model::run::Promotion;
+use crate::model::{time, RunState};
+use crate::run::advance;
+use crate::store::ledger::{self, Ledger};
+use crate::store::tx::{self, Cas, TxError};
+use crate::store::{worktree, Store};
+
+use super::check::Settled;
+use super::stack::{Stacked, Unstacked};
+use super::{Landing, RunLanding};
+
+/// How the landing transaction went.
+pub enum Written {
+    /// Landed (or nothing to land); `mode` is `ref` or `worktree`.
+    Landed { mode: &'static str },
+    /// `name` moved (or was locked) underneath: rebuild on the new state.
+    Moved { name: String },
+}
+
+/// A worktree whose files move with a branch: (path, old tree, new tree).
+type FileMove = (PathBuf, gix::ObjectId, gix::ObjectId);
+
+/// Land `settled.accepted` on `target` (at `tip`) in one transaction: the target to the top of
+/// the stack, each run branch to its restacked head, each ledger to `promoted`. A target or run
+/// branch checked out in a worktree moves its files while the transaction's locks are held.
+pub fn land_settled(
+    store: &Store,
+    target: &str,
+    tip: gix::ObjectId,
+    settled: &Settled,
+) -> Result<Written> {
+    let Some(top) = settled.accepted.last().map(|s| s.head) else {
+        return Ok(Written::Landed { mode: "ref" });
+    };
+    let target_worktree = store.worktrees_of_branch(target)?.into_iter().next();
+    if let Some(path) = &target_worktree {
+        if let Err(e) = check_target_worktree(store, path, target, tip, top) {
+            if store.ref_target(target)? != Some(tip) {
+                return Ok(Written::Moved {
+                    name: target.to_string(),
+                });
+            }
+            return Err(e);
+        }
+    }
+    let mode = if target_worktree.is_some() {
+        "worktree"
+    } else {
+        "ref"
+    };
+    let message = format!(
+        "tabellio: land {}",
+        settled
+            .accepted
+            .iter()
+            .map(|s| s.candidate.run_id())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let mut edits = vec![Cas::update(target, Some(tip), top, &message)];
+    let mut moves: Vec<FileMove> = Vec::new();
+    if let Some(path) = target_worktree {
+        moves.push((path, store.tree_of(tip)?, store.tree_of(top)?));
+    }
+    for s in &settled.accepted {
+        let c = &s.candidate;
+        if s.head != c.head {
+            edits.push(Cas::update(
+                &c.ledger.record.branch,
+                Some(c.head),
+                s.head,
+                &message,
+            ));
+            moves.extend(run_worktree_moves(store, s)?);
+        }
+        let next = promoted(target, tip, top, (mode, None), s);
+        let commit = store.write_ledger_commit(Some(&c.ledger), &next, "land")?;
+        edits.push(Cas::update(
+            ledger::ref_name(c.run_id()),
+            Some(c.ledger.tip),
+            commit,
+            &message,
+        ));
+    }
+    let prepared = match tx::prepare(store, &edits) {
+        Ok(p) => p,
+        Err(e) => return lost(e),
+    };
+    let mut done: Vec<&FileMove> = Vec::new();
+    for m in &moves {
+        if let Err(e) = checkout::move_worktree(&m.0, m.1, m.2) {
+            undo(&done);
+            return Err(e);
+        }
+        done.push(m);
+    }
+    if let Err(e) = prepared.commit(store) {
+        undo(&done);
+        return lost(e);
+    }
+    Ok(Written::Landed { mode })
+}
+
+/// A lost race is a rebuild; anything else is an error.
+fn lost(e: TxError) -> Result<Written> {
+    match e {
+        TxError::Moved { name, .. } | TxError::Locked { name, .. } => Ok(Written::Moved { name }),
+        other => Err(other.into_error()),
+    }
+}
+
+/// Put moved files back (best effort: the transaction did not land).
+fn undo(done: &[&FileMove]) {
+    for m in done.iter().rev() {
+        let _ = checkout::move_worktree(&m.0, m.2, m.1);
+    }
+}
+
+/// The run's own worktrees (clean, at its old head) move with its branch, so they do not show
+/// the restack as uncommitted changes.
+fn run_worktree_moves(store: &Store, s: &Stacked) -> Result<Vec<FileMove>> {
+    let c = &s.candidate;
+    let mut out = Vec::new();
+    for path in store.worktrees_of_branch(&c.ledger.record.branch)? {
+        if !path.exists() {
+            continue;
+        }
+        let ws = worktree::inspect(&path)?;
+        if ws.is_clean() && ws.head == Some(c.head) {
+            out.push((path, store.tree_of(c.head)?, store.tree_of(s.head)?));
+        }
+    }
+    Ok(out)
+}
+
+/// The ledger record of a landed run; `how` is the promotion's mode and remote.
+pub fn promoted(
+    target: &str,
+    tip: gix::ObjectId,
+    top: gix::ObjectId,
+    how: (&str, Option<&str>),
+    s: &Stacked,
+) -> crate::model::RunRecord {
+    let (mode, remote) = how;
+    let rec = &s.candidate.ledger.record;
+    let mut next = ledger::transition(rec, RunState::Promoted);
+    next.promotion = Some(Promotion {
+        target: target.to_string(),
+        old: tip.to_string(),
+        new: top.to_string(),
+        mode: mode.into(),
+        remote: remote.map(str::to_string),
+        at: time::now(),
+    });
+    next.landed = Some(s.head.to_string());
+    next.restack = Some(Restack {
+        mode: s.mode.into(),
+        base_before: rec.base.commit.clone(),
+        base_after: s.onto.to_string(),
+        head_before: s.candidate.head.to_string(),
+        head_after: s.head.to_string(),
+    });
+    next
+}
+
+/// The results of a settled stack, after its transaction landed: the refused runs' ledgers
+/// record why (a conflict as a land attempt, a culprit as `validation_failed`).
+pub fn results(store: &Store, target: &str, settled: Settled) -> Result<Vec<RunLanding>> {
+    let mut out: Vec<RunLanding> = settled
+        .accepted
+        .iter()
+        .map(|s| RunLanding {
+            run_id: s.candidate.run_id().to_string(),
+            result: Landing::Landed,
+            state: RunState::Promoted,
+            landed: Some(s.head.to_string()),
+            restack: Some(s.mode.into()),
+            base_before: s.candidate.ledger.record.base.commit.clone(),
+            base_after: Some(s.onto.to_string()),
+            paths: Vec::new(),
+            commit: None,
+            reason: None,
+            satisfied: None,
+        })
+        .collect();
+    for u in settled.refused {
+        out.push(record_refusal(store, target, u)?);
+    }
+    Ok(out)
+}
+
+/// Record one refused run in its ledger (compare-and-swap; a ledger that moved meanwhile was
+/// changed by someone else, whose word stands).
+fn record_refusal(store: &Store, target: &str, u: Unstacked) -> Result<RunLanding> {
+    let ledger: &Ledger = &u.candidate.ledger;
+    let rec = &ledger.record;
+    let next = match u.result {
+        Landing::Conflict => {
+            let mut next = ledger::transition(rec, RunState::Completed);
+            next.land_attempts.push(LandAttempt {
+                target: target.to_string(),
+                onto: u.onto.to_string(),
+                commit: u.commit.map(|c| c.to_string()).unwrap_or_default(),
+                paths: u.paths.clone(),
+                at: time::now(),
+            });
+            Some(next)
+        }
+        Landing::ValidationFailed => {
+            let mut next = ledger::transition(rec, RunState::ValidationFailed);
+            next.validated = None;
+            next.reason = Some(u.reason.clone());
+            Some(next)
+        }
+        _ => None,
+    };
+    let mut state = rec.state;
+    if let Some(next) = next {
+        state = next.state;
+        if advance(store, ledger, next, "land", &[]).is_err() {
+            state = store.find_ledger(&rec.run_id)?.record.state;
+        }
+    }
+    Ok(RunLanding {
+        run_id: rec.run_id.clone(),
+        result: u.result,
+        state,
+        landed: None,
+        restack: None,
+        base_before: rec.base.commit.clone(),
+        base_after: Some(u.onto.to_string()),
+        paths: u.paths,
+        commit: u.commit.map(|c| c.to_string()),
+        reason: Some(u.reason),
+        satisfied: None,
+    })
+}

@@ -1,0 +1,34 @@
+//! What `land` adds to `run.json`: the restack a landed run went through, and the landing
+//! attempts a conflict refused. Both are optional additions to `tabellio.run/v1` (readers that
+//! do not know them ignore them; records without them are byte-identical to before).
+
+use serde::{Deserialize, Serialize};
+
+/// How a landed run was put on the target's tip.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Restack {
+    /// `none` (the target had not moved: the run's own commits landed), `replay` (each commit
+    /// cherry-picked) or `squash` (one commit).
+    pub mode: String,
+    /// The run's frozen base (`base.commit`), the commit its work was made on.
+    pub base_before: String,
+    /// The target tip the run was stacked on: the new base of its landed commits.
+    pub base_after: String,
+    /// The run branch's head before landing (the validated commit).
+    pub head_before: String,
+    /// The run branch's head after landing (= `landed`).
+    pub head_after: String,
+}
+
+/// A landing that a conflict refused; the run stayed `completed`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LandAttempt {
+    /// The target and the tip the run was to be stacked on.
+    pub target: String,
+    pub onto: String,
+    /// The run's commit that did not apply.
+    pub commit: String,
+    /// The conflicting paths, sorted.
+    pub paths: Vec<String>,
+    pub at: String,
+}
