@@ -11,6 +11,7 @@ mod promote;
 mod recovery;
 mod refusals;
 mod runner;
+mod scratch;
 mod secrets;
 mod storage;
 mod sync;
