@@ -10,10 +10,14 @@
 //! `--git-dir`/`--work-tree` instead. Arguments go to git as argv, never through a shell.
 
 use std::ffi::OsString;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::store::Store;
+use crate::sys::process::ProcessGroup;
 
 /// What a git command printed and how it ended.
 #[derive(Debug)]
@@ -45,6 +49,60 @@ impl GitOutput {
 /// Run `git <args>` on the repository of `store`. A git that cannot be started is an error;
 /// a git that fails is returned as output for the caller to judge.
 pub fn run(store: &Store, args: &[OsString]) -> Result<GitOutput> {
+    let out = command(store, args).output().map_err(not_started)?;
+    Ok(GitOutput {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+/// Like [`run`], but git (and whatever it started: `ssh`, a credential helper) is killed when
+/// it has not finished within `limit`, and git never prompts: for callers that must not hang,
+/// such as a hook in the middle of someone's `git pull`. A git stopped that way is returned
+/// with `code: None`.
+pub fn run_bounded(store: &Store, args: &[OsString], limit: Duration) -> Result<GitOutput> {
+    let mut cmd = command(store, args);
+    cmd.env("GIT_TERMINAL_PROMPT", "0").process_group(0);
+    let mut child = cmd.spawn().map_err(not_started)?;
+    let group = ProcessGroup::led_by(child.id());
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
+            _ => {
+                group.signal(libc::SIGKILL);
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    Ok(GitOutput {
+        code: status.and_then(|s| s.code()),
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
+}
+
+/// Read a pipe to its end on a thread of its own (so neither pipe can fill up and stall git).
+fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut text);
+        }
+        String::from_utf8_lossy(&text).into_owned()
+    })
+}
+
+/// How often [`run_bounded`] looks whether git has finished.
+const POLL: Duration = Duration::from_millis(20);
+
+/// `git --git-dir=… [--work-tree=…] <args>` for the repository of `store`, output piped.
+fn command(store: &Store, args: &[OsString]) -> Command {
     let mut cmd = Command::new("git");
     let mut git_dir = OsString::from("--git-dir=");
     git_dir.push(store.repo.git_dir());
@@ -63,16 +121,12 @@ pub fn run(store: &Store, args: &[OsString]) -> Result<GitOutput> {
     for key in crate::runner::scrubbed_env_keys() {
         cmd.env_remove(key);
     }
-    let out = cmd.output().map_err(|e| {
-        Error::internal(format!("could not run git: {e}")).hint(
-            "git-tabellio uses the git CLI for fetch and push: install git and put it on PATH",
-        )
-    })?;
-    Ok(GitOutput {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    })
+    cmd
+}
+
+fn not_started(e: std::io::Error) -> Error {
+    Error::internal(format!("could not run git: {e}"))
+        .hint("git-tabellio uses the git CLI for fetch and push: install git and put it on PATH")
 }
 
 /// `args` as `OsString`s.

@@ -8,6 +8,7 @@ mod hooks;
 mod lifecycle;
 mod plans;
 mod promote;
+mod pull;
 mod recovery;
 mod refusals;
 mod runner;
