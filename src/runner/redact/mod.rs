@@ -305,6 +305,27 @@ mod tests {
     }
 
     #[test]
+    fn pathological_texts_take_linear_time() {
+        // Each would take minutes if a matcher rescanned the rest of the text at every match.
+        let redactor = patterns();
+        for unit in [
+            "a://",
+            "mysql ",
+            "/",
+            "-",
+            "x=",
+            "--token ",
+            "Bearer ",
+            "\"",
+            "-----BEGIN ",
+        ] {
+            let text = unit.repeat(100_000 / unit.len());
+            let (out, _) = redactor.redact(&text);
+            assert!(out.len() <= text.len() + REDACTED.len() * 100_000, "{unit}");
+        }
+    }
+
+    #[test]
     fn longer_secret_wins_over_a_contained_one() {
         let redactor = Redactor::from_values(["abcdefgh", "abcdefgh-and-more"]);
         assert_eq!(

@@ -11,6 +11,9 @@ const PEM_BEGIN: &[u8] = b"-----BEGIN ";
 const PEM_END: &[u8] = b"-----END ";
 const PEM_DASHES: &[u8] = b"-----";
 const PRIVATE_KEY: &[u8] = b"PRIVATE KEY";
+/// The longest PEM label looked for (`ENCRYPTED PRIVATE KEY`, `OPENSSH PRIVATE KEY`, … are
+/// far shorter).
+const MAX_PEM_LABEL: usize = 64;
 
 /// `-----BEGIN <label containing PRIVATE KEY>-----` through the matching END line, or to the
 /// end of the text when the END line is missing (cut off).
@@ -23,7 +26,11 @@ pub(super) fn pem_block(bytes: &[u8], at: usize, end: Edge) -> Option<(usize, us
         return cut_begin.then_some((at, bytes.len()));
     }
     let label_start = at + PEM_BEGIN.len();
-    let line_end = find(&bytes[label_start..], b"\n").map_or(bytes.len(), |p| label_start + p);
+    // Labels are short; looking no further keeps a text of BEGIN lines linear.
+    let window = bytes
+        .len()
+        .min(label_start + MAX_PEM_LABEL + PEM_DASHES.len());
+    let line_end = find(&bytes[label_start..window], b"\n").map_or(window, |p| label_start + p);
     let Some(label_len) = find(&bytes[label_start..line_end], PEM_DASHES) else {
         // The header line itself runs into the cut.
         return (end == Edge::Cut && line_end == bytes.len()).then_some((at, bytes.len()));
@@ -110,6 +117,14 @@ pub(super) fn authorization(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
     (token > 0).then_some((pos, pos + token))
 }
 
+/// The longest `user:password` of a URL looked at.
+const MAX_USERINFO: usize = 256;
+
+/// The longest stretch of a line after a tool's name read as its command line.
+const MAX_COMMAND_LINE: usize = 512;
+/// The most words after a tool's name read as its command line.
+const MAX_COMMAND_WORDS: usize = 24;
+
 /// A bare `Bearer <token>` (any case) at a word start. The token must look like one — 8 or
 /// more token characters with a digit or punctuation in it — so that prose such as
 /// "Bearer authentication" is left alone.
@@ -138,7 +153,12 @@ pub(super) fn url_password(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
         return None;
     }
     let start = at + SEPARATOR.len();
-    let len = count_while(bytes, start, is_userinfo);
+    // Bounded, so that a text of `a://a://…` without `@` costs linear time.
+    let len = count_while(
+        &bytes[..bytes.len().min(start + MAX_USERINFO)],
+        start,
+        is_userinfo,
+    );
     if bytes.get(start + len) != Some(&b'@') {
         return None;
     }
@@ -207,17 +227,26 @@ pub(super) fn tool_flag(flag: &ToolFlag, bytes: &[u8], at: usize) -> Option<(usi
     if at > 0 && !is_separator(bytes[at - 1]) && bytes[at - 1] != b'/' {
         return None;
     }
-    let word = count_while(bytes, at, |b| !b.is_ascii_whitespace());
-    if !flag
-        .tools
-        .iter()
-        .any(|tool| tool.as_bytes() == &bytes[at..at + word])
-    {
+    let rest = &bytes[at..];
+    let is_tool = |tool: &&str| {
+        rest.starts_with(tool.as_bytes())
+            && rest.get(tool.len()).is_none_or(|b| b.is_ascii_whitespace())
+    };
+    if !flag.tools.iter().any(is_tool) {
         return None;
     }
-    let line_end = find(&bytes[at..], b"\n").map_or(bytes.len(), |p| at + p);
-    let line = std::str::from_utf8(&bytes[at..line_end]).ok()?;
-    let words: Vec<&str> = line.split([' ', '\t']).filter(|w| !w.is_empty()).collect();
+    // Only so much of the line: a text of nothing but tool names must not cost n² time.
+    let window = &rest[..rest.len().min(MAX_COMMAND_LINE)];
+    let window = &window[..find(window, b"\n").unwrap_or(window.len())];
+    let line = match std::str::from_utf8(window) {
+        Ok(line) => line,
+        Err(cut) => std::str::from_utf8(&window[..cut.valid_up_to()]).ok()?,
+    };
+    let words: Vec<&str> = line
+        .split([' ', '\t'])
+        .filter(|w| !w.is_empty())
+        .take(MAX_COMMAND_WORDS)
+        .collect();
     let (index, value) = scan_tool_flags(flag, &words)?;
     // `words` borrow from `line`, so the offset of a value is its distance from the line start.
     let word_at = words[index].as_ptr() as usize - line.as_ptr() as usize;
