@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use super::{head_ref, FromRemote, HookOutcome};
+use super::{head_ref, FromRemote, HookOutcome, RefUpdate};
 use crate::store::notes::EVIDENCE;
 use crate::store::Store;
 use crate::sync::fetch::{remote_names, tracking_notes_prefix};
@@ -33,11 +33,16 @@ pub(super) struct Fetched {
 }
 
 /// Fetch the evidence notes of every remote that a refused commit came from, and mark the
-/// refusals with their remote.
-pub(super) fn fetch_for_refused(store: &Store, out: &mut HookOutcome) -> Fetched {
+/// refusals with their remote. `pending` is the whole transaction: a remote-tracking branch
+/// it updates counts as already holding its new value.
+pub(super) fn fetch_for_refused(
+    store: &Store,
+    out: &mut HookOutcome,
+    pending: &[RefUpdate],
+) -> Fetched {
     let mut fetched = Fetched::default();
     let mut tried = Vec::new();
-    for remote in origins(store, out) {
+    for remote in origins(store, out, pending) {
         if tried.contains(&remote) {
             continue;
         }
@@ -49,15 +54,20 @@ pub(super) fn fetch_for_refused(store: &Store, out: &mut HookOutcome) -> Fetched
             )),
         }
     }
-    mark_origins(store, out, &fetched.remotes);
+    mark_origins(store, out, pending, &fetched.remotes);
     fetched
 }
 
 /// Name, on each refusal for missing evidence, the remote its commit came from.
-pub(super) fn mark_origins(store: &Store, out: &mut HookOutcome, fetched: &[String]) {
+pub(super) fn mark_origins(
+    store: &Store,
+    out: &mut HookOutcome,
+    pending: &[RefUpdate],
+    fetched: &[String],
+) {
     let head = head_ref(store);
     for refusal in out.refused.iter_mut().filter(|r| !r.missing.is_empty()) {
-        refusal.from_remote = origin_of(store, &refusal.commit).map(|remote| FromRemote {
+        refusal.from_remote = origin_of(store, &refusal.commit, pending).map(|remote| FromRemote {
             fetched: fetched.contains(&remote),
             checked_out: head.as_deref() == Some(refusal.refname.as_str()),
             remote,
@@ -66,23 +76,30 @@ pub(super) fn mark_origins(store: &Store, out: &mut HookOutcome, fetched: &[Stri
 }
 
 /// The remotes the commits refused for missing evidence came from.
-fn origins(store: &Store, out: &HookOutcome) -> Vec<String> {
+fn origins(store: &Store, out: &HookOutcome, pending: &[RefUpdate]) -> Vec<String> {
     out.refused
         .iter()
         .filter(|r| !r.missing.is_empty())
-        .filter_map(|r| origin_of(store, &r.commit))
+        .filter_map(|r| origin_of(store, &r.commit, pending))
         .collect()
 }
 
-/// The first remote (by name) with a remote-tracking branch at `commit` or containing it.
-fn origin_of(store: &Store, commit: &str) -> Option<String> {
+/// The first remote (by name) with a remote-tracking branch at `commit` or containing it, as
+/// it is or as `pending` sets it.
+fn origin_of(store: &Store, commit: &str, pending: &[RefUpdate]) -> Option<String> {
     let commit = gix::ObjectId::from_hex(commit.as_bytes()).ok()?;
+    let holds =
+        |tip: gix::ObjectId| tip == commit || store.is_ancestor(commit, tip).unwrap_or(false);
     remote_names(store).into_iter().find(|remote| {
-        store
-            .refs_under(&format!("refs/remotes/{remote}/"))
-            .unwrap_or_default()
-            .into_iter()
-            .any(|(_, tip)| tip == commit || store.is_ancestor(commit, tip).unwrap_or(false))
+        let prefix = format!("refs/remotes/{remote}/");
+        let updated = pending
+            .iter()
+            .filter(|u| u.name.starts_with(&prefix))
+            .filter_map(|u| u.new);
+        let present = store.refs_under(&prefix).unwrap_or_default();
+        updated
+            .chain(present.into_iter().map(|(_, tip)| tip))
+            .any(holds)
     })
 }
 

@@ -480,8 +480,9 @@ pub fn reference_transaction(
     // non-bare repository) count as if already there.
     let source = evidence_source(&all);
     let updates: Vec<RefUpdate> = all
-        .into_iter()
+        .iter()
         .filter(|u| u.new.is_some() && !never_gated(&u.name))
+        .cloned()
         .collect();
     if updates.is_empty() {
         return Ok(HookOutcome::default());
@@ -489,11 +490,12 @@ pub fn reference_transaction(
     let store = open()?;
     let mut out = gate_transaction(&store, source, &updates)?;
     if matches!(source, EvidenceSource::CurrentRef) && !out.refused.is_empty() {
-        let fetched = evidence::fetch_for_refused(&store, &mut out);
+        // A fetch into a branch updates the remote-tracking branch in the same transaction.
+        let fetched = evidence::fetch_for_refused(&store, &mut out, &all);
         if !fetched.remotes.is_empty() {
             // Judge again with what was fetched; the way out still names the remote.
             out = gate_transaction(&store, source, &updates)?;
-            evidence::mark_origins(&store, &mut out, &fetched.remotes);
+            evidence::mark_origins(&store, &mut out, &all, &fetched.remotes);
         }
         out.warnings.extend(fetched.warnings);
     }

@@ -162,3 +162,26 @@ fn a_remote_that_cannot_be_reached_from_the_hook_points_to_sync() {
     u1.tab(&["sync", "origin"]).ok();
     u1.git(&["merge", "-q", "--ff-only", "origin/main"]).ok();
 }
+
+#[test]
+fn moving_a_branch_not_checked_out_gets_the_evidence_and_has_nothing_to_put_back() {
+    let (_server, u1, u2, good) = promoted_elsewhere();
+    u1.git(&["switch", "-q", "-c", "elsewhere"]).ok();
+    // One transaction moves `main` and `origin/main`: the latter says where it came from.
+    u1.git(&["fetch", "-q", "--atomic", "origin", "main:main"])
+        .ok();
+    assert_eq!(u1.git_out(&["rev-parse", "main"]), good);
+    // An unvalidated commit on top is refused; git moved no file, so there is nothing to put
+    // back, and the way out is the evidence.
+    u2.git(&["fetch", "-q", "origin"]).ok();
+    u2.git(&["switch", "-q", "--detach", "origin/main"]).ok();
+    u2.commit_file_in(&u2.repo, "sneaky.txt", "x\n");
+    u2.git(&["push", "-q", "origin", "HEAD:main"]).ok();
+    u1.git(&["fetch", "-q", "origin", "main"]).ok();
+    let r = u1.git(&["branch", "-f", "main", "origin/main"]);
+    assert_ne!(r.code, 0, "{}", r.desc);
+    assert_eq!(u1.git_out(&["rev-parse", "main"]), good);
+    assert!(r.stderr.contains("git tabellio sync origin"), "{}", r.desc);
+    assert!(!r.stderr.contains("read-tree"), "{}", r.desc);
+    assert_eq!(u1.git_out(&["status", "--porcelain"]), "");
+}
