@@ -5,7 +5,7 @@
 //! namespace are skipped, and only the remote-tracking branch is updated along ("opportunistic
 //! update"). When the merge then moves a protected branch, `reference-transaction` would find
 //! no evidence and refuse — after git has already moved the index and the files. So before
-//! refusing an update to a commit that a remote-tracking ref of `<remote>` holds, the hook
+//! refusing an update to a commit that a remote-tracking ref of `<remote>` points at, the hook
 //! fetches `<remote>`'s evidence notes into their tracking ref
 //! (`refs/notes/tabellio/remotes/<remote>/evidence`, which the gate reads) and judges again.
 //!
@@ -84,12 +84,12 @@ fn origins(store: &Store, out: &HookOutcome, pending: &[RefUpdate]) -> Vec<Strin
         .collect()
 }
 
-/// The first remote (by name) with a remote-tracking branch at `commit` or containing it, as
-/// it is or as `pending` sets it.
+/// The first remote (by name) with a remote-tracking branch at `commit`, as it is or as
+/// `pending` sets it. Only the tip counts: what a pull or a fetch brings is the tip it names,
+/// and finding a refused local commit in the history of every remote-tracking branch could
+/// walk all of it.
 fn origin_of(store: &Store, commit: &str, pending: &[RefUpdate]) -> Option<String> {
     let commit = gix::ObjectId::from_hex(commit.as_bytes()).ok()?;
-    let holds =
-        |tip: gix::ObjectId| tip == commit || store.is_ancestor(commit, tip).unwrap_or(false);
     remote_names(store).into_iter().find(|remote| {
         let prefix = format!("refs/remotes/{remote}/");
         let updated = pending
@@ -99,7 +99,7 @@ fn origin_of(store: &Store, commit: &str, pending: &[RefUpdate]) -> Option<Strin
         let present = store.refs_under(&prefix).unwrap_or_default();
         updated
             .chain(present.into_iter().map(|(_, tip)| tip))
-            .any(holds)
+            .any(|tip| tip == commit)
     })
 }
 

@@ -76,7 +76,7 @@ pub struct Refusal {
     pub reason: String,
     /// The unsatisfied checks as `name (verdict)`; empty when the refusal is not about evidence.
     pub missing: Vec<String>,
-    /// The remote the commit came from (a remote-tracking ref holds it), and whether its
+    /// The remote the commit came from (a remote-tracking ref points at it), and whether its
     /// evidence notes were fetched; `None` for a commit made here.
     #[serde(skip)]
     pub from_remote: Option<FromRemote>,
