@@ -228,6 +228,10 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
 
 /// Did the check commit, switch branches, or leave changes behind?
 fn workspace_mutated(ctx: &CheckContext<'_>) -> Result<bool> {
+    // A check that deleted the worktree's `.git` file (or the worktree) changed it the most.
+    if !ctx.worktree.join(".git").exists() {
+        return Ok(true);
+    }
     let ws = worktree::inspect(ctx.worktree)?;
     Ok(ws.branch.as_deref() != ctx.branch || ws.head != Some(ctx.commit) || !ws.is_clean())
 }

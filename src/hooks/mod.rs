@@ -14,6 +14,7 @@
 //! The installed hook files are shims ([`install`]): git runs them, they `exec git tabellio
 //! hook <name>`; we never start a shell ourselves.
 
+mod evidence;
 pub mod install;
 pub mod quarantine;
 
@@ -76,6 +77,21 @@ pub struct Refusal {
     pub reason: String,
     /// The unsatisfied checks as `name (verdict)`; empty when the refusal is not about evidence.
     pub missing: Vec<String>,
+    /// The remote the commit came from (a remote-tracking ref points at it), and whether its
+    /// evidence notes were fetched; `None` for a commit made here.
+    #[serde(skip)]
+    pub from_remote: Option<FromRemote>,
+}
+
+/// Where a refused commit came from, for the way out the refusal shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FromRemote {
+    pub remote: String,
+    /// Its evidence notes were fetched (and still do not verify the commit).
+    pub fetched: bool,
+    /// The refused ref is the branch checked out here: git has already moved the index and
+    /// the files to the commit.
+    pub checked_out: bool,
 }
 
 impl std::fmt::Display for Refusal {
@@ -122,6 +138,10 @@ impl HookOutcome {
             if r.missing.is_empty() {
                 continue;
             }
+            if let (HookName::ReferenceTransaction, Some(from)) = (hook, &r.from_remote) {
+                out.push_str(&from_remote_way_out(&r.commit, from));
+                continue;
+            }
             out.push_str(&match hook {
                 HookName::ReferenceTransaction | HookName::PrePush => format!(
                     "tabellio:   make evidence with `git tabellio validate {}` (check it with `git tabellio verify {}`), then try again\n",
@@ -139,6 +159,35 @@ impl HookOutcome {
         }
         out
     }
+}
+
+/// The way out of a refused update to a commit from `from.remote` (a `git pull`, or a merge of
+/// what `git fetch` brought). git has already moved the index and the files to the commit when
+/// the transaction is refused; the two-way `read-tree` moves them back the way `git checkout`
+/// would, keeping the user's own staged and unstaged changes (`git reset --merge` would drop
+/// staged ones).
+fn from_remote_way_out(commit: &str, from: &FromRemote) -> String {
+    let remote = &from.remote;
+    let evidence = if from.fetched {
+        format!(
+            "tabellio:   {remote}'s evidence notes do not verify it either: once it is validated \
+             there, `git tabellio sync {remote}`; or validate it here \
+             (`git tabellio validate {commit}`); then pull again\n"
+        )
+    } else {
+        format!(
+            "tabellio:   its evidence notes could not be fetched from {remote}: \
+             `git tabellio sync {remote}`, then pull again\n"
+        )
+    };
+    if !from.checked_out {
+        return evidence;
+    }
+    format!(
+        "tabellio:   your index and files were already moved to it; put them back \
+         (your own changes are kept):\n\
+         tabellio:     git read-tree -m -u {commit} HEAD\n{evidence}"
+    )
 }
 
 /// Namespaces never gated: git's pseudo-refs and bookkeeping, remote-tracking refs, and the
@@ -246,12 +295,7 @@ impl<'s> Gatekeeper<'s> {
             .map(|p| p.to_string())
             .filter(|p| !p.trim().is_empty())
             .collect();
-        let head_ref = store
-            .repo
-            .head_name()
-            .ok()
-            .flatten()
-            .map(|n| n.as_bstr().to_string());
+        let head_ref = head_ref(store);
         let head_commit = store.repo.head_id().ok().map(|id| id.detach());
         Ok(Gatekeeper {
             // Notes are read only once something turns out to be protected.
@@ -349,6 +393,7 @@ impl<'s> Gatekeeper<'s> {
                     commit: new_hex,
                     reason: format!("the policy that gates it cannot be read: {why}"),
                     missing: Vec::new(),
+                    from_remote: None,
                 });
             } else {
                 out.warnings.push(format!(
@@ -370,6 +415,7 @@ impl<'s> Gatekeeper<'s> {
                         "a protected ref must point to a commit (or a tag of one) that is present"
                             .into(),
                     missing: Vec::new(),
+                    from_remote: None,
                 });
                 return Ok(());
             }
@@ -381,6 +427,7 @@ impl<'s> Gatekeeper<'s> {
                 commit: commit.to_string(),
                 reason: format!("its own policy is invalid: {why}"),
                 missing: Vec::new(),
+                from_remote: None,
             });
             return Ok(());
         }
@@ -403,10 +450,21 @@ impl<'s> Gatekeeper<'s> {
                 commit: verdict.commit,
                 reason: format!("it has no passing evidence for {}", missing.join(", ")),
                 missing,
+                from_remote: None,
             });
         }
         Ok(())
     }
+}
+
+/// The ref `HEAD` names (`None` when detached or unreadable).
+fn head_ref(store: &Store) -> Option<String> {
+    store
+        .repo
+        .head_name()
+        .ok()
+        .flatten()
+        .map(|n| n.as_bstr().to_string())
 }
 
 /// The commit `id` is or (as a tag) points to, if it is present.
@@ -429,24 +487,45 @@ pub fn reference_transaction<S: std::ops::Deref<Target = Store>>(
     input: &str,
     open: impl FnOnce() -> Result<S>,
 ) -> Result<HookOutcome> {
-    let mut out = HookOutcome::default();
     if phase != "prepared" {
-        return Ok(out);
+        return Ok(HookOutcome::default());
     }
     let all = parse_old_new_ref(input)?;
     // Evidence notes updated in the same transaction (an atomic fetch, a push received by a
     // non-bare repository) count as if already there.
     let source = evidence_source(&all);
     let updates: Vec<RefUpdate> = all
-        .into_iter()
+        .iter()
         .filter(|u| u.new.is_some() && !never_gated(&u.name))
+        .cloned()
         .collect();
     if updates.is_empty() {
-        return Ok(out);
+        return Ok(HookOutcome::default());
     }
     let store = open()?;
-    let mut gate = Gatekeeper::new(&store, source)?;
-    for u in &updates {
+    let mut out = gate_transaction(&store, source, &updates)?;
+    if matches!(source, EvidenceSource::CurrentRef) && !out.refused.is_empty() {
+        // A fetch into a branch updates the remote-tracking branch in the same transaction.
+        let fetched = evidence::fetch_for_refused(&store, &mut out, &all);
+        if !fetched.remotes.is_empty() {
+            // Judge again with what was fetched; the way out still names the remote.
+            out = gate_transaction(&store, source, &updates)?;
+            evidence::mark_origins(&store, &mut out, &all, &fetched.remotes);
+        }
+        out.warnings.extend(fetched.warnings);
+    }
+    Ok(out)
+}
+
+/// Gate every update of a `prepared` transaction.
+fn gate_transaction(
+    store: &Store,
+    source: EvidenceSource,
+    updates: &[RefUpdate],
+) -> Result<HookOutcome> {
+    let mut out = HookOutcome::default();
+    let mut gate = Gatekeeper::new(store, source)?;
+    for u in updates {
         // In `prepared` the old value is the ref's current value (the ref is locked).
         let base = match u.old {
             Some(old) => Some(old),

@@ -39,7 +39,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 pub use capture::{excerpt_of, omission_marker, OutputCapture, TailRing};
-pub use redact::{is_secret_name, Redactor, MIN_SECRET_CHARS, REDACTED};
+pub use redact::{is_secret_name, Redactor, Rule, MIN_SECRET_CHARS, REDACTED, RULES};
 pub use spawn::run_command;
 
 /// Default excerpt cap: 16 KiB, as the design's policy default.

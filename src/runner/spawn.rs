@@ -31,7 +31,8 @@ pub fn run_command(cmd: &CheckCommand, opts: &RunOptions) -> Result<RunOutcome, 
     let program = cmd.argv.first().ok_or_else(|| RunError::EmptyArgv {
         check: cmd.name.clone(),
     })?;
-    let redactor = Redactor::from_env_with(&opts.env_add);
+    // What its own command line passes as secrets is redacted from what it prints, too.
+    let redactor = Redactor::from_env_with(&opts.env_add).with_argv(&cmd.argv);
     let started_at = SystemTime::now();
     let clock = Instant::now();
 

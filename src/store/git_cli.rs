@@ -10,11 +10,15 @@
 //! `--git-dir`/`--work-tree` instead. Arguments go to git as argv, never through a shell.
 
 use std::ffi::OsString;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::store::Store;
+use crate::sys::process::ProcessGroup;
 
 /// What a git command printed and how it ended.
 #[derive(Debug)]
@@ -46,6 +50,61 @@ impl GitOutput {
 /// Run `git <args>` on the repository of `store`. A git that cannot be started is an error;
 /// a git that fails is returned as output for the caller to judge.
 pub fn run(store: &Store, args: &[OsString]) -> Result<GitOutput> {
+    output(repository_command(store, args), NEEDED_FOR)
+}
+
+/// Why tabellio needs git on PATH, for the hint when it cannot be started.
+const NEEDED_FOR: &str =
+    "git-tabellio uses the git CLI for fetch and push: install git and put it on PATH";
+
+/// Like [`run`], but git (and whatever it started: `ssh`, a credential helper) is killed when
+/// it has not finished within `limit`, and git never prompts: for callers that must not hang,
+/// such as a hook in the middle of someone's `git pull`. A git stopped that way is returned
+/// with `code: None`.
+pub fn run_bounded(store: &Store, args: &[OsString], limit: Duration) -> Result<GitOutput> {
+    let mut cmd = repository_command(store, args);
+    cmd.env("GIT_TERMINAL_PROMPT", "0").process_group(0);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::internal(format!("could not run git: {e}")).hint(NEEDED_FOR))?;
+    let group = ProcessGroup::led_by(child.id());
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
+            _ => {
+                group.signal(libc::SIGKILL);
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    Ok(GitOutput {
+        code: status.and_then(|s| s.code()),
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
+}
+
+/// Read a pipe to its end on a thread of its own (so neither pipe can fill up and stall git).
+fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut text);
+        }
+        String::from_utf8_lossy(&text).into_owned()
+    })
+}
+
+/// How often [`run_bounded`] looks whether git has finished.
+const POLL: Duration = Duration::from_millis(20);
+
+/// `git --git-dir=… [--work-tree=…] <args>` for the repository of `store`, output piped.
+fn repository_command(store: &Store, args: &[OsString]) -> Command {
     // git resolves relative paths in remote URLs against its cwd: make it the repository's.
     let mut cmd = command(store.repo.workdir().unwrap_or(store.repo.git_dir()));
     let mut git_dir = OsString::from("--git-dir=");
@@ -57,10 +116,7 @@ pub fn run(store: &Store, args: &[OsString]) -> Result<GitOutput> {
         cmd.arg(wt);
     }
     cmd.args(args);
-    output(
-        cmd,
-        "git-tabellio uses the git CLI for fetch and push: install git and put it on PATH",
-    )
+    cmd
 }
 
 /// Run `git <args>` in `dir`, letting git find the repository from there as a person's git

@@ -3,9 +3,11 @@
 //!
 //! They live under `<common-dir>/tabellio/tmp/validate-<pid>-<n>`: inside the git dir, never in
 //! a checkout, so no `git status` anywhere shows them. A [`ScratchWorktree`] removes itself
-//! (checkout and registration) when dropped, on success and on every error path. A process
-//! killed by SIGKILL cannot clean up: the next `validate` in the same repository removes
-//! scratch worktrees whose process is gone ([`sweep_stale`]).
+//! (checkout and registration) when dropped, on success and on every error path — also when
+//! the check deleted its `.git` file or the whole checkout: the registration is then found by
+//! the `gitdir` that points at it. A process killed by SIGKILL cannot clean up: the next
+//! `validate` in the same repository removes scratch worktrees, and registrations of them,
+//! whose process is gone ([`sweep_stale`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -125,16 +127,16 @@ impl Drop for ScratchLock {
     }
 }
 
-/// Remove the checkout at `path` and its registration, whatever state either is in.
+/// Remove the checkout at `path` and its registration, whatever state either is in — also
+/// when a check deleted the checkout's `.git` file or the whole checkout, which leaves git
+/// nothing to find the registration by.
 fn remove_scratch(store: &Store, path: &Path) -> Result<()> {
     let _lock = match path.parent() {
         Some(root) => Some(ScratchLock::acquire(root)?),
         None => None,
     };
-    // The private git dir, from the checkout's `.git` file, before anything is deleted.
-    let admin = std::fs::read_to_string(path.join(".git"))
-        .ok()
-        .and_then(|s| s.strip_prefix("gitdir:").map(|p| PathBuf::from(p.trim())));
+    // The registrations, found before anything is deleted.
+    let registrations = registrations_of(store, path);
     let via_gix = store
         .repo
         .prepare_remove_worktree(path)
@@ -147,21 +149,14 @@ fn remove_scratch(store: &Store, path: &Path) -> Result<()> {
                 )
                 .map_err(|e| e.to_string())
         });
-    if via_gix.is_err() {
+    if via_gix.is_err() && path.exists() {
         // Half-created or half-removed: delete what exists, by hand.
-        if path.exists() {
-            std::fs::remove_dir_all(path).context(|| {
-                format!("could not remove the temporary worktree {}", path.display())
-            })?;
-        }
-        if let Some(admin) =
-            admin.filter(|a| a.starts_with(store.repo.common_dir().join("worktrees")))
-        {
-            if admin.exists() {
-                std::fs::remove_dir_all(&admin)
-                    .context(|| format!("could not remove {}", admin.display()))?;
-            }
-        }
+        std::fs::remove_dir_all(path)
+            .context(|| format!("could not remove the temporary worktree {}", path.display()))?;
+    }
+    for admin in registrations.iter().filter(|admin| admin.exists()) {
+        std::fs::remove_dir_all(admin)
+            .context(|| format!("could not remove {}", admin.display()))?;
     }
     if path.exists() {
         return Err(Error::internal(format!(
@@ -173,27 +168,88 @@ fn remove_scratch(store: &Store, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Remove scratch worktrees left by `validate` processes that no longer exist (killed by
-/// SIGKILL, or a machine crash). Best effort: failures are ignored.
-pub fn sweep_stale(store: &Store) {
-    let Ok(dir) = std::fs::read_dir(scratch_root(store)) else {
-        return;
+/// The admin directories under `<common-dir>/worktrees/` that register a checkout at `path`:
+/// the one its `.git` file names, and every one whose `gitdir` file points into `path` (the
+/// `.git` file may be gone).
+fn registrations_of(store: &Store, path: &Path) -> Vec<PathBuf> {
+    let admin_root = store.repo.common_dir().join("worktrees");
+    let mut found: Vec<PathBuf> = std::fs::read_to_string(path.join(".git"))
+        .ok()
+        .and_then(|s| s.strip_prefix("gitdir:").map(|p| PathBuf::from(p.trim())))
+        .filter(|admin| admin.starts_with(&admin_root))
+        .into_iter()
+        .collect();
+    for (admin, checkout) in registrations(store) {
+        if same_place(&checkout, path) && !found.contains(&admin) {
+            found.push(admin);
+        }
+    }
+    found
+}
+
+/// Every registered linked worktree: its admin directory and the checkout its `gitdir` file
+/// names (which may no longer exist).
+fn registrations(store: &Store) -> Vec<(PathBuf, PathBuf)> {
+    let Ok(dir) = std::fs::read_dir(store.repo.common_dir().join("worktrees")) else {
+        return Vec::new();
     };
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(PREFIX))
-            .and_then(|n| n.split('-').next())
-            .and_then(|p| p.parse::<libc::pid_t>().ok())
-        else {
+    dir.flatten()
+        .filter_map(|entry| {
+            let admin = entry.path();
+            let gitdir = std::fs::read_to_string(admin.join("gitdir")).ok()?;
+            let checkout = Path::new(gitdir.trim()).parent()?.to_path_buf();
+            Some((admin, checkout))
+        })
+        .collect()
+}
+
+/// Whether two spellings name the same checkout, which may no longer exist: equal, or the
+/// same name in the same directory.
+fn same_place(a: &Path, b: &Path) -> bool {
+    a == b
+        || a.file_name() == b.file_name()
+            && matches!((a.parent(), b.parent()), (Some(x), Some(y)) if same_dir(x, y))
+}
+
+/// Whether two spellings name the same existing directory.
+fn same_dir(a: &Path, b: &Path) -> bool {
+    a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+}
+
+/// The pid in a scratch worktree's name (`validate-<pid>-<n>`).
+fn owner_pid(name: &std::ffi::OsStr) -> Option<libc::pid_t> {
+    name.to_str()?
+        .strip_prefix(PREFIX)?
+        .split('-')
+        .next()?
+        .parse()
+        .ok()
+        .filter(|&pid: &libc::pid_t| pid > 0)
+}
+
+/// Whether the scratch worktree named `name` belongs to a `validate` process that is gone.
+fn is_orphan(name: &std::ffi::OsStr) -> bool {
+    owner_pid(name).is_some_and(|pid| pid as u32 != std::process::id() && process::is_gone(pid))
+}
+
+/// Remove scratch worktrees left by `validate` processes that no longer exist (killed by
+/// SIGKILL, or a machine crash), and registrations of such worktrees whose checkout is gone.
+/// Best effort: failures are ignored.
+pub fn sweep_stale(store: &Store) {
+    let root = scratch_root(store);
+    if let Ok(dir) = std::fs::read_dir(&root) {
+        for entry in dir.flatten() {
+            if is_orphan(&entry.file_name()) {
+                let _ = remove_scratch(store, &entry.path());
+            }
+        }
+    }
+    for (_, checkout) in registrations(store) {
+        let (Some(name), Some(parent)) = (checkout.file_name(), checkout.parent()) else {
             continue;
         };
-        if pid <= 0 || pid as u32 == std::process::id() {
-            continue;
-        }
-        if process::is_gone(pid) {
-            let _ = remove_scratch(store, &entry.path());
+        if is_orphan(name) && !checkout.exists() && same_dir(parent, &root) {
+            let _ = remove_scratch(store, &root.join(name));
         }
     }
 }

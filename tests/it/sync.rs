@@ -860,32 +860,6 @@ fn sync_and_remote_promotion_work_without_a_packed_refs_file() {
 }
 
 #[test]
-fn a_pull_of_a_remotely_promoted_commit_passes_the_local_hook() {
-    let server = TestEnv::bare_server();
-    let a = TestEnv::clone_of(&server);
-    a.commit_policy(&policy(&[("ci", &["true"])]));
-    a.git(&["push", "-q"]).ok();
-    // Machine u1 guards main locally; machine u2 promotes on the server.
-    let u1 = TestEnv::clone_of(&server);
-    u1.tab(&["init", "--hooks"]).ok();
-    let u2 = TestEnv::clone_of(&server);
-    let good = finished_run_policy(&u2, "remote-1", "r.txt");
-    u2.tab(&["promote", "remote-1", "--remote", "origin"]).ok();
-    // The fetch brings the evidence into the tracking notes; the fast-forward's
-    // reference-transaction hook accepts it from there, before any sync.
-    let r = u1.git(&["pull", "-q", "--ff-only"]);
-    r.ok();
-    assert_eq!(u1.git_out(&["rev-parse", "main"]), good);
-    assert_eq!(u1.git_out(&["status", "--porcelain"]), "");
-    // A commit nobody validated is still refused.
-    u1.write("sneaky.txt", "x\n");
-    u1.git(&["add", "-A"]).ok();
-    let r = u1.git(&["commit", "-q", "-m", "unvalidated"]);
-    assert_ne!(r.code, 0, "{}", r.desc);
-    assert_eq!(u1.git_out(&["rev-parse", "main"]), good);
-}
-
-#[test]
 fn pre_push_does_not_warn_when_the_remote_already_has_our_evidence() {
     let server = TestEnv::bare_server();
     let a = TestEnv::clone_of(&server);

@@ -5,19 +5,24 @@
 //! safety net, not a guarantee — a secret the patterns do not know, or one split exactly at
 //! the start of the tail, can survive.
 //!
-//! Layout: this file holds [`Redactor`] and the scan over a text; `patterns` the hand-written
-//! matchers of known secret formats; `argv` the one scanner of command lines for secret-named
-//! options.
+//! Layout: `rules` holds the one table of what is redacted (the manual shows it row for row);
+//! this file [`Redactor`] and the scan over a text; `patterns` the hand-written matchers of the
+//! rules; `argv` the one scanner of command lines (secret-named options and assignments, tools'
+//! password flags).
 
 use std::os::unix::ffi::OsStringExt;
 
-use patterns::{authorization, orphan_pem_end, pem_block, prefixed_token};
+use patterns::orphan_pem_end;
+use rules::SECRET_WORDS;
+pub use rules::{Rule, RULES};
 
 mod argv;
 mod patterns;
+mod rules;
 
 /// What a secret is replaced by.
 pub const REDACTED: &str = "[REDACTED]";
+const REDACTED_BYTES: &[u8] = REDACTED.as_bytes();
 
 /// Environment values shorter than this (in characters) are not treated as secrets: too
 /// likely to occur in innocent text.
@@ -26,13 +31,11 @@ pub const MIN_SECRET_CHARS: usize = 8;
 /// The shortest value of a secret-named command-line option that is hunted in output.
 pub const MIN_ARGV_SECRET_CHARS: usize = 4;
 
-const SECRET_NAME_PARTS: [&str; 4] = ["TOKEN", "SECRET", "PASSWORD", "KEY"];
-
 /// Whether the environment variable `name` holds a secret (case-insensitive `TOKEN`,
-/// `SECRET`, `PASSWORD` or `KEY` in it).
+/// `SECRET`, `PASSWORD`, `PASSWD` or `KEY` in it).
 pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    SECRET_NAME_PARTS.iter().any(|part| upper.contains(part))
+    SECRET_WORDS.iter().any(|part| upper.contains(part))
 }
 
 /// Whether one end of a piece of text is the real end of the output or a truncation cut.
@@ -43,8 +46,9 @@ pub(super) enum Edge {
     Cut,
 }
 
-/// Replaces known token formats, private-key blocks, `Authorization` credentials and the
-/// literal values of secret-named environment variables with [`REDACTED`].
+/// Replaces what the rules of the redaction table match (token formats, private-key blocks,
+/// credentials, secret-named assignments and options, tools' password flags) and the literal
+/// values of secret-named environment variables with [`REDACTED`].
 /// `Redactor::default()` knows the patterns only.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Redactor {
@@ -120,7 +124,12 @@ impl Redactor {
         }
         while at < bytes.len() {
             match self.match_at(bytes, at, end) {
-                Some((from, to)) if from >= copied && to > from => {
+                // What is already redacted stays as it is: redacting twice changes nothing.
+                Some((from, to))
+                    if from >= copied
+                        && to > from
+                        && !bytes[from..].starts_with(REDACTED_BYTES) =>
+                {
                     out.extend_from_slice(&bytes[copied..from]);
                     out.extend_from_slice(REDACTED.as_bytes());
                     count += 1;
@@ -140,9 +149,9 @@ impl Redactor {
 
     /// The range to replace for a secret starting at `at`, if any.
     fn match_at(&self, bytes: &[u8], at: usize, end: Edge) -> Option<(usize, usize)> {
-        pem_block(bytes, at, end)
-            .or_else(|| prefixed_token(bytes, at, end))
-            .or_else(|| authorization(bytes, at))
+        RULES
+            .iter()
+            .find_map(|rule| rule.finder.find(bytes, at, end))
             .or_else(|| self.literal(bytes, at, end))
     }
 
@@ -180,7 +189,7 @@ impl Redactor {
     }
 }
 
-fn char_count(value: &[u8]) -> usize {
+pub(super) fn char_count(value: &[u8]) -> usize {
     std::str::from_utf8(value).map_or(value.len(), |s| s.chars().count())
 }
 
@@ -276,6 +285,44 @@ mod tests {
             "key=[REDACTED] pw=[REDACTED] short=abcd path=/opt/tools/bin"
         );
         assert_eq!(n, 2);
+    }
+
+    #[test]
+    fn redacting_twice_changes_nothing() {
+        let redactor = Redactor::from_values(["s3cr3t-value-123"]);
+        for rule in RULES {
+            let (once, _) = redactor.redact(rule.output.0);
+            assert_eq!(
+                redactor.redact(&once),
+                (once.clone(), 0),
+                "rule {}",
+                rule.name
+            );
+            let argv: Vec<String> = rule.argv.0.iter().map(|s| s.to_string()).collect();
+            let once = redactor.redact_argv(&argv);
+            assert_eq!(redactor.redact_argv(&once), once, "rule {}", rule.name);
+        }
+    }
+
+    #[test]
+    fn pathological_texts_take_linear_time() {
+        // Each would take minutes if a matcher rescanned the rest of the text at every match.
+        let redactor = patterns();
+        for unit in [
+            "a://",
+            "mysql ",
+            "/",
+            "-",
+            "x=",
+            "--token ",
+            "Bearer ",
+            "\"",
+            "-----BEGIN ",
+        ] {
+            let text = unit.repeat(100_000 / unit.len());
+            let (out, _) = redactor.redact(&text);
+            assert!(out.len() <= text.len() + REDACTED.len() * 100_000, "{unit}");
+        }
     }
 
     #[test]
