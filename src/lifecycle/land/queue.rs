@@ -152,13 +152,36 @@ fn settled_read(store: &Store, ledger: Ledger) -> Result<Result<Ledger, RunLandi
         }
         if ledger.record.state != RunState::Completed
             || check_validated(store, &ledger.record).is_ok()
+            || !landing_in_flight(store, &ledger.record)?
         {
             return Ok(Ok(ledger));
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
         ledger = store.find_ledger(&ledger.record.run_id)?;
     }
-    Ok(Ok(ledger))
+    // Still half-way after a while (a slow or killed writer): another writer's, not ours to
+    // judge as a refusal of the run.
+    Err(Error::conflict(format!(
+        "run {} is being landed by another process: its branch is already on {}, its ledger not yet",
+        ledger.record.run_id, ledger.record.base.reference
+    ))
+    .hint(format!(
+        "run `git tabellio status {}` in a moment; if it stays like this, the other landing was killed half-way (docs/land.md, \"A killed landing\")",
+        ledger.record.run_id
+    )))
+}
+
+/// A completed run whose branch was moved onto its target's history: what another `land`
+/// writes in the same transaction as the ledger (the branch first), not a commit of the run's.
+fn landing_in_flight(store: &Store, rec: &crate::model::RunRecord) -> Result<bool> {
+    let (Some(head), Some(tip)) = (
+        store.ref_target(&rec.branch)?,
+        store.ref_target(&rec.base.reference)?,
+    ) else {
+        return Ok(false);
+    };
+    let validated = rec.validated.as_ref().map(|v| v.commit.as_str());
+    Ok(validated != Some(head.to_string().as_str()) && store.is_ancestor(head, tip)?)
 }
 
 /// Every completed run whose target is `target`, oldest completion first (the time of its
