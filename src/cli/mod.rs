@@ -72,6 +72,8 @@ pub enum Command {
     Context(context::ContextArgs),
     /// Export a run: the whole run (tabellio.export/v1) or an in-toto statement.
     Export(export::ExportArgs),
+    /// Print the manual page, or install one page per command where `man` finds them.
+    Man(man::ManArgs),
 }
 
 /// Run one subcommand.
@@ -98,5 +100,6 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<Output> {
         Command::Loop(a) => r#loop::cmd_loop(ctx, a),
         Command::Context(a) => context::cmd_context(ctx, a),
         Command::Export(a) => export::cmd_export(ctx, a),
+        Command::Man(a) => man::cmd_man(ctx, a),
     }
 }

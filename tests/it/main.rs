@@ -4,6 +4,7 @@
 mod export;
 mod fixtures;
 mod harness;
+mod help;
 mod hooks;
 mod lifecycle;
 mod plans;

@@ -15,6 +15,7 @@ pub mod init;
 pub mod list;
 pub mod log;
 pub mod r#loop;
+pub mod man;
 pub mod plans;
 pub mod promote;
 pub mod start;
