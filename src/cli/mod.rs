@@ -74,6 +74,11 @@ pub enum Command {
     Export(export::ExportArgs),
     /// Print the manual page, or install one page per command where `man` finds them.
     Man(man::ManArgs),
+    /// Print a completion script for bash, zsh or fish.
+    Completions(completions::CompletionsArgs),
+    /// The run ids, one a line (for completion scripts).
+    #[command(name = "__complete-runs", hide = true)]
+    CompleteRuns(completions::CompleteRunsArgs),
 }
 
 /// Run one subcommand.
@@ -101,5 +106,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<Output> {
         Command::Context(a) => context::cmd_context(ctx, a),
         Command::Export(a) => export::cmd_export(ctx, a),
         Command::Man(a) => man::cmd_man(ctx, a),
+        Command::Completions(a) => completions::cmd_completions(ctx, a),
+        Command::CompleteRuns(a) => completions::cmd_complete_runs(ctx, a),
     }
 }

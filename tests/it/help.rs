@@ -1,6 +1,8 @@
-//! Help as git users expect it: manual pages that `git tabellio --help` opens.
+//! Help as git users expect it: manual pages that `git tabellio --help` opens, completion
+//! scripts for bash (inside git's own completion too), zsh and fish, and a description for
+//! every command and flag.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::util::{hermetic, path_with_binary, TestEnv, BIN};
@@ -83,6 +85,8 @@ fn installed_man_pages_open_through_git_help() {
         let name = page.file_stem().unwrap().to_str().unwrap();
         assert_eq!(th_header(&text), (name.to_string(), "1".into()));
     }
+    // Scripts run only by completion have no page.
+    assert!(!man1.join("git-tabellio-__complete-runs.1").exists());
     // Written by rename: no temporary file is left, and installing again replaces the pages.
     let names = || -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(&man1)
@@ -157,4 +161,121 @@ fn the_json_usage_hint_names_a_help_command_that_works() {
         "{}",
         r.desc
     );
+}
+
+fn completion_script(t: &TestEnv, shell: &str) -> PathBuf {
+    let r = t.tab(&["completions", shell]);
+    r.ok();
+    let path = t.path().join(format!("completion.{shell}"));
+    std::fs::write(&path, &r.stdout).unwrap();
+    path
+}
+
+#[test]
+fn completion_scripts_are_valid_for_their_shells() {
+    let t = TestEnv::new();
+    let bash = completion_script(&t, "bash");
+    t.command("bash", t.path(), &["-n", bash.to_str().unwrap()])
+        .ok();
+    let text = std::fs::read_to_string(&bash).unwrap();
+    assert!(
+        text.contains("_git_tabellio()"),
+        "no function for git's completion"
+    );
+    for (shell, marker) in [
+        ("zsh", "#compdef git-tabellio"),
+        ("fish", "complete -c git-tabellio"),
+    ] {
+        let script = completion_script(&t, shell);
+        let text = std::fs::read_to_string(&script).unwrap();
+        assert!(text.contains(marker), "{shell}:\n{text}");
+        assert!(
+            text.contains("__complete-runs"),
+            "{shell} completes no run ids"
+        );
+        if on_path(shell) {
+            t.command(shell, t.path(), &["-n", script.to_str().unwrap()])
+                .ok();
+        }
+    }
+}
+
+#[test]
+fn complete_runs_lists_the_ledger_refs() {
+    let t = TestEnv::new();
+    t.tab(&["start", "r1", "--task", "one"]).ok();
+    t.tab(&["start", "fix-2", "--task", "two"]).ok();
+    let r = t.tab(&["__complete-runs"]);
+    r.ok();
+    assert_eq!(r.stdout, "fix-2\nr1\n", "{}", r.desc);
+    // Outside any repository there is nothing to complete, and nothing to complain about.
+    let r = t.tab_in(Path::new("/"), &["__complete-runs"]);
+    r.ok();
+    assert_eq!(r.stdout, "");
+    // A script-only command: not offered to people.
+    let r = t.tab(&["-h"]);
+    assert!(!r.stdout.contains("__complete-runs"), "{}", r.desc);
+}
+
+/// The test driver: bash sources the completion script (and git's own completion when given),
+/// sets the words as the shell would, completes, and prints the candidates one a line.
+const DRIVER: &str = r#"
+if [[ -n "$GIT_COMPLETION" ]]; then source "$GIT_COMPLETION"; fi
+source "$1"; shift
+COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
+COMP_LINE="${COMP_WORDS[*]}"; COMP_POINT=${#COMP_LINE}
+if [[ -n "$GIT_COMPLETION" ]]; then __git_wrap__git_main; else _git_tabellio; fi
+(( ${#COMPREPLY[@]} )) && printf '%s\n' "${COMPREPLY[@]}"
+exit 0
+"#;
+
+#[test]
+fn bash_completes_subcommands_and_run_ids_inside_git() {
+    let t = TestEnv::new();
+    t.tab(&["start", "r1", "--task", "one"]).ok();
+    t.tab(&["start", "fix-2", "--task", "two"]).ok();
+    let script = completion_script(&t, "bash");
+    let driver = t.path().join("driver.bash");
+    std::fs::write(&driver, DRIVER).unwrap();
+    let complete_in = |cwd: &Path, git_completion: &str, words: &[&str]| -> Vec<String> {
+        let mut args = vec![driver.to_str().unwrap(), script.to_str().unwrap()];
+        args.extend_from_slice(words);
+        let env = [("GIT_COMPLETION", std::ffi::OsStr::new(git_completion))];
+        let r = t.command_with_env("bash", cwd, &env, &args);
+        r.ok();
+        r.stdout.lines().map(str::to_string).collect()
+    };
+    let complete =
+        |git_completion: &str, words: &[&str]| complete_in(&t.repo, git_completion, words);
+    assert_eq!(
+        complete("", &["git", "tabellio", "st"]),
+        ["start", "status"]
+    );
+    for sub in ["status", "finish", "promote", "abandon", "cleanup"] {
+        assert_eq!(
+            complete("", &["git", "tabellio", sub, ""]),
+            ["fix-2", "r1"],
+            "{sub}"
+        );
+    }
+    assert_eq!(complete("", &["git", "tabellio", "finish", "f"]), ["fix-2"]);
+    // A new run's id is the person's to choose.
+    assert!(complete("", &["git", "tabellio", "start", ""]).is_empty());
+
+    // Through git's own completion, which calls `_git_tabellio`, after git's `-C <dir>`.
+    let git_completion = Path::new("/usr/share/bash-completion/completions/git");
+    if !git_completion.is_file() {
+        eprintln!("git's bash completion is not installed: checked `_git_tabellio` alone");
+        return;
+    }
+    let gc = git_completion.to_str().unwrap();
+    let repo = t.repo.to_str().unwrap();
+    let got = complete_in(
+        t.path(),
+        gc,
+        &["git", "-C", repo, "tabellio", "abandon", "r"],
+    );
+    assert_eq!(got, ["r1"]);
+    let got = complete(gc, &["git", "tabellio", "comp"]);
+    assert_eq!(got, ["completions"]);
 }

@@ -4,6 +4,7 @@
 pub mod abandon;
 pub mod checkpoint;
 pub mod cleanup;
+pub mod completions;
 pub mod context;
 pub mod demo;
 pub mod evidence;
