@@ -84,6 +84,11 @@ fn installed_man_pages_open_through_git_help() {
         let text = std::fs::read_to_string(page).unwrap();
         let name = page.file_stem().unwrap().to_str().unwrap();
         assert_eq!(th_header(&text), (name.to_string(), "1".into()));
+        // Examples set line by line, not filled into one paragraph.
+        assert!(
+            text.contains(".SH EXAMPLES\n.nf\n  git tabellio "),
+            "{text}"
+        );
     }
     // Scripts run only by completion have no page.
     assert!(!man1.join("git-tabellio-__complete-runs.1").exists());

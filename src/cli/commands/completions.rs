@@ -22,10 +22,6 @@ pub enum Shell {
 }
 
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "Examples:
-  git tabellio completions bash > ~/.local/share/bash-completion/completions/git-tabellio
-  git tabellio completions zsh > ~/.zfunc/_git-tabellio      # a directory on $fpath
-  git tabellio completions fish > ~/.config/fish/completions/git-tabellio.fish")]
 pub struct CompletionsArgs {
     /// The shell to write the completion script for.
     pub shell: Shell,

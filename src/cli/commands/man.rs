@@ -15,10 +15,6 @@ use tabellio::{Error, Result};
 use crate::cli::{Cli, Ctx, Output};
 
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = "Examples:
-  git tabellio man | man -l -                 read the page without installing it
-  git tabellio man --install                  next to the binary: <prefix>/share/man/man1
-  git tabellio man --install ~/.local/share/man/man1")]
 pub struct ManArgs {
     /// Write every page into DIR instead of printing the main page (default DIR:
     /// `<prefix>/share/man/man1`, where `<prefix>/bin` holds this binary).
@@ -77,15 +73,35 @@ fn pages() -> Result<Vec<(String, Vec<u8>)>> {
 }
 
 fn collect(cmd: &clap::Command, out: &mut Vec<(String, Vec<u8>)>) -> Result<()> {
-    let man = clap_mangen::Man::new(cmd.clone());
+    // The examples are a section of their own, set line by line: clap_mangen would fill them
+    // into a paragraph under "EXTRA".
+    let examples = cmd.get_after_long_help().map(ToString::to_string);
+    let man = clap_mangen::Man::new(cmd.clone().after_long_help(None::<&str>))
+        .source(concat!("git-tabellio ", env!("CARGO_PKG_VERSION")))
+        .manual("git-tabellio Manual");
     let mut page = Vec::new();
     man.render(&mut page)
         .map_err(|e| Error::internal("could not render a manual page").caused_by(e))?;
+    if let Some(examples) = examples {
+        page.extend_from_slice(examples_section(&examples).as_bytes());
+    }
     out.push((man.get_filename(), page));
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         collect(sub, out)?;
     }
     Ok(())
+}
+
+/// An `EXAMPLES` section in no-fill mode, from an `Examples:` block (its first line dropped).
+fn examples_section(block: &str) -> String {
+    use clap_mangen::roff::{roman, Roff};
+    let mut roff = Roff::new();
+    roff.control("SH", ["EXAMPLES"]).control("nf", []);
+    for line in block.lines().skip_while(|l| l.trim() == "Examples:") {
+        roff.text([roman(line)]);
+    }
+    roff.control("fi", []);
+    roff.to_roff()
 }
 
 /// `<prefix>/share/man/man1` for the binary at `<prefix>/bin/git-tabellio`: where `man` looks
