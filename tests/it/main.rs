@@ -1,6 +1,7 @@
 //! One integration-test binary (link time on 2 cores): modules per area, all driving the built
 //! `git-tabellio` binary against real repositories.
 
+mod docs;
 mod export;
 mod fixtures;
 mod harness;
