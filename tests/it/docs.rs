@@ -206,3 +206,39 @@ fn the_loops_last_ledger_commit_is_named_stop() {
     let subject = t.git_out(&["log", "-1", "--format=%s", "refs/tabellio/runs/l1"]);
     assert_eq!(subject, "tabellio: loop 1/stop l1: looping -> blocked");
 }
+
+/// docs/verify.md: Ctrl-C during `validate` run through `git tabellio` ends git by SIGINT too,
+/// so a shell shows 130 (128 + 2), as for the binary run directly.
+#[test]
+fn ctrl_c_through_git_tabellio_ends_git_by_the_signal() {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    let t = crate::util::TestEnv::new();
+    let marker = t.path().join("started");
+    let script = format!(
+        "echo $$ > {m}.tmp && mv {m}.tmp {m} && exec sleep 60",
+        m = marker.display()
+    );
+    let mut cmd = Command::new("git");
+    cmd.args([
+        "tabellio", "validate", "--check", "slow", "--", "sh", "-c", &script,
+    ])
+    .current_dir(&t.repo)
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    // A terminal's Ctrl-C signals the foreground process group: git and its child.
+    .process_group(0);
+    hermetic(&mut cmd, &t.home);
+    let child = cmd.spawn().unwrap();
+    crate::util::wait_for_file(&marker);
+    let group = i32::try_from(child.id()).unwrap();
+    // SAFETY: signalling a process group this test created.
+    unsafe { libc::killpg(group, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    // What a shell shows: 128 + the signal when the process died of it, else its exit code.
+    let shown = out
+        .status
+        .signal()
+        .map_or(out.status.code(), |s| Some(128 + s));
+    assert_eq!(shown, Some(130), "{out:?}");
+}
