@@ -107,9 +107,6 @@ pub enum Command {
     /// Print a completion script for bash, zsh or fish.
     #[command(after_long_help = examples::COMPLETIONS)]
     Completions(completions::CompletionsArgs),
-    /// The run ids, one a line (for completion scripts).
-    #[command(name = "__complete-runs", hide = true)]
-    CompleteRuns(completions::CompleteRunsArgs),
 }
 
 /// Run one subcommand.
@@ -138,7 +135,6 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<Output> {
         Command::Export(a) => export::cmd_export(ctx, a),
         Command::Man(a) => man::cmd_man(ctx, a),
         Command::Completions(a) => completions::cmd_completions(ctx, a),
-        Command::CompleteRuns(a) => completions::cmd_complete_runs(ctx, a),
     }
 }
 

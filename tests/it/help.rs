@@ -217,9 +217,19 @@ fn complete_runs_lists_the_ledger_refs() {
     let r = t.tab_in(Path::new("/"), &["__complete-runs"]);
     r.ok();
     assert_eq!(r.stdout, "");
-    // A script-only command: not offered to people.
+    // A script-only command: not offered to people, nor by any completion script.
     let r = t.tab(&["-h"]);
     assert!(!r.stdout.contains("__complete-runs"), "{}", r.desc);
+    for shell in ["bash", "zsh", "fish"] {
+        let script = t.tab(&["completions", shell]).stdout;
+        let offered = script
+            .lines()
+            .filter(|l| {
+                l.contains("__complete-runs") && !l.contains("git tabellio __complete-runs")
+            })
+            .collect::<Vec<_>>();
+        assert!(offered.is_empty(), "{shell}: {offered:#?}");
+    }
 }
 
 /// The test driver: bash sources the completion script (and git's own completion when given),

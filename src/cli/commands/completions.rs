@@ -1,7 +1,8 @@
 //! `completions <shell>`: a completion script for bash, zsh or fish, generated from the
 //! command-line definitions, plus run-id completion for every subcommand that takes a run.
-//! Run ids come from the hidden `__complete-runs`, which lists the ledger refs' names and reads
-//! nothing else, so completing stays fast and works on a ledger this version cannot parse.
+//! Run ids come from `git tabellio __complete-runs` (see [`COMPLETE_RUNS`]), which lists the
+//! ledger refs' names and reads nothing else, so completing stays fast and works on a ledger
+//! this version cannot parse.
 
 use clap::CommandFactory;
 use serde_json::json;
@@ -43,21 +44,7 @@ pub fn cmd_completions(_ctx: &Ctx, args: &CompletionsArgs) -> Result<Output> {
         .map_err(|e| Error::internal("the completion script is not UTF-8").caused_by(e))?;
     let runs = commands_taking_a_run(&Cli::command()).join(" ");
     let script = match args.shell {
-        Shell::Bash => {
-            // clap offers hidden subcommands too: `__complete-runs` is for scripts only.
-            let script = script
-                .lines()
-                .map(|l| {
-                    if l.trim_start().starts_with("opts=") {
-                        l.replace(" __complete-runs", "")
-                    } else {
-                        l.to_string()
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("\n");
-            format!("{script}\n{}", bash_extra(&runs))
-        }
+        Shell::Bash => format!("{script}\n{}", bash_extra(&runs)),
         Shell::Zsh => zsh_with_runs(&script),
         Shell::Fish => format!("{script}{}", fish_extra(&runs)),
     };
@@ -180,12 +167,13 @@ complete -c {BIN} -n "__fish_seen_subcommand_from {runs}" -f -a "(git tabellio _
     )
 }
 
-#[derive(Debug, clap::Args)]
-pub struct CompleteRunsArgs {}
+/// The first argument that asks for [`complete_runs`]. It is no clap subcommand, because
+/// clap_complete offers hidden subcommands like any other, and people never type it.
+pub const COMPLETE_RUNS: &str = "__complete-runs";
 
 /// One run id a line, from the names of the ledger refs (nothing is parsed), for completion
 /// scripts; outside a repository, nothing.
-pub fn cmd_complete_runs(ctx: &Ctx, _args: &CompleteRunsArgs) -> Result<Output> {
+pub fn complete_runs(ctx: &Ctx) -> Result<Output> {
     let ids: Vec<String> = match ctx.store() {
         Ok(store) => store
             .list_ledgers()?
