@@ -294,3 +294,44 @@ fn bash_completes_subcommands_and_run_ids_inside_git() {
     let got = complete(gc, &["git", "tabellio", "comp"]);
     assert_eq!(got, ["completions"]);
 }
+
+/// The command names in the `Commands:` section of a help text (clap's `help` left out).
+fn commands_in(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every help text people read is pinned: a change to one is a deliberate snapshot update
+/// (`cargo insta review`, or `INSTA_UPDATE=always cargo test`), never an accident.
+#[test]
+fn help_texts_are_pinned() {
+    let t = TestEnv::new();
+    let mut pending = vec![Vec::<String>::new()];
+    let mut seen = 0;
+    while let Some(path) = pending.pop() {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        let r = t.tab(&args);
+        r.ok();
+        let name = if path.is_empty() {
+            "git-tabellio".to_string()
+        } else {
+            format!("git-tabellio-{}", path.join("-"))
+        };
+        insta::assert_snapshot!(name, r.stdout);
+        seen += 1;
+        for sub in commands_in(&r.stdout) {
+            let mut next = path.clone();
+            next.push(sub);
+            pending.push(next);
+        }
+    }
+    // The tool, its 23 commands and the nested plans status/reconcile and hooks install.
+    assert!(seen >= 27, "only {seen} help texts");
+}
