@@ -11,6 +11,11 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some(cli::commands::completions::COMPLETE_RUNS) {
+        let result = cli::Ctx::new(false, false)
+            .and_then(|ctx| cli::commands::completions::complete_runs(&ctx));
+        return cli::render::render(result, false, false);
+    }
     // `--json` counts only among our own arguments, not in a check's argv after `--`.
     let json_mode = std::env::args()
         .take_while(|a| a != "--")

@@ -3,6 +3,7 @@
 
 pub mod commands;
 pub mod ctx;
+pub mod examples;
 pub mod format;
 pub mod render;
 
@@ -16,7 +17,14 @@ pub use render::Output;
 
 /// Keep every agent run, checkpoint and piece of validation evidence inside git.
 #[derive(Debug, Parser)]
-#[command(name = "git tabellio", bin_name = "git tabellio", version, about, long_about = None)]
+#[command(
+    name = "git tabellio",
+    bin_name = "git tabellio",
+    version,
+    about,
+    long_about = None,
+    after_long_help = examples::TOOL
+)]
 pub struct Cli {
     /// One JSON object on stdout, success or error.
     #[arg(long, global = true)]
@@ -31,49 +39,77 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Start a run: freeze a base commit, create the run branch and its worktree.
+    #[command(after_long_help = examples::START)]
     Start(start::StartArgs),
     /// Record progress on the run branch's head commit.
+    #[command(after_long_help = examples::CHECKPOINT)]
     Checkpoint(checkpoint::CheckpointArgs),
     /// Run the validation checks and record the evidence.
+    #[command(after_long_help = examples::FINISH)]
     Finish(finish::FinishArgs),
     /// Move the target branch to exactly the validated commit (fast-forward, compare-and-swap).
+    #[command(after_long_help = examples::PROMOTE)]
     Promote(promote::PromoteArgs),
     /// Land completed runs: restack onto the moved target, validate, move it (a merge queue).
+    #[command(after_long_help = examples::LAND)]
     Land(land::LandArgs),
     /// Show a run's state and what to do next.
+    #[command(after_long_help = examples::STATUS)]
     Status(status::StatusArgs),
     /// List runs.
+    #[command(after_long_help = examples::LIST)]
     List(list::ListArgs),
     /// Show a run's ledger: one line per state transition.
+    #[command(after_long_help = examples::LOG)]
     Log(log::LogArgs),
     /// Abandon a run.
+    #[command(after_long_help = examples::ABANDON)]
     Abandon(abandon::AbandonArgs),
     /// Remove the worktree and branch of a promoted or abandoned run.
+    #[command(after_long_help = examples::CLEANUP)]
     Cleanup(cleanup::CleanupArgs),
     /// Show the evidence records on a commit (and its tree), or on a tree.
+    #[command(after_long_help = examples::EVIDENCE)]
     Evidence(evidence::EvidenceArgs),
     /// Show the whole life of a run in a throwaway repository.
+    #[command(after_long_help = examples::DEMO)]
     Demo(demo::DemoArgs),
     /// Plan hygiene: where a run's checklist plans stand, and moving misplaced ones.
+    #[command(after_long_help = examples::PLANS)]
     Plans(plans::PlansArgs),
     /// Run checks on any commit in a temporary worktree and record the evidence (CI).
+    #[command(after_long_help = examples::VALIDATE)]
     Validate(validate::ValidateArgs),
     /// Check that commits have passing, untampered evidence for the required checks.
+    #[command(after_long_help = examples::VERIFY)]
     Verify(verify::VerifyArgs),
     /// Install the hooks that gate protected refs.
+    #[command(after_long_help = examples::HOOKS)]
     Hooks(hooks::HooksArgs),
     /// Run a hook (called by the installed shims).
+    #[command(after_long_help = examples::HOOK)]
     Hook(hook::HookArgs),
     /// Set up tracking of a remote's runs and notes, the exclude line, and hooks (idempotent).
+    #[command(after_long_help = examples::INIT)]
     Init(init::InitArgs),
     /// Share runs and evidence with a remote: fetch, union-merge notes, reconcile ledgers, push.
+    #[command(after_long_help = examples::SYNC)]
     Sync(sync::SyncArgs),
     /// Drive an agent command and the checks until the run validates or stops converging.
+    #[command(after_long_help = examples::LOOP)]
     Loop(r#loop::LoopArgs),
     /// The packet an agent (or a reviewer) reads: task, commits, attempts, failures, next action.
+    #[command(after_long_help = examples::CONTEXT)]
     Context(context::ContextArgs),
     /// Export a run: the whole run (tabellio.export/v1) or an in-toto statement.
+    #[command(after_long_help = examples::EXPORT)]
     Export(export::ExportArgs),
+    /// Print the manual page, or install one page per command where `man` finds them.
+    #[command(after_long_help = examples::MAN)]
+    Man(man::ManArgs),
+    /// Print a completion script for bash, zsh or fish.
+    #[command(after_long_help = examples::COMPLETIONS)]
+    Completions(completions::CompletionsArgs),
 }
 
 /// Run one subcommand.
@@ -101,5 +137,53 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<Output> {
         Command::Loop(a) => r#loop::cmd_loop(ctx, a),
         Command::Context(a) => context::cmd_context(ctx, a),
         Command::Export(a) => export::cmd_export(ctx, a),
+        Command::Man(a) => man::cmd_man(ctx, a),
+        Command::Completions(a) => completions::cmd_completions(ctx, a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// What `cmd` (named `path`) and its visible subcommands lack: a one-line description of
+    /// each command and visible argument, and an `Examples:` block in each command's long help.
+    fn missing_help(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            if help.trim().is_empty() {
+                missing.push(format!("{path} {}: no description", arg.get_id()));
+            }
+        }
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            let name = format!("{path} {}", sub.get_name());
+            // clap's own `help` subcommand lists the commands; its help is clap's.
+            if sub.get_name() == "help" {
+                continue;
+            }
+            let about = sub.get_about().map(ToString::to_string).unwrap_or_default();
+            if about.trim().is_empty() {
+                missing.push(format!("{name}: no description"));
+            }
+            let examples = sub
+                .get_after_long_help()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            if !examples.contains("Examples:\n  git tabellio ") {
+                missing.push(format!("{name}: no `Examples:` in the long help"));
+            }
+            missing_help(sub, &name, missing);
+        }
+    }
+
+    #[test]
+    fn every_command_and_flag_has_a_description_and_every_command_an_example() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let mut missing = Vec::new();
+        missing_help(&cmd, "git tabellio", &mut missing);
+        assert!(missing.is_empty(), "{}", missing.join("\n"));
     }
 }

@@ -142,7 +142,10 @@ pub fn parse_error(e: &clap::Error, json_mode: bool) -> ExitCode {
         return ExitCode::from(if help { 0 } else { kind_code(ErrorKind::Usage) });
     }
     if json_mode {
-        let err = Error::usage(clap_message(e)).hint("see `git tabellio --help`");
+        // `-h` reaches our own help; `git tabellio --help` is git's, and opens the manual page
+        // only once `git tabellio man --install` has put it where `man` looks.
+        let err = Error::usage(clap_message(e))
+            .hint("see `git tabellio -h`, or `git tabellio <command> -h` for one command");
         return render(Err(err), true, false);
     }
     let _ = e.print();

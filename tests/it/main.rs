@@ -4,10 +4,12 @@
 #[path = "../support/hermetic.rs"]
 mod hermetic;
 
+mod docs;
 mod export;
 mod fixtures;
 mod hardening;
 mod harness;
+mod help;
 mod hooks;
 mod land;
 mod lifecycle;

@@ -10,8 +10,9 @@ use crate::cli::{Ctx, Output};
 
 #[derive(Debug, clap::Args)]
 pub struct AbandonArgs {
+    /// The run id.
     pub run: String,
-    /// Why.
+    /// Why the run is abandoned (kept as the run's reason).
     #[arg(short, long)]
     pub message: Option<String>,
 }

@@ -10,6 +10,7 @@ use crate::cli::{Ctx, Output};
 
 #[derive(Debug, clap::Args)]
 pub struct CheckpointArgs {
+    /// The run id (default: the run whose worktree you are in).
     pub run: Option<String>,
     /// A summary (default: the commit's subject).
     #[arg(short, long)]

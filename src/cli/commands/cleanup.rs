@@ -10,6 +10,7 @@ use crate::cli::{Ctx, Output};
 
 #[derive(Debug, clap::Args)]
 pub struct CleanupArgs {
+    /// The run id.
     pub run: String,
     /// Discard uncommitted changes and unmerged commits of an abandoned run.
     #[arg(long)]

@@ -11,6 +11,7 @@ use crate::cli::{Ctx, Output};
 
 #[derive(Debug, clap::Args)]
 pub struct FinishArgs {
+    /// The run id (default: the run whose worktree you are in).
     pub run: Option<String>,
     #[command(flatten)]
     pub checks: ChecksArgs,

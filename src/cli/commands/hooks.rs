@@ -15,6 +15,7 @@ pub struct HooksArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum HooksAction {
     /// Write the hook shims into the hooks directory (honours core.hooksPath).
+    #[command(after_long_help = crate::cli::examples::HOOKS_INSTALL)]
     Install(HooksInstallArgs),
 }
 

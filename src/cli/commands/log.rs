@@ -10,6 +10,7 @@ use crate::cli::{Ctx, Output};
 
 #[derive(Debug, clap::Args)]
 pub struct LogArgs {
+    /// The run id.
     pub run: String,
 }
 

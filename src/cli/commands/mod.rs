@@ -4,6 +4,7 @@
 pub mod abandon;
 pub mod checkpoint;
 pub mod cleanup;
+pub mod completions;
 pub mod context;
 pub mod demo;
 pub mod evidence;
@@ -16,6 +17,7 @@ pub mod land;
 pub mod list;
 pub mod log;
 pub mod r#loop;
+pub mod man;
 pub mod plans;
 pub mod promote;
 pub mod start;

@@ -22,8 +22,10 @@ pub struct PlansArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum PlansAction {
     /// Classify the plans and show how far they are (the default).
+    #[command(after_long_help = crate::cli::examples::PLANS_STATUS)]
     Status(TargetArgs),
     /// Move misplaced plans: finished ones to plans_completed/, reopened ones back to plans/.
+    #[command(after_long_help = crate::cli::examples::PLANS_RECONCILE)]
     Reconcile(ReconcileArgs),
 }
 

@@ -11,6 +11,7 @@ use crate::cli::{Ctx, Output};
 
 #[derive(Debug, clap::Args)]
 pub struct PromoteArgs {
+    /// The run id (default: the run whose worktree you are in).
     pub run: Option<String>,
     /// Check everything and say what would happen, without writing.
     #[arg(long)]
