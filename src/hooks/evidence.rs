@@ -18,8 +18,8 @@ use std::time::Duration;
 use super::{head_ref, FromRemote, HookOutcome, RefUpdate};
 use crate::store::git_cli as git;
 use crate::store::notes::EVIDENCE;
+use crate::store::remote::fetch::{remote_names, tracking_notes_prefix};
 use crate::store::Store;
-use crate::sync::fetch::{remote_names, tracking_notes_prefix};
 
 /// How long the hook waits for one remote's evidence notes.
 pub const FETCH_LIMIT: Duration = Duration::from_secs(10);

@@ -155,7 +155,7 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
     }
     let store = &env.store;
     if let Some(remote) = &opts.remote {
-        crate::sync::fetch::check_remote(store, remote)?;
+        crate::store::remote::fetch::check_remote(store, remote)?;
     }
     let target = queue::target(env, opts)?;
     let old = store.ref_target(&target)?;

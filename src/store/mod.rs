@@ -15,6 +15,7 @@ pub mod notes_view;
 pub mod paths;
 pub mod policy;
 pub mod publish;
+pub mod remote;
 pub mod replay;
 pub mod repo;
 pub mod tx;

@@ -12,22 +12,22 @@
 //! [`MAX_ROUNDS`] times. The remote's history is never rewritten and no record is dropped: a
 //! ledger two machines moved apart is reported and left alone on both sides.
 
-pub mod fetch;
 pub mod init;
 pub mod ledgers;
-pub mod notes_merge;
-pub mod push;
 pub mod remote_promote;
 
 use std::collections::BTreeMap;
 
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
 use crate::error::Result;
 use crate::store::backoff::REMOTE_ROUNDS;
 use crate::store::tx::{self, Cas, TxError};
 use crate::store::Store;
 
+pub use crate::store::remote::{
+    fetch, notes_merge, plan_notes, push, record_pushed_in_tracking, ser_oid, ser_opt_oid,
+};
 use fetch::Tracking;
 use ledgers::{LedgerAction, LedgerStep};
 use notes_merge::{NotesAction, NotesStep};
@@ -185,20 +185,6 @@ pub fn plan_round(
     Ok((notes, ledgers))
 }
 
-/// Every notes ref, ours and the remote's, merged as far as it can be without moving a ref.
-pub fn plan_notes(store: &Store, tracking: &Tracking, remote: &str) -> Result<Vec<NotesStep>> {
-    let local = fetch::local_notes(store)?;
-    let names: std::collections::BTreeSet<&String> =
-        local.keys().chain(tracking.notes.keys()).collect();
-    let mut out = Vec::new();
-    for name in names {
-        let (l, r) = (local.get(name).copied(), tracking.notes.get(name).copied());
-        out.extend(notes_merge::plan(store, name, l, r, remote)?);
-    }
-    Ok(out)
-}
-
-/// `git tabellio sync [<remote>]`.
 pub fn sync(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
     let remote = match remote {
         Some(r) => r.to_string(),
@@ -269,47 +255,4 @@ pub fn sync(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
     }
     report.outcome = SyncOutcome::GaveUp;
     Ok(report)
-}
-
-/// After a successful push, move the tracking refs of what we pushed to what the remote now
-/// holds, as `git push` does for configured refspecs (when `init` configured them, git already
-/// did and this finds nothing to do). Best effort: a tracking ref is only a cache of the remote,
-/// and the next fetch corrects it.
-pub(crate) fn record_pushed_in_tracking(store: &Store, remote: &str, pushes: &[PushRef]) {
-    let message = format!("tabellio: pushed to {remote}");
-    let edits: Vec<Cas> = pushes
-        .iter()
-        .filter_map(|p| {
-            let tracking = if let Some(run) = p.dst.strip_prefix(crate::store::ledger::PREFIX) {
-                format!("{}{run}", fetch::tracking_runs_prefix(remote))
-            } else if let Some(name) = p.dst.strip_prefix(fetch::NOTES_PREFIX) {
-                format!("{}{name}", fetch::tracking_notes_prefix(remote))
-            } else {
-                return None;
-            };
-            match store.ref_target(&tracking) {
-                Ok(current) if current == p.expect => {
-                    Some(Cas::update(tracking, p.expect, p.new, &message))
-                }
-                _ => None,
-            }
-        })
-        .collect();
-    if !edits.is_empty() {
-        let _ = tx::apply(store, &edits);
-    }
-}
-
-pub(crate) fn ser_oid<S: Serializer>(id: &gix::ObjectId, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(id)
-}
-
-pub(crate) fn ser_opt_oid<S: Serializer>(
-    id: &Option<gix::ObjectId>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    match id {
-        Some(id) => s.collect_str(id),
-        None => s.serialize_none(),
-    }
 }

@@ -10,12 +10,12 @@
 use crate::error::{Error, Result};
 use crate::store::git_cli as git;
 use crate::store::ledger;
+use crate::store::remote::fetch::{self, Tracking};
+use crate::store::remote::notes_merge::NotesStep;
+use crate::store::remote::push::{self, PushRef, PushResult};
+use crate::store::remote::{plan_notes, record_pushed_in_tracking};
 use crate::store::tx::{self, Cas};
 use crate::store::Store;
-use crate::sync::fetch::{self, Tracking};
-use crate::sync::notes_merge::NotesStep;
-use crate::sync::push::{self, PushRef, PushResult};
-use crate::sync::{plan_notes, record_pushed_in_tracking};
 
 use super::check::{settle, Checker, Settled};
 use super::write::{promoted, results};
