@@ -89,16 +89,7 @@ pub fn export(env: &Env, run: &str, format: Format) -> Result<ExportOutcome> {
                 ))
                 .hint("export again"));
             }
-            let ledger_entries = history
-                .into_iter()
-                .map(|t| LogEntry {
-                    commit: t.commit.to_string(),
-                    message: t.message,
-                    state: t.record.state,
-                    previous_state: t.record.previous_state,
-                    at: t.record.updated_at,
-                })
-                .collect();
+            let ledger_entries = history.into_iter().map(LogEntry::from).collect();
             tabellio_document(store, &ledger.record, ledger_entries, &paths)?
         }
         Format::InToto => in_toto_statement(store, &ledger.record)?,

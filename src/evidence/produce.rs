@@ -12,7 +12,8 @@ use crate::error::{Error, Result};
 use crate::model::evidence::{tool_id, CheckRef, OutputRecord, Stopped, SCHEMA};
 use crate::model::policy::{self, CheckDef, Policy, PolicyError, DEFAULT_EXCERPT_BYTES};
 use crate::model::{time, EvidenceRecord};
-use crate::runner::{self, CheckCommand, RunOptions, Stream};
+use crate::runner::{self, CheckCommand, OutputSummary, RunOptions, Stream};
+use crate::store::paths::LocalPaths;
 use crate::store::policy::{policy_at, PolicyAtError};
 use crate::store::{worktree, Store};
 
@@ -154,7 +155,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
     // Secrets passed on a check's command line must not be stored either; the check digest is
     // computed from the definition, so a redacted argv does not change what it proves.
     let redactor = runner::Redactor::from_env();
-    let scrub = crate::store::paths::LocalPaths::new(ctx.store, Some(ctx.worktree));
+    let scrub = LocalPaths::new(ctx.store, Some(ctx.worktree));
     let mut records = Vec::new();
     for check in checks {
         if let Some(rec) =
@@ -177,9 +178,6 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
         let outcome = runner::run_command(&cmd, &opts)
             .map_err(|e| Error::internal(format!("could not run check {}: {e}", check.name)))?;
         let mutated = workspace_mutated(ctx)?;
-        // What the check printed of the secrets its command line carries is redacted too.
-        let (argv_secrets_out, argv_redactions) =
-            runner::Redactor::for_argv(&check.def.argv).redact(&outcome.output.excerpt);
         let mut status = outcome.status.as_str().to_string();
         if mutated {
             status = "failed".into();
@@ -205,13 +203,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
             started_at: time::rfc3339(outcome.started_at),
             finished_at: time::rfc3339(outcome.finished_at),
             duration_ms: outcome.duration_ms,
-            output: OutputRecord {
-                bytes: outcome.output.bytes,
-                sha256: outcome.output.sha256.clone(),
-                excerpt: scrub.apply(&argv_secrets_out),
-                truncated: outcome.output.truncated,
-                redactions: outcome.output.redactions + argv_redactions,
-            },
+            output: output_record(&outcome.output, &check.def.argv, &scrub),
             stopped: Stopped {
                 command: outcome.stop.as_str().into(),
                 tabellio: mutated.then(|| "workspace_mutated".to_string()),
@@ -224,6 +216,21 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
         records.push(rec);
     }
     Ok(records)
+}
+
+/// What is stored of a command's output (a check's, or the agent's in a loop): the runner's
+/// summary with the secrets the command line carries redacted from the excerpt too (counted
+/// with the others), and local paths scrubbed.
+pub fn output_record(output: &OutputSummary, argv: &[String], paths: &LocalPaths) -> OutputRecord {
+    let (argv_secrets_out, argv_redactions) =
+        runner::Redactor::for_argv(argv).redact(&output.excerpt);
+    OutputRecord {
+        bytes: output.bytes,
+        sha256: output.sha256.clone(),
+        excerpt: paths.apply(&argv_secrets_out),
+        truncated: output.truncated,
+        redactions: output.redactions + argv_redactions,
+    }
 }
 
 /// Did the check commit, switch branches, or leave changes behind?

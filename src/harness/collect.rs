@@ -19,7 +19,7 @@ use gix::bstr::{BString, ByteSlice};
 use gix::objs::tree::EntryKind;
 
 use crate::error::{Context, Error, Result};
-use crate::lifecycle::checkpoint::record_checkpoint;
+use crate::lifecycle::checkpoint::{commit_subject, record_checkpoint};
 use crate::model::loop_state::{Collected, CommittedBy, Phase};
 use crate::store::ledger::Ledger;
 use crate::store::{worktree, Store};
@@ -349,7 +349,9 @@ impl Driver<'_> {
         let already = rec.checkpoints.iter().any(|c| c.commit == collected.head);
         if collected.changed && !already {
             let summary = match collected.committed_by {
-                CommittedBy::Agent => format!("loop iteration {n}: {}", subject(store, head)),
+                CommittedBy::Agent => {
+                    format!("loop iteration {n}: {}", commit_subject(store, head))
+                }
                 _ => format!("loop iteration {n}"),
             };
             let command = format!("loop {}/{}", state.iteration, Phase::Evaluate);
@@ -378,15 +380,5 @@ impl Driver<'_> {
 /// Is `commit` the harness's own commit of iteration `n` (from a collect killed before it
 /// recorded it)?
 fn is_iteration_commit(store: &Store, commit: gix::ObjectId, n: u32) -> Result<bool> {
-    Ok(subject(store, commit) == format!("tabellio: iteration {n}"))
-}
-
-fn subject(store: &Store, commit: gix::ObjectId) -> String {
-    store
-        .repo
-        .find_commit(commit)
-        .ok()
-        .and_then(|c| c.message_raw().ok().map(|m| m.to_string()))
-        .and_then(|m| m.lines().next().map(str::to_string))
-        .unwrap_or_default()
+    Ok(commit_subject(store, commit) == format!("tabellio: iteration {n}"))
 }

@@ -5,7 +5,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::model::loop_state::{AgentOutput, AgentRun, AgentStop, Phase};
+use crate::evidence::produce::output_record;
+use crate::model::loop_state::{AgentRun, AgentStop, Phase};
 use crate::model::time;
 use crate::runner::{self, CheckCommand, CommandStop, RunOptions};
 use crate::store::ledger::Ledger;
@@ -68,9 +69,6 @@ impl Driver<'_> {
             self.agent_interrupted = true;
             return Ok(ledger);
         }
-        // What the agent printed of the secrets its command line carries is redacted too.
-        let (argv_secrets_out, argv_redactions) =
-            runner::Redactor::for_argv(&self.argv).redact(&outcome.output.excerpt);
         let stopped = match (outcome.stop, outcome.exit_code) {
             (CommandStop::Exited, Some(0)) => AgentStop::Exited,
             (CommandStop::Exited, _) => AgentStop::Nonzero,
@@ -86,13 +84,8 @@ impl Driver<'_> {
             finished_at: time::rfc3339(outcome.finished_at),
             duration_ms: outcome.duration_ms,
             claimed_done: done::claims_done(&outcome.stdout_tail),
-            output: AgentOutput {
-                bytes: outcome.output.bytes,
-                sha256: outcome.output.sha256.clone(),
-                excerpt: paths.apply(&argv_secrets_out),
-                truncated: outcome.output.truncated,
-                redactions: outcome.output.redactions + argv_redactions,
-            },
+            // What the agent printed of the secrets its command line carries is redacted too.
+            output: output_record(&outcome.output, &self.argv, &paths),
         };
         self.say(
             n,

@@ -159,15 +159,7 @@ pub fn record_checkpoint(
     let rec = &ledger.record;
     let head_hex = head.to_string();
     let tree = store.tree_of(head)?;
-    let summary = super::non_empty(summary).unwrap_or_else(|| {
-        store
-            .repo
-            .find_commit(head)
-            .ok()
-            .and_then(|c| c.message_raw().ok().map(|m| m.to_string()))
-            .and_then(|m| m.lines().next().map(str::to_string))
-            .unwrap_or_default()
-    });
+    let summary = super::non_empty(summary).unwrap_or_else(|| commit_subject(store, head));
     // A summary written in the worktree may name it; the record travels, the path must not.
     let summary =
         crate::store::paths::LocalPaths::new(store, run_workspace(store, ledger)?.as_deref())
@@ -196,4 +188,16 @@ pub fn record_checkpoint(
         &[(CHECKPOINTS, vec![(head, vec![note.to_line()])])],
     )?;
     Ok((advanced.record.clone(), advanced))
+}
+
+/// The first line of `commit`'s message (empty when it cannot be read): a checkpoint's default
+/// summary, and how the loop names an iteration's commit.
+pub fn commit_subject(store: &Store, commit: gix::ObjectId) -> String {
+    store
+        .repo
+        .find_commit(commit)
+        .ok()
+        .and_then(|c| c.message_raw().ok().map(|m| m.to_string()))
+        .and_then(|m| m.lines().next().map(str::to_string))
+        .unwrap_or_default()
 }

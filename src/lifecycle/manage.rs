@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::evidence::read::{lines_on, records_for, Notes};
 use crate::model::{evidence, EvidenceRecord, RunRecord, RunState, SchemaError};
-use crate::store::ledger;
+use crate::store::ledger::{self, Transition};
 use crate::store::repo::CommitOrTree;
 use crate::store::tx::{self, Cas};
 use crate::store::worktree;
@@ -214,6 +214,19 @@ pub struct LogEntry {
     pub at: String,
 }
 
+impl From<Transition> for LogEntry {
+    /// One ledger commit as `log` and `export` show it.
+    fn from(t: Transition) -> Self {
+        LogEntry {
+            commit: t.commit.to_string(),
+            message: t.message,
+            state: t.record.state,
+            previous_state: t.record.previous_state,
+            at: t.record.updated_at,
+        }
+    }
+}
+
 pub fn log(env: &Env, run: &str) -> Result<(RunRecord, Vec<LogEntry>)> {
     crate::run::valid_run_id(run)?;
     let history = env.store.ledger_history(run)?;
@@ -221,19 +234,7 @@ pub fn log(env: &Env, run: &str) -> Result<(RunRecord, Vec<LogEntry>)> {
         .last()
         .map(|t| t.record.clone())
         .ok_or_else(|| Error::not_found(format!("no run {run:?}")))?;
-    Ok((
-        run,
-        history
-            .into_iter()
-            .map(|t| LogEntry {
-                commit: t.commit.to_string(),
-                message: t.message,
-                state: t.record.state,
-                previous_state: t.record.previous_state,
-                at: t.record.updated_at,
-            })
-            .collect(),
-    ))
+    Ok((run, history.into_iter().map(LogEntry::from).collect()))
 }
 
 #[derive(Debug, Serialize)]

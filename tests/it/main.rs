@@ -1,5 +1,6 @@
-//! One integration-test binary (link time on 2 cores): modules per area, all driving the built
-//! `git-tabellio` binary against real repositories.
+//! One integration-test binary (link time on 2 cores): modules per area driving the built
+//! `git-tabellio` binary against real repositories, and the `lib_*` modules calling the library
+//! in-process (the quick suite: `cargo test --test it lib_`).
 
 #[path = "../support/hermetic.rs"]
 mod hermetic;
@@ -12,6 +13,10 @@ mod harness;
 mod help;
 mod hooks;
 mod land;
+mod lib_env;
+mod lib_evidence;
+mod lib_promote;
+mod lib_status;
 mod lifecycle;
 mod plans;
 mod promote;

@@ -99,6 +99,26 @@ pub fn default_remote(store: &Store) -> Result<String> {
         })
 }
 
+/// Run `git <args>`, a `command` that talks to `remote`; when git fails, an error saying
+/// `failed` with what git printed, and the hint to try the command by hand.
+fn talk_to_remote(
+    store: &Store,
+    args: &[std::ffi::OsString],
+    remote: &str,
+    command: &str,
+    failed: &str,
+) -> Result<git::GitOutput> {
+    let out = git::run(store, args)?;
+    if !out.success() {
+        return Err(
+            Error::internal(format!("{failed}: {}", out.stderr_tail())).hint(format!(
+                "check that `git {command} {remote}` works (URL, network, credentials), then try again"
+            )),
+        );
+    }
+    Ok(out)
+}
+
 /// Fetch the remote's ledgers and notes into the tracking namespaces (the refspecs are passed
 /// on the command line, so this works whether or not `init` configured them).
 pub fn fetch(store: &Store, remote: &str) -> Result<()> {
@@ -112,16 +132,8 @@ pub fn fetch(store: &Store, remote: &str) -> Result<()> {
         remote,
     ]);
     args.extend(git::argv(fetch_refspecs(remote)));
-    let out = git::run(store, &args)?;
-    if !out.success() {
-        return Err(Error::internal(format!(
-            "git fetch from {remote} failed: {}",
-            out.stderr_tail()
-        ))
-        .hint(format!(
-            "check that `git fetch {remote}` works (URL, network, credentials), then try again"
-        )));
-    }
+    let failed = format!("git fetch from {remote} failed");
+    talk_to_remote(store, &args, remote, "fetch", &failed)?;
     // git may have rewritten packed-refs within the same clock tick as our last read; make
     // sure the next ref read sees what it wrote. A repository without a packed-refs file (a
     // fresh clone of an empty repository, `git init` + `git fetch`) has nothing to re-read.
@@ -140,16 +152,8 @@ pub fn fetch(store: &Store, remote: &str) -> Result<()> {
 pub fn ls_remote(store: &Store, remote: &str, refs: &[&str]) -> Result<BTreeMap<String, String>> {
     let mut args = git::argv(["ls-remote", "--quiet", remote]);
     args.extend(git::argv(refs.iter().copied()));
-    let out = git::run(store, &args)?;
-    if !out.success() {
-        return Err(Error::internal(format!(
-            "git ls-remote {remote} failed: {}",
-            out.stderr_tail()
-        ))
-        .hint(format!(
-            "check that `git ls-remote {remote}` works (URL, network, credentials), then try again"
-        )));
-    }
+    let failed = format!("git ls-remote {remote} failed");
+    let out = talk_to_remote(store, &args, remote, "ls-remote", &failed)?;
     let mut found = BTreeMap::new();
     for line in out.stdout.lines() {
         if let Some((oid, name)) = line.split_once('\t') {
