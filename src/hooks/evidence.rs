@@ -15,7 +15,8 @@
 
 use std::time::Duration;
 
-use super::{head_ref, FromRemote, HookOutcome, RefUpdate};
+use super::{FromRemote, HookOutcome, RefUpdate};
+use crate::run::current_branch as head_ref;
 use crate::store::git_cli as git;
 use crate::store::notes::EVIDENCE;
 use crate::store::remote::fetch::{remote_names, tracking_notes_prefix};

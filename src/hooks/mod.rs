@@ -295,7 +295,7 @@ impl<'s> Gatekeeper<'s> {
             .map(|p| p.to_string())
             .filter(|p| !p.trim().is_empty())
             .collect();
-        let head_ref = head_ref(store);
+        let head_ref = crate::run::current_branch(store);
         let head_commit = store.repo.head_id().ok().map(|id| id.detach());
         Ok(Gatekeeper {
             // Notes are read only once something turns out to be protected.
@@ -455,16 +455,6 @@ impl<'s> Gatekeeper<'s> {
         }
         Ok(())
     }
-}
-
-/// The ref `HEAD` names (`None` when detached or unreadable).
-fn head_ref(store: &Store) -> Option<String> {
-    store
-        .repo
-        .head_name()
-        .ok()
-        .flatten()
-        .map(|n| n.as_bstr().to_string())
 }
 
 /// The commit `id` is or (as a tag) points to, if it is present.
