@@ -105,7 +105,7 @@ pub fn run_workspace(store: &Store, ledger: &Ledger) -> Result<Option<PathBuf>> 
     // repository may hold hundreds of run worktrees).
     let usual = store.worktree_root()?.join(&ledger.record.run_id);
     if usual.join(".git").is_file() {
-        if let Ok(repo) = gix::open(&usual) {
+        if let Ok(repo) = crate::store::repo::open_path(&usual) {
             let branch = repo.head_name().ok().flatten();
             if branch.is_some_and(|b| b.as_bstr() == ledger.record.branch.as_str()) {
                 return Ok(Some(usual));

@@ -82,8 +82,7 @@ pub fn commit_all(
     head: gix::ObjectId,
     message: &str,
 ) -> Result<Option<Committed>> {
-    let repo =
-        gix::open(path).context(|| format!("could not open the worktree at {}", path.display()))?;
+    let repo = crate::store::repo::open_path(path)?;
     let workdir = repo
         .workdir()
         .ok_or_else(|| Error::internal(format!("{} has no worktree", path.display())))?
@@ -184,8 +183,10 @@ fn read_path(
     if meta.is_dir() {
         // A submodule or an embedded repository: git records its checked-out commit.
         if full.join(".git").exists() {
-            let sub =
-                gix::open(&full).context(|| format!("could not open the repository at {rel}"))?;
+            let sub = crate::store::repo::open_path(&full).map_err(|e| {
+                // The relative path only: this reason is stored in the loop's ledger.
+                Error::new(e.kind, format!("could not open the repository at {rel}"))
+            })?;
             let id = sub.head_id().map_err(|e| {
                 Error::refused(format!(
                     "the repository embedded at {rel} has no commit to record: {e}"

@@ -61,8 +61,7 @@ pub fn leftover_of_move(
     if paths.is_empty() {
         return Ok(false);
     }
-    let wrepo =
-        gix::open(path).context(|| format!("could not open the worktree {}", path.display()))?;
+    let wrepo = crate::store::repo::open_path(path)?;
     let repo = &wrepo;
     let (mut pipeline, pipeline_index) = repo
         .filter_pipeline(None)
@@ -162,8 +161,7 @@ pub fn untracked_in_the_way(
 /// lock held by a running git (exit 4), or a sparse checkout, whose skip-worktree entries
 /// moving the worktree would materialise (exit 3).
 pub fn refuse_unmovable(path: &Path) -> Result<()> {
-    let repo =
-        gix::open(path).context(|| format!("could not open the worktree {}", path.display()))?;
+    let repo = crate::store::repo::open_path(path)?;
     let lock = repo.index_path().with_extension("lock");
     if lock.exists() {
         return Err(Error::conflict(format!(
@@ -225,8 +223,7 @@ fn try_move(
     new_tree: gix::ObjectId,
     write_index: bool,
 ) -> Result<()> {
-    let repo =
-        gix::open(path).context(|| format!("could not open the worktree {}", path.display()))?;
+    let repo = crate::store::repo::open_path(path)?;
     let workdir = repo
         .workdir()
         .ok_or_else(|| Error::internal(format!("{} has no worktree", path.display())))?
