@@ -199,7 +199,9 @@ fn check_remote_target(
     Err(Error::conflict(format!(
         "target moved: {target} on {remote} is at {current}, the run started from {base}"
     ))
-    .hint("fetch, rebase the run onto the new tip and finish again, or start a new run from it"))
+    .hint(format!(
+        "promote only fast-forwards: `git tabellio land <run> --remote {remote}` restacks the run onto the remote's tip, validates it and pushes"
+    )))
 }
 
 /// The remote's ledger of the run must be ours or behind ours; returns its value (the lease).

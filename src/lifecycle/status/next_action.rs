@@ -278,7 +278,7 @@ fn completed(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
             "restart",
             true,
             format!(
-                "the target {} moved to {tip} since the run started; {}; a run's base is frozen, so the change goes on in a new run from the new tip (carry it over, e.g. with `git cherry-pick`)",
+                "the target {} moved to {tip} since the run started and the run does not replay cleanly onto it ({}); the change goes on in a new run from the new tip",
                 run.base.reference,
                 live.merge_preview
                     .as_ref()
