@@ -7,6 +7,7 @@ mod hermetic;
 mod export;
 mod fixtures;
 mod hardening;
+mod hardening2;
 mod harness;
 mod hooks;
 mod lifecycle;
