@@ -66,6 +66,11 @@ pub fn cleanup(env: &Env, run: &str, force: bool) -> Result<CleanupOutcome> {
     }
     let workspace = run_workspace(store, &ledger)?;
     if let Some(path) = &workspace {
+        // Never delete through a link that took the root's place: what is behind it may be
+        // anyone's directory, outside the repository.
+        if path.starts_with(store.worktree_root()?) {
+            super::start::refuse_root_link(store)?;
+        }
         if env.cwd.starts_with(path) {
             return Err(
                 Error::refused("cannot remove the worktree the command runs in")

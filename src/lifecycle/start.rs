@@ -30,6 +30,9 @@ pub struct StartOptions {
 pub struct StartOutcome {
     pub run: RunRecord,
     pub workspace: PathBuf,
+    /// The symbolic ref the base was named by (`refs/heads/main` → `refs/heads/trunk`), when
+    /// it was one; the run records the branch it names.
+    pub base_via: Option<String>,
 }
 
 fn parse_actor(spec: Option<&str>) -> Result<Actor> {
@@ -126,8 +129,41 @@ fn local_branch(flag: &str, name: &str, hint: &str) -> Result<String> {
     Ok(full)
 }
 
-/// The base branch (`--base`, else the branch HEAD is on) and its tip.
-fn resolve_base(store: &Store, base: Option<&str>) -> Result<(String, gix::ObjectId)> {
+/// The branch `name` names: itself, or, when it is a symbolic ref (`main` → `trunk`), the
+/// branch at the end of the chain. The run's base is that branch, the ref promotion moves.
+fn follow_symbolic(store: &Store, name: &str) -> Result<String> {
+    let mut at = name.to_string();
+    // git itself gives up after five hops.
+    for _ in 0..5 {
+        let reference = store
+            .repo
+            .try_find_reference(at.as_str())
+            .map_err(|e| Error::internal(format!("could not read {at}: {e}")))?;
+        let Some(gix::refs::TargetRef::Symbolic(next)) = reference.as_ref().map(|r| r.target())
+        else {
+            return Ok(at);
+        };
+        let next = next.as_bstr().to_string();
+        if !next.starts_with("refs/heads/") {
+            return Err(Error::usage(format!(
+                "the base {name} is a symbolic ref to {next}, which is not a branch"
+            ))
+            .hint("name a branch under refs/heads/ with --base"));
+        }
+        at = next;
+    }
+    Err(Error::usage(format!(
+        "the base {name} is a chain of symbolic refs too long to follow"
+    ))
+    .hint("name the branch it should mean with --base"))
+}
+
+/// The base branch (`--base`, else the branch HEAD is on, symbolic refs followed), the
+/// symbolic ref it was named by if any, and its tip.
+fn resolve_base(
+    store: &Store,
+    base: Option<&str>,
+) -> Result<(String, Option<String>, gix::ObjectId)> {
     let base_ref = match base {
         Some(b) => local_branch(
             "--base",
@@ -149,11 +185,14 @@ fn resolve_base(store: &Store, base: Option<&str>) -> Result<(String, gix::Objec
             head
         }
     };
+    let named = base_ref;
+    let base_ref = follow_symbolic(store, &named)?;
     let base_commit = store.ref_target(&base_ref)?.ok_or_else(|| {
         Error::not_found(format!("base branch {base_ref} does not exist"))
             .hint("create it first, or name an existing branch with --base")
     })?;
-    Ok((base_ref, base_commit))
+    let via = (base_ref != named).then_some(named);
+    Ok((base_ref, via, base_commit))
 }
 
 pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
@@ -194,9 +233,21 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
         ))
         .hint("choose another --branch (or run id) that is not a prefix of, or inside, an existing branch"));
     }
-    let (base_ref, base_commit) = resolve_base(store, opts.base.as_deref())?;
+    let (base_ref, base_via, base_commit) = resolve_base(store, opts.base.as_deref())?;
     check_worktree_root(&store.worktree_root()?)?;
+    refuse_root_link(store)?;
     let worktree = store.worktree_root()?.join(&run_id);
+    if std::fs::symlink_metadata(&worktree).is_ok_and(|m| m.file_type().is_symlink()) {
+        // git refuses to add a worktree at a symlink (even to an empty directory): say so now,
+        // before anything is written.
+        return Err(Error::refused(format!(
+            "the worktree path {} is a symbolic link",
+            worktree.display()
+        ))
+        .hint(
+            "remove the link (or choose another run id); a run worktree is a directory of its own",
+        ));
+    }
     if worktree.exists()
         && std::fs::read_dir(&worktree)
             .map(|mut d| d.next().is_some())
@@ -268,6 +319,7 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
     Ok(StartOutcome {
         run: record,
         workspace: worktree,
+        base_via,
     })
 }
 
@@ -283,6 +335,23 @@ fn add_worktree_and_exclude(env: &Env, worktree: &std::path::Path, branch: &str)
     // leaves the file alone.
     store.ensure_excluded()?;
     Ok(())
+}
+
+/// Refuse a default worktree root reached through a symbolic link (see
+/// [`Store::worktree_root_link`]).
+pub(crate) fn refuse_root_link(store: &crate::store::Store) -> Result<()> {
+    match store.worktree_root_link()? {
+        None => Ok(()),
+        Some(link) => Err(Error::refused(format!(
+            "the worktree root {} is reached through the symbolic link {}",
+            store.worktree_root()?.display(),
+            link.display()
+        ))
+        .hint(
+            "a committed or stray link must not decide where runs are written or deleted: \
+             remove it, or choose the place with `git config tabellio.worktreeRoot <dir>`",
+        )),
+    }
 }
 
 /// The worktree root must be creatable: no part of its path may be a file. Checked before the

@@ -68,3 +68,119 @@ fn finish_refuses_a_run_worktree_that_belongs_to_another_repository() {
     assert!(!run.contains(&theirs), "{run}");
     assert_eq!(t.git_out(&["rev-parse", "tabellio/r1"]), ours);
 }
+
+/// A committed symlink at `.tabellio/worktrees` pointing at `<test dir>/outside`; that directory.
+fn committed_worktrees_link(t: &TestEnv) -> std::path::PathBuf {
+    let outside = t.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::create_dir_all(t.repo.join(".tabellio")).unwrap();
+    std::os::unix::fs::symlink(&outside, t.repo.join(".tabellio/worktrees")).unwrap();
+    t.commit_all("link the worktrees away");
+    outside
+}
+
+#[test]
+fn start_refuses_a_worktree_root_reached_through_a_committed_symlink() {
+    let t = TestEnv::new();
+    let outside = committed_worktrees_link(&t);
+    let before = t.snapshot();
+    let r = t.tab(&["--json", "start", "r1", "--task", "t"]);
+    r.code(3);
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains(".tabellio/worktrees") && message.contains("symbolic link"),
+        "{}",
+        r.desc
+    );
+    assert!(r.json()["error"]["hint"]
+        .as_str()
+        .unwrap()
+        .contains("tabellio.worktreeRoot"));
+    assert_eq!(t.snapshot(), before, "a refused start wrote something");
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    // Configured by the user, a root reached through a symlink is theirs to choose.
+    let link = t.path().join("link");
+    std::os::unix::fs::symlink(&outside, &link).unwrap();
+    t.git(&["config", "tabellio.worktreeRoot", link.to_str().unwrap()])
+        .ok();
+    t.tab(&["start", "r1", "--task", "t"]).ok();
+    assert!(outside.join("r1/.git").is_file());
+}
+
+#[test]
+fn cleanup_force_never_deletes_through_a_symlinked_worktree_root() {
+    let t = TestEnv::new();
+    t.tab(&["start", "r1", "--task", "t"]).ok();
+    t.tab(&["abandon", "r1"]).ok();
+    // The run worktree goes away by hand, and a symlink takes the root's place, pointing at a
+    // directory that has an `r1` of someone else's.
+    std::fs::remove_dir_all(t.repo.join(".tabellio/worktrees")).unwrap();
+    let outside = t.path().join("outside");
+    write_file(&outside.join("r1/precious.txt"), "keep me\n");
+    std::os::unix::fs::symlink(&outside, t.repo.join(".tabellio/worktrees")).unwrap();
+    let r = t.tab(&["--json", "cleanup", "r1", "--force"]);
+    r.code(3);
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("symbolic link"), "{}", r.desc);
+    assert!(outside.join("r1/precious.txt").exists(), "deleted outside");
+    // The documented way out: remove the link, then cleanup again.
+    std::fs::remove_file(t.repo.join(".tabellio/worktrees")).unwrap();
+    t.tab(&["cleanup", "r1", "--force"]).ok();
+    assert!(outside.join("r1/precious.txt").exists());
+    assert_eq!(
+        t.git(&["rev-parse", "-q", "--verify", "tabellio/r1"]).code,
+        1
+    );
+}
+
+#[test]
+fn start_refuses_a_symlink_at_the_worktree_path_in_its_precondition() {
+    let t = TestEnv::new();
+    let empty = t.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    std::fs::create_dir_all(t.repo.join(".tabellio/worktrees")).unwrap();
+    std::os::unix::fs::symlink(&empty, t.worktree("r1")).unwrap();
+    let before = t.snapshot();
+    let r = t.tab(&["--json", "start", "r1", "--task", "t"]);
+    r.code(3);
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("symbolic link") && message.contains(t.worktree("r1").to_str().unwrap()),
+        "{}",
+        r.desc
+    );
+    assert_eq!(t.snapshot(), before, "a refused start wrote something");
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+}
+
+#[test]
+fn a_symbolic_base_resolves_to_the_branch_it_names() {
+    let t = TestEnv::ref_only();
+    t.git(&["branch", "-m", "main", "trunk"]).ok();
+    t.git(&["symbolic-ref", "refs/heads/main", "refs/heads/trunk"])
+        .ok();
+    let r = t.tab(&["start", "r1", "--task", "t", "--base", "main"]);
+    r.ok();
+    assert!(
+        r.stdout.contains("refs/heads/trunk") && r.stdout.contains("refs/heads/main"),
+        "{}",
+        r.desc
+    );
+    let run = t.git_out(&["show", "refs/tabellio/runs/r1:run.json"]);
+    let run: serde_json::Value = serde_json::from_str(&run).unwrap();
+    assert_eq!(run["base"]["ref"], "refs/heads/trunk");
+    let (code, st) = t.tab_json(&["start", "r2", "--task", "t", "--base", "main"]);
+    assert_eq!(code, 0, "{st}");
+    assert_eq!(st["base_via"], "refs/heads/main", "{st}");
+    // The branch it names is what promotion moves; `main` follows it.
+    t.commit_file_in(&t.worktree("r1"), "a.txt", "a\n");
+    t.tab(&["finish", "r1", "--", "true"]).ok();
+    t.tab(&["promote", "r1"]).ok();
+    let head = t.git_out(&["rev-parse", "tabellio/r1"]);
+    assert_eq!(t.git_out(&["rev-parse", "trunk"]), head);
+    assert_eq!(t.git_out(&["rev-parse", "main"]), head);
+    assert_eq!(
+        t.git_out(&["symbolic-ref", "refs/heads/main"]),
+        "refs/heads/trunk"
+    );
+}
