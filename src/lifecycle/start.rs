@@ -12,7 +12,8 @@ use crate::model::canonical::sha256_hex;
 use crate::model::ids::generate_run_id;
 use crate::model::run::{Actor, Base, Task, SCHEMA};
 use crate::model::{time, RunRecord, RunState};
-use crate::store::ledger;
+use crate::store::backoff;
+use crate::store::ledger::{self, Ledger};
 use crate::store::tx::{self, Cas};
 use crate::store::Store;
 
@@ -211,10 +212,17 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
     }
     let actor = parse_actor(opts.actor.as_deref())?;
     let ledger_ref = ledger::ref_name(&run_id);
-    if store.ref_target(&ledger_ref)?.is_some() {
-        return Err(Error::usage(format!("run {run_id:?} already exists"))
-            .hint("choose another run id, or omit it to have one generated"));
-    }
+    // A start of this id killed inside its ref transaction is started again, afresh.
+    let torn = match store.ref_target(&ledger_ref)? {
+        None => None,
+        Some(tip) => match torn_start_of(store, &run_id, tip)? {
+            Some(torn) => Some(torn),
+            None => {
+                return Err(Error::usage(format!("run {run_id:?} already exists"))
+                    .hint("choose another run id, or omit it to have one generated"))
+            }
+        },
+    };
     let branch = match &opts.branch {
         Some(b) => local_branch(
             "--branch",
@@ -223,6 +231,15 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
         )?,
         None => format!("refs/heads/tabellio/{run_id}"),
     };
+    if let Some(torn) = &torn {
+        if torn.branch != branch {
+            return Err(Error::usage(format!(
+                "run {run_id:?} was interrupted while starting on {}, not {branch}",
+                torn.branch
+            ))
+            .hint("start it again with the branch it had (or without --branch)"));
+        }
+    }
     if store.ref_target(&branch)?.is_some() {
         return Err(Error::usage(format!("branch {branch} already exists"))
             .hint("a run needs a branch of its own; choose another --branch or run id"));
@@ -254,7 +271,7 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
             .unwrap_or(true)
     {
         // A concurrent `start` of the same run may be creating it right now.
-        if store.ref_target(&ledger_ref)?.is_some() {
+        if store.ref_target(&ledger_ref)? != torn.as_ref().map(|t| t.tip) {
             return Err(Error::conflict(format!(
                 "run {run_id:?} was just started by another process"
             ))
@@ -296,10 +313,24 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
     };
     let ledger_commit = store.write_ledger_commit(None, &record, "start")?;
     let message = format!("tabellio: start {run_id}");
+    if let Some(torn) = &torn {
+        // Last, after every precondition: the lock outlived the wait, so it is stale.
+        std::fs::remove_file(&torn.lock).map_err(|e| {
+            Error::internal(format!(
+                "could not remove the stale lock {}: {e}",
+                torn.lock.display()
+            ))
+        })?;
+    }
     tx::apply(
         store,
         &[
-            Cas::update(&ledger_ref, None, ledger_commit, &message),
+            Cas::update(
+                &ledger_ref,
+                torn.as_ref().map(|t| t.tip),
+                ledger_commit,
+                &message,
+            ),
             Cas::update(&branch, None, base_commit, &message),
         ],
     )
@@ -335,6 +366,59 @@ fn add_worktree_and_exclude(env: &Env, worktree: &std::path::Path, branch: &str)
     // leaves the file alone.
     store.ensure_excluded()?;
     Ok(())
+}
+
+/// A start killed inside its ref transaction: the ledger written, the branch not.
+struct TornStart {
+    /// The ledger's tip: its one start commit.
+    tip: gix::ObjectId,
+    branch: String,
+    /// The branch's lock file, left by the killed transaction.
+    lock: PathBuf,
+}
+
+/// The stale lock on the run's branch when `ledger` is the residue of a start killed inside
+/// its ref transaction: one parentless start commit of an active run with no work recorded, no
+/// branch, and the branch's `.lock` file still there. Without the lock the same ledger is a
+/// run synced from another machine, whose branch did not travel with it: `None`.
+pub fn torn_start_lock(store: &Store, ledger: &Ledger) -> Result<Option<PathBuf>> {
+    let run = &ledger.record;
+    let fresh = run.state == RunState::Active
+        && run.checkpoints.is_empty()
+        && run.attempts.is_empty()
+        && store.ref_target(&run.branch)?.is_none();
+    if !fresh {
+        return Ok(None);
+    }
+    let lock = store.repo.common_dir().join(format!("{}.lock", run.branch));
+    if !lock.is_file() {
+        return Ok(None);
+    }
+    let commit = store
+        .repo
+        .find_commit(ledger.tip)
+        .map_err(|e| Error::internal(format!("could not read commit {}: {e}", ledger.tip)))?;
+    Ok((commit.parent_ids().count() == 0).then_some(lock))
+}
+
+/// [`torn_start_lock`] for `start`: the lock must outlive a short wait (a live `start` of the
+/// same id holds it for milliseconds), else the run is being started by someone else.
+fn torn_start_of(store: &Store, run_id: &str, tip: gix::ObjectId) -> Result<Option<TornStart>> {
+    let Ok(record) = store.read_ledger_record(run_id, tip) else {
+        return Ok(None);
+    };
+    let ledger = Ledger { tip, record };
+    for round in 0..6 {
+        if torn_start_lock(store, &ledger)?.is_none() {
+            return Ok(None);
+        }
+        backoff::LOCAL_REFS.sleep(round);
+    }
+    Ok(torn_start_lock(store, &ledger)?.map(|lock| TornStart {
+        tip,
+        branch: ledger.record.branch.clone(),
+        lock,
+    }))
 }
 
 /// Refuse a default worktree root reached through a symbolic link (see

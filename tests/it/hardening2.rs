@@ -184,3 +184,69 @@ fn a_symbolic_base_resolves_to_the_branch_it_names() {
         "refs/heads/trunk"
     );
 }
+
+/// What a `start` killed inside its ref transaction leaves: the ledger of `id` written, its
+/// branch not, the branch's `.lock` file still there, no worktree. The lock's path.
+fn torn_start(t: &TestEnv, id: &str) -> std::path::PathBuf {
+    t.tab(&["start", id, "--task", "t"]).ok();
+    let wt = t.worktree(id);
+    t.git(&["worktree", "remove", "--force", wt.to_str().unwrap()])
+        .ok();
+    let branch = format!("refs/heads/tabellio/{id}");
+    let base = t.git_out(&["rev-parse", &branch]);
+    t.git(&["update-ref", "-d", &branch]).ok();
+    let lock = t.repo.join(format!(".git/{branch}.lock"));
+    write_file(&lock, &format!("{base}\n"));
+    lock
+}
+
+#[test]
+fn a_torn_start_is_recognised_by_status_and_completed_by_starting_again() {
+    let t = TestEnv::new();
+    let lock = torn_start(&t, "r1");
+    let (code, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(code, 0, "{st}");
+    let reason = st["next_action"]["reason"].as_str().unwrap();
+    assert_eq!(st["next_action"]["action"], "start", "{st}");
+    assert!(
+        reason.contains("interrupted") && reason.contains("r1.lock"),
+        "{st}"
+    );
+    assert!(!reason.contains("another machine"), "{st}");
+    // The same start again completes it: the id is not burnt.
+    let r = t.tab(&["--json", "start", "r1", "--task", "again"]);
+    r.ok();
+    assert!(!lock.exists(), "the stale lock is still there");
+    assert!(t.worktree("r1").join(".git").is_file());
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(st["state"], "active", "{st}");
+    assert_eq!(st["run"]["task"]["text"], "again", "{st}");
+    t.commit_file_in(&t.worktree("r1"), "a.txt", "a\n");
+    t.tab(&["finish", "r1", "--", "true"]).ok();
+    t.fsck();
+}
+
+#[test]
+fn a_stale_ledger_lock_after_an_interrupted_promote_is_named_before_promote() {
+    let t = TestEnv::ref_only();
+    // Killed between the two ref writes: the target moved, the ledger's lock is left.
+    let validated = t.half_promoted_run("r1", "a.txt");
+    let lock = t.repo.join(".git/refs/tabellio/runs/r1.lock");
+    write_file(&lock, &format!("{validated}\n"));
+    let (code, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(code, 0, "{st}");
+    let next = &st["next_action"];
+    assert_eq!(next["action"], "unblock-promote", "{st}");
+    assert!(next["reason"].as_str().unwrap().contains("r1.lock"), "{st}");
+    let r = t.tab(&["--json", "promote", "r1", "--dry-run"]);
+    r.code(4);
+    assert!(r.stdout.contains("r1.lock"), "{}", r.desc);
+    // The named repair, then promote completes.
+    std::fs::remove_file(&lock).unwrap();
+    assert_eq!(
+        t.tab_json(&["status", "r1"]).1["next_action"]["action"],
+        "promote"
+    );
+    t.tab(&["promote", "r1"]).ok();
+    assert_eq!(t.tab_json(&["status", "r1"]).1["state"], "promoted");
+}

@@ -141,7 +141,13 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan, PromoteError> {
     let (target, validated_id) = check_validated(store, run)?;
     let base = store.parse_oid(&run.base.commit)?;
     let current = store.ref_target(&target)?;
+    let ledger_ref = ledger::ref_name(&run.run_id);
     if current == Some(validated_id) && base != validated_id {
+        // An interrupted promotion may have left the ledger's lock behind: name it now (and to
+        // `status`), not when the completing write fails.
+        if let Some((name, lock)) = tx::held_lock(store, &[ledger_ref.as_str()]) {
+            return Err(tx::TxError::Locked { name, lock }.into_error().into());
+        }
         let target_worktree = store
             .worktrees_of_branch(&target)?
             .into_iter()
@@ -175,7 +181,6 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan, PromoteError> {
     }
     // A lock on a ref the promotion writes refuses it now (and `status` learns it from here),
     // not half-way through.
-    let ledger_ref = ledger::ref_name(&run.run_id);
     if let Some((name, lock)) = tx::held_lock(store, &[target.as_str(), ledger_ref.as_str()]) {
         return Err(tx::TxError::Locked { name, lock }.into_error().into());
     }
