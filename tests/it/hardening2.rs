@@ -250,3 +250,43 @@ fn a_stale_ledger_lock_after_an_interrupted_promote_is_named_before_promote() {
     t.tab(&["promote", "r1"]).ok();
     assert_eq!(t.tab_json(&["status", "r1"]).1["state"], "promoted");
 }
+
+#[test]
+fn cleanup_force_removes_the_worktree_and_branch_of_a_run_whose_ledger_is_unreadable() {
+    let t = TestEnv::new();
+    let wt = t.start_with_commit("r1", "a.txt", "a\n");
+    let ledger = "refs/tabellio/runs/r1";
+    let tree = t.git_out(&["rev-parse", "main^{tree}"]);
+    t.git(&["update-ref", ledger, &tree]).ok();
+    // Nothing is written on top of a ledger nobody can read; the hint names the way out.
+    let r = t.tab(&["--json", "abandon", "r1"]);
+    r.code(3);
+    let hint = r.json()["error"]["hint"].as_str().unwrap().to_string();
+    assert!(hint.contains("cleanup r1 --force"), "{}", r.desc);
+    t.tab(&["cleanup", "r1"]).code(3);
+    let r = t.tab(&["--json", "cleanup", "r1", "--force"]);
+    r.ok();
+    let v = r.json();
+    assert_eq!(v["deleted_branch"], "refs/heads/tabellio/r1", "{v}");
+    assert_eq!(
+        v["ledger_left"],
+        format!("git update-ref -d {ledger}"),
+        "{v}"
+    );
+    assert!(!wt.exists());
+    assert_eq!(
+        t.git(&["rev-parse", "-q", "--verify", "tabellio/r1"]).code,
+        1
+    );
+    assert_eq!(
+        t.git_out(&["rev-parse", ledger]),
+        tree,
+        "the ledger was touched"
+    );
+    // The step it names finishes the job.
+    t.git(&["update-ref", "-d", ledger]).ok();
+    t.tab(&["list"]).ok();
+    t.git(&["worktree", "prune"]).ok();
+    assert!(!t.git_out(&["worktree", "list"]).contains("r1"));
+    t.fsck();
+}
