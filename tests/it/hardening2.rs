@@ -290,3 +290,52 @@ fn cleanup_force_removes_the_worktree_and_branch_of_a_run_whose_ledger_is_unread
     assert!(!t.git_out(&["worktree", "list"]).contains("r1"));
     t.fsck();
 }
+
+/// A run on `main` (checked out in the main worktree) that rewrites `keep.txt` and adds
+/// `new.txt`, finished; the checked-out promote has not run yet.
+fn run_rewriting_checked_out_files(t: &TestEnv) {
+    t.write("keep.txt", "keep\n");
+    t.commit_all("files");
+    t.tab(&["start", "r1", "--task", "t"]).ok();
+    let wt = t.worktree("r1");
+    write_file(&wt.join("new.txt"), "new content\n");
+    write_file(&wt.join("keep.txt"), "kept and changed\n");
+    t.commit_all_in(&wt, "change");
+    t.tab(&["finish", "r1", "--", "true"]).ok();
+}
+
+#[test]
+fn a_checked_out_promote_killed_mid_write_is_finished_by_the_next_promote() {
+    let t = TestEnv::new();
+    run_rewriting_checked_out_files(&t);
+    // Killed while writing: keep.txt truncated to nothing, new.txt half written.
+    t.write("keep.txt", "");
+    t.write("new.txt", "new co");
+    let (code, j) = t.tab_json(&["promote", "r1"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(
+        std::fs::read_to_string(t.repo.join("keep.txt")).unwrap(),
+        "kept and changed\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.repo.join("new.txt")).unwrap(),
+        "new content\n"
+    );
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+    t.fsck();
+}
+
+#[test]
+fn beside_leftovers_of_a_killed_move_only_foreign_paths_are_named() {
+    let t = TestEnv::new();
+    run_rewriting_checked_out_files(&t);
+    t.write("keep.txt", "");
+    t.write("README.md", "my own edit\n");
+    let before = t.snapshot();
+    let r = t.tab(&["--json", "promote", "r1"]);
+    r.code(3);
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("README.md"), "{}", r.desc);
+    assert!(!message.contains("keep.txt"), "{}", r.desc);
+    assert_eq!(before, t.snapshot());
+}

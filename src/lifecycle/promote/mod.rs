@@ -234,17 +234,20 @@ fn check_target_worktree(
     // of the paths it touches: finishing the move is the repair, and it loses no one's work.
     let mut touched: Vec<String> = ws.changed.clone();
     touched.extend(ws.untracked.iter().cloned());
-    if checkout::leftover_of_move(store, path, base, validated, &touched)? {
+    let foreign = checkout::foreign_to_move(store, path, base, validated, &touched)?;
+    if !touched.is_empty() && foreign.is_empty() {
         return checkout::refuse_unmovable(path);
     }
-    if !ws.changed.is_empty() {
+    // Only someone's own changes are named: leftovers of a killed move are the move's.
+    let changed: Vec<&String> = ws.changed.iter().filter(|p| foreign.contains(p)).collect();
+    if !changed.is_empty() {
         return Err(Error::refused(format!(
             "{target} is checked out in {} with uncommitted changes: {}",
             path.display(),
-            ws.changed
+            changed
                 .iter()
                 .take(10)
-                .cloned()
+                .map(|p| p.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
         ))
