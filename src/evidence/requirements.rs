@@ -6,6 +6,11 @@
 //! the run was last finished with, a promotion to the checks of the passing attempt that
 //! validated it, `verify` to any passing record ([`Gate::AnyPassing`]). Never to nothing: a
 //! commit is never proved by zero records.
+//!
+//! A promotion is judged by the gate it passes, not by the commit that asks to pass it: the
+//! policy at the target's tip (the run's base: promotion only fast-forwards from it) decides,
+//! with its definitions, and the validated commit's own policy only adds the checks it
+//! requires besides. A run that edits its policy to weaken a required check cannot promote.
 
 use serde::Serialize;
 
@@ -53,7 +58,9 @@ pub enum Claim<'a> {
     Policy,
     /// A run's head: else the checks the run was last finished with (ad-hoc checks).
     RunHead(&'a RunRecord),
-    /// A run's validated commit at promotion: else the checks of the passing attempt of it.
+    /// A run's validated commit at promotion, judged by the policy at the target's tip (the
+    /// run's base) plus the checks its own policy adds; else the checks of the passing attempt
+    /// of it.
     Promotion(&'a RunRecord),
 }
 
@@ -90,9 +97,36 @@ pub fn of_attempt(attempt: &Attempt) -> Vec<Requirement> {
         .collect()
 }
 
+/// What a promotion to `commit` must prove: every check `gate` (the policy at the target's tip)
+/// requires, with its definitions there, then those `own` (the commit's policy) requires
+/// besides, with its own. `own` never removes nor redefines what the gate asks.
+pub fn of_promotion(gate: Option<&Policy>, own: Option<&Policy>) -> Vec<Requirement> {
+    let mut reqs = of_policy(gate, &[]);
+    for added in of_policy(own, &[]) {
+        if !reqs.iter().any(|r| r.name == added.name) {
+            reqs.push(added);
+        }
+    }
+    reqs
+}
+
 /// What `commit` (hex) must prove for `claim` under `policy` (the one committed at it).
 pub fn for_claim(policy: Option<&Policy>, claim: Claim<'_>, commit: &str) -> Vec<Requirement> {
-    let reqs = of_policy(policy, &[]);
+    for_gated_claim(policy, policy, claim, commit)
+}
+
+/// [`for_claim`] where the gate's policy may differ from the commit's own: a promotion is judged
+/// by [`of_promotion`]`(gate, own)`, every other claim by `own` alone.
+fn for_gated_claim(
+    gate: Option<&Policy>,
+    own: Option<&Policy>,
+    claim: Claim<'_>,
+    commit: &str,
+) -> Vec<Requirement> {
+    let reqs = match claim {
+        Claim::Promotion(_) => of_promotion(gate, own),
+        _ => of_policy(own, &[]),
+    };
     if !reqs.is_empty() {
         return reqs;
     }
@@ -109,14 +143,29 @@ pub fn for_claim(policy: Option<&Policy>, claim: Claim<'_>, commit: &str) -> Vec
     }
 }
 
-/// What `commit` must prove for `claim`, by the policy committed at it.
+/// What `commit` must prove for `claim`, by the policy committed at it (and, for a promotion,
+/// the one at the run's base, the tip the target must be at to move).
 pub fn required_at(
     store: &Store,
     commit: gix::ObjectId,
     claim: Claim<'_>,
 ) -> Result<Vec<Requirement>, PolicyAtError> {
-    let policy = policy_at(store, commit)?;
-    Ok(for_claim(policy.as_ref(), claim, &commit.to_string()))
+    let own = policy_at(store, commit)?;
+    let gate = match claim {
+        Claim::Promotion(run) => {
+            let base = store
+                .parse_oid(&run.base.commit)
+                .map_err(PolicyAtError::Read)?;
+            policy_at(store, base)?
+        }
+        _ => None,
+    };
+    Ok(for_gated_claim(
+        gate.as_ref(),
+        own.as_ref(),
+        claim,
+        &commit.to_string(),
+    ))
 }
 
 #[cfg(test)]
@@ -225,6 +274,49 @@ mod tests {
         assert_eq!(
             names(&for_claim(Some(&empty), Claim::RunHead(&run), "")),
             ["later"]
+        );
+    }
+
+    #[test]
+    fn a_promotion_is_gated_by_the_target_and_only_strengthened_by_the_run() {
+        let gate = policy(&["test"], &["test"]);
+        // The run redefines `test`, drops it from `required`, and adds `lint`.
+        let own = Policy::parse(
+            &serde_json::json!({
+                "schema": crate::model::policy::SCHEMA,
+                "checks": {
+                    "test": {"argv": ["true"], "timeout_s": 60},
+                    "lint": {"argv": ["lint"], "timeout_s": 60},
+                },
+                "required": ["lint"],
+            })
+            .to_string(),
+        )
+        .expect("a valid policy");
+        let reqs = of_promotion(Some(&gate), Some(&own));
+        assert_eq!(names(&reqs), ["test", "lint"]);
+        assert_eq!(reqs[0].digest, Some(digest_of("test")));
+        assert_eq!(reqs[1].digest, Some(digest_of("lint")));
+        // No policy at the target: the run's own decides; none anywhere: the attempt.
+        assert_eq!(names(&of_promotion(None, Some(&own))), ["lint"]);
+        let run = run_with_attempts(serde_json::json!([attempt(
+            &"4".repeat(40),
+            "passed",
+            "unit"
+        )]));
+        assert_eq!(
+            names(&for_gated_claim(
+                None,
+                None,
+                Claim::Promotion(&run),
+                &"4".repeat(40)
+            )),
+            ["unit"]
+        );
+        // Other claims never look at the gate.
+        assert_eq!(
+            names(&for_gated_claim(Some(&gate), Some(&own), Claim::Policy, "")),
+            ["lint"]
         );
     }
 }

@@ -30,6 +30,9 @@ pub fn clean_workspace(env: &Env, ledger: &Ledger) -> Result<(std::path::PathBuf
             .hint("it may have been removed by hand; abandon the run or recreate the worktree with `git worktree add`")
     })?;
     let ws = worktree::inspect(&path)?;
+    // Before anything in it is judged: a worktree of another repository is not the run's, even
+    // when its branch has the run branch's name.
+    env.store.check_own_worktree(&path)?;
     if ws.branch.as_deref() != Some(run.branch.as_str()) {
         return Err(Error::refused(format!(
             "the run worktree has {} checked out instead of the run branch {}",
@@ -58,6 +61,16 @@ pub fn clean_workspace(env: &Env, ledger: &Ledger) -> Result<(std::path::PathBuf
     let head = ws
         .head
         .ok_or_else(|| Error::refused("the run worktree has no HEAD commit"))?;
+    let tip = env.store.ref_target(&run.branch)?;
+    if tip != Some(head) {
+        return Err(Error::refused(format!(
+            "the run worktree {} is at {head}, but this repository's {} is at {}",
+            path.display(),
+            run.branch,
+            tip.map_or("nothing".into(), |t| t.to_string())
+        ))
+        .hint("the worktree is not this repository's checkout of the run branch"));
+    }
     Ok((path, head))
 }
 

@@ -22,7 +22,16 @@ pub struct RunOutcome {
 
 pub fn abandon(env: &Env, run: Option<&str>, why: Option<&str>) -> Result<RunOutcome> {
     let store = &env.store;
-    let ledger = resolve_run(env, run)?;
+    // Nothing is written on top of a ledger that cannot be read: that would bury it.
+    let ledger = resolve_run(env, run).map_err(|e| match run {
+        Some(id) if unreadable_ledger(env, id) => {
+            let hint = e.hint.clone().unwrap_or_default();
+            e.hint(format!(
+                "{hint}; or give the run up: `git tabellio cleanup {id} --force` removes its worktree and branch"
+            ))
+        }
+        _ => e,
+    })?;
     let rec = &ledger.record;
     if rec.state.is_terminal() {
         return Err(
@@ -43,16 +52,92 @@ pub fn abandon(env: &Env, run: Option<&str>, why: Option<&str>) -> Result<RunOut
 
 #[derive(Debug, Serialize)]
 pub struct CleanupOutcome {
-    pub run: RunRecord,
+    /// `None` when the ledger could not be read (`cleanup --force` of a corrupt ledger).
+    pub run: Option<RunRecord>,
     pub removed_worktree: Option<PathBuf>,
     pub deleted_branch: Option<String>,
+    /// The command that deletes the unreadable ledger ref, which cleanup leaves alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ledger_left: Option<String>,
+}
+
+/// The ledger ref of `id` exists and cannot be read (a blob, a tree, an unrelated commit).
+fn unreadable_ledger(env: &Env, id: &str) -> bool {
+    crate::run::valid_run_id(id).is_ok()
+        && env
+            .store
+            .ref_target(&ledger::ref_name(id))
+            .is_ok_and(|t| t.is_some())
+        && env.store.try_find_ledger(id).is_err()
+}
+
+/// `cleanup --force` of a run whose ledger cannot be read: the run's worktree at its usual
+/// place (when it is this repository's, with the run's default branch) and that branch go;
+/// the ledger ref stays, for a person to look at, and the outcome says how to delete it.
+fn cleanup_unreadable(env: &Env, id: &str) -> Result<CleanupOutcome> {
+    let store = &env.store;
+    let branch = format!("refs/heads/tabellio/{id}");
+    let path = store.worktree_root()?.join(id);
+    let mut removed = None;
+    if std::fs::symlink_metadata(&path).is_ok() {
+        super::start::refuse_root_link(store)?;
+        if env.cwd.starts_with(&path) {
+            return Err(
+                Error::refused("cannot remove the worktree the command runs in")
+                    .hint("run cleanup from the main worktree"),
+            );
+        }
+        if worktree::broken_reason(&path).is_some() {
+            store.forget_broken_worktree(&path)?;
+        } else {
+            store.check_own_worktree(&path)?;
+            let ws = worktree::inspect(&path)?;
+            if ws.branch.as_deref() != Some(branch.as_str()) {
+                return Err(Error::refused(format!(
+                    "{} has {} checked out, not the run branch {branch}: it is not the run's worktree",
+                    path.display(),
+                    ws.branch.as_deref().unwrap_or("a detached HEAD")
+                ))
+                .hint("move it away if it is yours, then cleanup again"));
+            }
+            store.remove_worktree(&path, true)?;
+        }
+        removed = Some(path);
+    }
+    for stale in store.worktrees_of_branch(&branch)? {
+        store.prune_missing_worktree(&stale)?;
+    }
+    let tip = store.ref_target(&branch)?;
+    if let Some(tip) = tip {
+        tx::apply(
+            store,
+            &[Cas::delete(&branch, tip, format!("tabellio: cleanup {id}"))],
+        )
+        .map_err(|e| e.into_error())?;
+    }
+    Ok(CleanupOutcome {
+        run: None,
+        removed_worktree: removed,
+        deleted_branch: tip.map(|_| branch),
+        ledger_left: Some(format!("git update-ref -d {}", ledger::ref_name(id))),
+    })
 }
 
 /// Remove the worktree and run branch of a promoted or abandoned run. The ledger stays: the run's
 /// history is kept.
 pub fn cleanup(env: &Env, run: &str, force: bool) -> Result<CleanupOutcome> {
     let store = &env.store;
-    let ledger = resolve_run(env, Some(run))?;
+    let ledger = match resolve_run(env, Some(run)) {
+        Ok(ledger) => ledger,
+        Err(_) if force && unreadable_ledger(env, run) => return cleanup_unreadable(env, run),
+        Err(e) if unreadable_ledger(env, run) => {
+            let hint = e.hint.clone().unwrap_or_default();
+            return Err(e.hint(format!(
+                "{hint}; or `git tabellio cleanup {run} --force` removes its worktree and branch, leaving the ledger ref"
+            )));
+        }
+        Err(e) => return Err(e),
+    };
     let rec = &ledger.record;
     if !rec.state.is_terminal() {
         return Err(Error::refused(format!(
@@ -66,6 +151,11 @@ pub fn cleanup(env: &Env, run: &str, force: bool) -> Result<CleanupOutcome> {
     }
     let workspace = run_workspace(store, &ledger)?;
     if let Some(path) = &workspace {
+        // Never delete through a link that took the root's place: what is behind it may be
+        // anyone's directory, outside the repository.
+        if path.starts_with(store.worktree_root()?) {
+            super::start::refuse_root_link(store)?;
+        }
         if env.cwd.starts_with(path) {
             return Err(
                 Error::refused("cannot remove the worktree the command runs in")
@@ -126,9 +216,10 @@ pub fn cleanup(env: &Env, run: &str, force: bool) -> Result<CleanupOutcome> {
         .map_err(|e| e.into_error())?;
     }
     Ok(CleanupOutcome {
-        run: rec.clone(),
+        run: Some(rec.clone()),
         removed_worktree: workspace,
         deleted_branch: branch_tip.map(|_| rec.branch.clone()),
+        ledger_left: None,
     })
 }
 

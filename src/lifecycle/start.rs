@@ -12,7 +12,8 @@ use crate::model::canonical::sha256_hex;
 use crate::model::ids::generate_run_id;
 use crate::model::run::{Actor, Base, Task, SCHEMA};
 use crate::model::{time, RunRecord, RunState};
-use crate::store::ledger;
+use crate::store::backoff;
+use crate::store::ledger::{self, Ledger};
 use crate::store::tx::{self, Cas};
 use crate::store::Store;
 
@@ -30,6 +31,9 @@ pub struct StartOptions {
 pub struct StartOutcome {
     pub run: RunRecord,
     pub workspace: PathBuf,
+    /// The symbolic ref the base was named by (`refs/heads/main` → `refs/heads/trunk`), when
+    /// it was one; the run records the branch it names.
+    pub base_via: Option<String>,
 }
 
 fn parse_actor(spec: Option<&str>) -> Result<Actor> {
@@ -126,8 +130,41 @@ fn local_branch(flag: &str, name: &str, hint: &str) -> Result<String> {
     Ok(full)
 }
 
-/// The base branch (`--base`, else the branch HEAD is on) and its tip.
-fn resolve_base(store: &Store, base: Option<&str>) -> Result<(String, gix::ObjectId)> {
+/// The branch `name` names: itself, or, when it is a symbolic ref (`main` → `trunk`), the
+/// branch at the end of the chain. The run's base is that branch, the ref promotion moves.
+fn follow_symbolic(store: &Store, name: &str) -> Result<String> {
+    let mut at = name.to_string();
+    // git itself gives up after five hops.
+    for _ in 0..5 {
+        let reference = store
+            .repo
+            .try_find_reference(at.as_str())
+            .map_err(|e| Error::internal(format!("could not read {at}: {e}")))?;
+        let Some(gix::refs::TargetRef::Symbolic(next)) = reference.as_ref().map(|r| r.target())
+        else {
+            return Ok(at);
+        };
+        let next = next.as_bstr().to_string();
+        if !next.starts_with("refs/heads/") {
+            return Err(Error::usage(format!(
+                "the base {name} is a symbolic ref to {next}, which is not a branch"
+            ))
+            .hint("name a branch under refs/heads/ with --base"));
+        }
+        at = next;
+    }
+    Err(Error::usage(format!(
+        "the base {name} is a chain of symbolic refs too long to follow"
+    ))
+    .hint("name the branch it should mean with --base"))
+}
+
+/// The base branch (`--base`, else the branch HEAD is on, symbolic refs followed), the
+/// symbolic ref it was named by if any, and its tip.
+fn resolve_base(
+    store: &Store,
+    base: Option<&str>,
+) -> Result<(String, Option<String>, gix::ObjectId)> {
     let base_ref = match base {
         Some(b) => local_branch(
             "--base",
@@ -149,11 +186,14 @@ fn resolve_base(store: &Store, base: Option<&str>) -> Result<(String, gix::Objec
             head
         }
     };
+    let named = base_ref;
+    let base_ref = follow_symbolic(store, &named)?;
     let base_commit = store.ref_target(&base_ref)?.ok_or_else(|| {
         Error::not_found(format!("base branch {base_ref} does not exist"))
             .hint("create it first, or name an existing branch with --base")
     })?;
-    Ok((base_ref, base_commit))
+    let via = (base_ref != named).then_some(named);
+    Ok((base_ref, via, base_commit))
 }
 
 pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
@@ -172,10 +212,17 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
     }
     let actor = parse_actor(opts.actor.as_deref())?;
     let ledger_ref = ledger::ref_name(&run_id);
-    if store.ref_target(&ledger_ref)?.is_some() {
-        return Err(Error::usage(format!("run {run_id:?} already exists"))
-            .hint("choose another run id, or omit it to have one generated"));
-    }
+    // A start of this id killed inside its ref transaction is started again, afresh.
+    let torn = match store.ref_target(&ledger_ref)? {
+        None => None,
+        Some(tip) => match torn_start_of(store, &run_id, tip)? {
+            Some(torn) => Some(torn),
+            None => {
+                return Err(Error::usage(format!("run {run_id:?} already exists"))
+                    .hint("choose another run id, or omit it to have one generated"))
+            }
+        },
+    };
     let branch = match &opts.branch {
         Some(b) => local_branch(
             "--branch",
@@ -184,6 +231,15 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
         )?,
         None => format!("refs/heads/tabellio/{run_id}"),
     };
+    if let Some(torn) = &torn {
+        if torn.branch != branch {
+            return Err(Error::usage(format!(
+                "run {run_id:?} was interrupted while starting on {}, not {branch}",
+                torn.branch
+            ))
+            .hint("start it again with the branch it had (or without --branch)"));
+        }
+    }
     if store.ref_target(&branch)?.is_some() {
         return Err(Error::usage(format!("branch {branch} already exists"))
             .hint("a run needs a branch of its own; choose another --branch or run id"));
@@ -194,16 +250,28 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
         ))
         .hint("choose another --branch (or run id) that is not a prefix of, or inside, an existing branch"));
     }
-    let (base_ref, base_commit) = resolve_base(store, opts.base.as_deref())?;
+    let (base_ref, base_via, base_commit) = resolve_base(store, opts.base.as_deref())?;
     check_worktree_root(&store.worktree_root()?)?;
+    refuse_root_link(store)?;
     let worktree = store.worktree_root()?.join(&run_id);
+    if std::fs::symlink_metadata(&worktree).is_ok_and(|m| m.file_type().is_symlink()) {
+        // git refuses to add a worktree at a symlink (even to an empty directory): say so now,
+        // before anything is written.
+        return Err(Error::refused(format!(
+            "the worktree path {} is a symbolic link",
+            worktree.display()
+        ))
+        .hint(
+            "remove the link (or choose another run id); a run worktree is a directory of its own",
+        ));
+    }
     if worktree.exists()
         && std::fs::read_dir(&worktree)
             .map(|mut d| d.next().is_some())
             .unwrap_or(true)
     {
         // A concurrent `start` of the same run may be creating it right now.
-        if store.ref_target(&ledger_ref)?.is_some() {
+        if store.ref_target(&ledger_ref)? != torn.as_ref().map(|t| t.tip) {
             return Err(Error::conflict(format!(
                 "run {run_id:?} was just started by another process"
             ))
@@ -248,10 +316,24 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
     };
     let ledger_commit = store.write_ledger_commit(None, &record, "start")?;
     let message = format!("tabellio: start {run_id}");
+    if let Some(torn) = &torn {
+        // Last, after every precondition: the lock outlived the wait, so it is stale.
+        std::fs::remove_file(&torn.lock).map_err(|e| {
+            Error::internal(format!(
+                "could not remove the stale lock {}: {e}",
+                torn.lock.display()
+            ))
+        })?;
+    }
     tx::apply(
         store,
         &[
-            Cas::update(&ledger_ref, None, ledger_commit, &message),
+            Cas::update(
+                &ledger_ref,
+                torn.as_ref().map(|t| t.tip),
+                ledger_commit,
+                &message,
+            ),
             Cas::update(&branch, None, base_commit, &message),
         ],
     )
@@ -271,6 +353,7 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
     Ok(StartOutcome {
         run: record,
         workspace: worktree,
+        base_via,
     })
 }
 
@@ -286,6 +369,76 @@ fn add_worktree_and_exclude(env: &Env, worktree: &std::path::Path, branch: &str)
     // leaves the file alone.
     store.ensure_excluded()?;
     Ok(())
+}
+
+/// A start killed inside its ref transaction: the ledger written, the branch not.
+struct TornStart {
+    /// The ledger's tip: its one start commit.
+    tip: gix::ObjectId,
+    branch: String,
+    /// The branch's lock file, left by the killed transaction.
+    lock: PathBuf,
+}
+
+/// The stale lock on the run's branch when `ledger` is the residue of a start killed inside
+/// its ref transaction: one parentless start commit of an active run with no work recorded, no
+/// branch, and the branch's `.lock` file still there. Without the lock the same ledger is a
+/// run synced from another machine, whose branch did not travel with it: `None`.
+pub fn torn_start_lock(store: &Store, ledger: &Ledger) -> Result<Option<PathBuf>> {
+    let run = &ledger.record;
+    let fresh = run.state == RunState::Active
+        && run.checkpoints.is_empty()
+        && run.attempts.is_empty()
+        && store.ref_target(&run.branch)?.is_none();
+    if !fresh {
+        return Ok(None);
+    }
+    let lock = store.repo.common_dir().join(format!("{}.lock", run.branch));
+    if !lock.is_file() {
+        return Ok(None);
+    }
+    let commit = store
+        .repo
+        .find_commit(ledger.tip)
+        .map_err(|e| Error::internal(format!("could not read commit {}: {e}", ledger.tip)))?;
+    Ok((commit.parent_ids().count() == 0).then_some(lock))
+}
+
+/// [`torn_start_lock`] for `start`: the lock must outlive a short wait (a live `start` of the
+/// same id holds it for milliseconds), else the run is being started by someone else.
+fn torn_start_of(store: &Store, run_id: &str, tip: gix::ObjectId) -> Result<Option<TornStart>> {
+    let Ok(record) = store.read_ledger_record(run_id, tip) else {
+        return Ok(None);
+    };
+    let ledger = Ledger { tip, record };
+    for round in 0..6 {
+        if torn_start_lock(store, &ledger)?.is_none() {
+            return Ok(None);
+        }
+        backoff::LOCAL_REFS.sleep(round);
+    }
+    Ok(torn_start_lock(store, &ledger)?.map(|lock| TornStart {
+        tip,
+        branch: ledger.record.branch.clone(),
+        lock,
+    }))
+}
+
+/// Refuse a default worktree root reached through a symbolic link (see
+/// [`Store::worktree_root_link`]).
+pub(crate) fn refuse_root_link(store: &crate::store::Store) -> Result<()> {
+    match store.worktree_root_link()? {
+        None => Ok(()),
+        Some(link) => Err(Error::refused(format!(
+            "the worktree root {} is reached through the symbolic link {}",
+            store.worktree_root()?.display(),
+            link.display()
+        ))
+        .hint(
+            "a committed or stray link must not decide where runs are written or deleted: \
+             remove it, or choose the place with `git config tabellio.worktreeRoot <dir>`",
+        )),
+    }
 }
 
 /// The worktree root must be creatable: no part of its path may be a file. Checked before the

@@ -128,6 +128,33 @@ impl Store {
         })
     }
 
+    /// The first symbolic link on the way from the repository to the default worktree root
+    /// (`.tabellio`, `.tabellio/worktrees`, or the bare repository's `tabellio/…`), if any. A
+    /// committed symlink there would decide where runs are written and what `cleanup --force`
+    /// deletes, outside the repository. A root the user configured (`tabellio.worktreeRoot`)
+    /// is theirs to place: `None`.
+    pub fn worktree_root_link(&self) -> Result<Option<PathBuf>> {
+        if self.config_string("tabellio.worktreeRoot").is_some() {
+            return Ok(None);
+        }
+        let anchor = match self.main_workdir()? {
+            Some(dir) => dir,
+            None => self.repo.common_dir().to_path_buf(),
+        };
+        let root = self.worktree_root()?;
+        let Ok(below) = root.strip_prefix(&anchor) else {
+            return Ok(None);
+        };
+        let mut at = anchor.clone();
+        for part in below.components() {
+            at.push(part);
+            if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Ok(Some(at));
+            }
+        }
+        Ok(None)
+    }
+
     pub fn config_string(&self, key: &str) -> Option<String> {
         self.repo
             .config_snapshot()

@@ -214,6 +214,34 @@ pub fn broken_reason(path: &Path) -> Option<String> {
     None
 }
 
+impl Store {
+    /// Refuse a worktree at `path` that is not one of this repository's: its git dir must be
+    /// this repository's common dir (the main worktree) or an administrative directory under its
+    /// `worktrees/`. A `.git` file pointing into another repository would have that
+    /// repository's commits judged and recorded here as the run's.
+    pub fn check_own_worktree(&self, path: &Path) -> Result<()> {
+        let repo = open_path(path)?;
+        let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let ours = canonical(self.repo.common_dir());
+        let git_dir = canonical(repo.git_dir());
+        let own = canonical(repo.common_dir()) == ours
+            && (git_dir == ours || git_dir.parent() == Some(ours.join("worktrees").as_path()));
+        if own {
+            return Ok(());
+        }
+        Err(Error::refused(format!(
+            "the worktree {} belongs to another repository (its git dir is {}), not to {}",
+            path.display(),
+            git_dir.display(),
+            ours.display()
+        ))
+        .hint(
+            "nothing in it is judged; move it away, then recreate the run worktree with \
+             `git worktree add <path> <run branch>` (or abandon the run)",
+        ))
+    }
+}
+
 /// Inspect the worktree at `path`: branch, head, tracked changes and untracked files.
 pub fn inspect(path: &Path) -> Result<WorkspaceState> {
     if !path.exists() {

@@ -84,6 +84,16 @@ impl TestEnv {
         wt
     }
 
+    /// A ref-only promotion of a completed run `id` killed between its two ref writes: `main`
+    /// at the validated commit, the ledger still `completed`. The validated commit.
+    pub fn half_promoted_run(&self, id: &str, file: &str) -> String {
+        self.completed_run(id, file);
+        let validated = self.git_out(&["rev-parse", &format!("tabellio/{id}")]);
+        self.git(&["update-ref", "refs/heads/main", &validated])
+            .ok();
+        validated
+    }
+
     /// Append a hand-made commit (`message`) to run `id`'s ledger whose `run.json` is the
     /// current one changed by `edit`, as someone editing the ledger with stock git would.
     pub fn forge_ledger(&self, id: &str, message: &str, edit: impl FnOnce(&mut serde_json::Value)) {

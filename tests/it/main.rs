@@ -6,9 +6,11 @@
 mod hermetic;
 
 mod docs;
+mod crash;
 mod export;
 mod fixtures;
 mod hardening;
+mod hardening2;
 mod harness;
 mod help;
 mod hooks;

@@ -767,8 +767,9 @@ fn remote_promotion_into_a_hooked_server_needs_passing_evidence() {
     assert_eq!(s["hooks"]["hooks"][0]["name"], "pre-receive");
     assert!(server.repo.join("hooks/pre-receive").exists());
 
-    // A run that weakens the policy in its own commit validates against its own policy locally,
-    // but the server judges by the policy at its protected tip: no `ci` evidence, declined.
+    // A run that weakens the policy in its own commit validates against its own policy, but a
+    // promotion is judged by the policy at the target's tip, as the server judges the push: no
+    // `ci` evidence, refused before anything is pushed.
     a.tab(&["start", "weak", "--task", "weaken the gate"]).ok();
     let wt = a.worktree("weak");
     write_file(
@@ -780,10 +781,12 @@ fn remote_promotion_into_a_hooked_server_needs_passing_evidence() {
     a.tab(&["finish", "weak"]).ok();
     let before = rev(&server, "main");
     let r = a.tab(&["--json", "promote", "weak", "--remote", "origin"]);
-    r.code(1);
+    r.code(3);
     let v = r.json();
     assert_eq!(v["ok"], false);
-    assert_eq!(v["error"]["code"], "declined", "{v}");
+    assert_eq!(v["error"]["code"], "refused", "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("ci (missing)"), "{v}");
     assert_eq!(rev(&server, "main"), before);
     assert_eq!(
         ledger_json(&a, "refs/tabellio/runs/weak")["state"],

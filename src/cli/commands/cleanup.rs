@@ -20,8 +20,8 @@ pub struct CleanupArgs {
 pub fn cmd_cleanup(ctx: &Ctx, args: &CleanupArgs) -> Result<Output> {
     let o = manage::cleanup(ctx.env()?, &args.run, args.force)?;
     let human = format!(
-        "cleaned up run {}: {}{}",
-        o.run.run_id,
+        "cleaned up run {}: {}{}{}",
+        args.run,
         o.removed_worktree
             .as_ref()
             .map_or("no worktree to remove".into(), |p| format!(
@@ -30,14 +30,24 @@ pub fn cmd_cleanup(ctx: &Ctx, args: &CleanupArgs) -> Result<Output> {
             )),
         o.deleted_branch
             .as_ref()
-            .map_or(String::new(), |b| format!(", deleted branch {b}"))
+            .map_or(String::new(), |b| format!(", deleted branch {b}")),
+        o.ledger_left.as_ref().map_or(String::new(), |c| format!(
+            "\nthe unreadable ledger is left as it was; delete it with `{c}`"
+        ))
     );
     let removed = o.removed_worktree.as_ref().map(|p| p.display().to_string());
     Ok(Output::new(
         run_json(
             &o.run,
             None,
-            json!({"removed_worktree": removed, "deleted_branch": o.deleted_branch}),
+            match &o.ledger_left {
+                None => json!({"removed_worktree": removed, "deleted_branch": o.deleted_branch}),
+                Some(c) => json!({
+                    "removed_worktree": removed,
+                    "deleted_branch": o.deleted_branch,
+                    "ledger_left": c,
+                }),
+            },
         ),
         human,
     ))

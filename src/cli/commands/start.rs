@@ -48,8 +48,12 @@ pub fn cmd_start(ctx: &Ctx, args: &StartArgs) -> Result<Output> {
             actor: args.actor.clone(),
         },
     )?;
+    let via = o
+        .base_via
+        .as_ref()
+        .map_or_else(String::new, |v| format!(" (named as {v}, a symbolic ref)"));
     let human = format!(
-        "started run {} from {} ({})\nworktree: {}\nbranch:   {}\nnext: commit your work there, then `git tabellio finish {}`",
+        "started run {} from {}{via} ({})\nworktree: {}\nbranch:   {}\nnext: commit your work there, then `git tabellio finish {}`",
         o.run.run_id,
         o.run.base.reference,
         short(&o.run.base.commit),
@@ -58,7 +62,14 @@ pub fn cmd_start(ctx: &Ctx, args: &StartArgs) -> Result<Output> {
         o.run.run_id
     );
     Ok(Output::new(
-        run_json(&o.run, Some(&o.workspace), json!({})),
+        run_json(
+            &o.run,
+            Some(&o.workspace),
+            match &o.base_via {
+                Some(via) => json!({ "base_via": via }),
+                None => json!({}),
+            },
+        ),
         human,
     ))
 }

@@ -47,19 +47,21 @@ fn differing_paths(
     Ok((changed, removed))
 }
 
-/// Are `paths` (the worktree's changes against its index) exactly what an interrupted move
-/// from `old` to `new` leaves behind? Each must be one the move touches, and hold the old
-/// content, the new content, or nothing: then finishing the move loses nobody's work. Any
-/// other change means someone edited the worktree, and it is theirs.
-pub fn leftover_of_move(
+/// Which of `paths` (the worktree's changes against its index) are not what an interrupted
+/// move from `old` to `new` leaves behind: foreign, someone's work. A leftover is a path the
+/// move touches that holds the old content, the new content, nothing, or the start of the new
+/// content (gix writes a file in place, so a kill mid-write leaves it truncated): finishing
+/// the move loses nobody's work. Every other change is foreign.
+pub fn foreign_to_move(
     store: &Store,
     path: &Path,
     old: gix::ObjectId,
     new: gix::ObjectId,
     paths: &[String],
-) -> Result<bool> {
+) -> Result<Vec<String>> {
+    let mut foreign = Vec::new();
     if paths.is_empty() {
-        return Ok(false);
+        return Ok(foreign);
     }
     let wrepo = crate::store::repo::open_path(path)?;
     let repo = &wrepo;
@@ -81,9 +83,17 @@ pub fn leftover_of_move(
         );
         let (o, n) = (o.map(|e| (e.id, e.mode)), n.map(|e| (e.id, e.mode)));
         if o == n {
-            return Ok(false); // the move does not touch it: an edit of someone's
+            foreign.push(p.clone()); // the move does not touch it: an edit of someone's
+            continue;
         }
         let file = path.join(rel);
+        if n.is_some_and(|(_, mode)| {
+            mode == gix::index::entry::Mode::FILE
+                || mode == gix::index::entry::Mode::FILE_EXECUTABLE
+        }) && partly_written(repo, &file, n)?
+        {
+            continue;
+        }
         let content = match std::fs::symlink_metadata(&file) {
             Err(e) if is_absent(&e) => continue,
             Err(e) => {
@@ -97,10 +107,10 @@ pub fn leftover_of_move(
                 .map_err(|e| Error::internal(format!("could not read {}: {e}", file.display())))?,
             // A directory where the old tree had a file the new one drops: the move made it.
             Ok(md) if md.is_dir() => {
-                if n.is_none() {
-                    continue;
+                if n.is_some() {
+                    foreign.push(p.clone());
                 }
-                return Ok(false);
+                continue;
             }
             Ok(_) => {
                 // Compare in git's form: eol conversion and clean filters apply, as for `git add`.
@@ -122,10 +132,37 @@ pub fn leftover_of_move(
         let id = gix::objs::compute_hash(repo.object_hash(), gix::object::Kind::Blob, &content)
             .context(|| format!("could not hash {}", file.display()))?;
         if Some(id) != o.map(|(id, _)| id) && Some(id) != n.map(|(id, _)| id) {
-            return Ok(false);
+            foreign.push(p.clone());
         }
     }
-    Ok(true)
+    Ok(foreign)
+}
+
+/// The regular file at `file` holds a (possibly empty) prefix of the blob the move writes
+/// there, `n`, as written before git's filters (the common case: no eol or smudge filter).
+fn partly_written(
+    repo: &gix::Repository,
+    file: &Path,
+    n: Option<(gix::ObjectId, gix::index::entry::Mode)>,
+) -> Result<bool> {
+    let Some((id, _)) = n else {
+        return Ok(false);
+    };
+    let Ok(md) = std::fs::symlink_metadata(file) else {
+        return Ok(false);
+    };
+    if !md.is_file() {
+        return Ok(false);
+    }
+    let blob = repo
+        .find_object(id)
+        .context(|| format!("could not read blob {id}"))?;
+    if md.len() >= blob.data.len() as u64 {
+        return Ok(false); // complete: judged by its content, as any other
+    }
+    let on_disk = std::fs::read(file)
+        .map_err(|e| Error::internal(format!("could not read {}: {e}", file.display())))?;
+    Ok(blob.data.starts_with(&on_disk))
 }
 
 /// Untracked files of the worktree that moving `old` → `new` would overwrite.

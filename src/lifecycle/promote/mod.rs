@@ -141,7 +141,13 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan, PromoteError> {
     let (target, validated_id) = check_validated(store, run)?;
     let base = store.parse_oid(&run.base.commit)?;
     let current = store.ref_target(&target)?;
+    let ledger_ref = ledger::ref_name(&run.run_id);
     if current == Some(validated_id) && base != validated_id {
+        // An interrupted promotion may have left the ledger's lock behind: name it now (and to
+        // `status`), not when the completing write fails.
+        if let Some((name, lock)) = tx::held_lock(store, &[ledger_ref.as_str()]) {
+            return Err(tx::TxError::Locked { name, lock }.into_error().into());
+        }
         let target_worktree = store
             .worktrees_of_branch(&target)?
             .into_iter()
@@ -176,7 +182,6 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan, PromoteError> {
     }
     // A lock on a ref the promotion writes refuses it now (and `status` learns it from here),
     // not half-way through.
-    let ledger_ref = ledger::ref_name(&run.run_id);
     if let Some((name, lock)) = tx::held_lock(store, &[target.as_str(), ledger_ref.as_str()]) {
         return Err(tx::TxError::Locked { name, lock }.into_error().into());
     }
@@ -230,17 +235,20 @@ pub fn check_target_worktree(
     // of the paths it touches: finishing the move is the repair, and it loses no one's work.
     let mut touched: Vec<String> = ws.changed.clone();
     touched.extend(ws.untracked.iter().cloned());
-    if checkout::leftover_of_move(store, path, base, validated, &touched)? {
+    let foreign = checkout::foreign_to_move(store, path, base, validated, &touched)?;
+    if !touched.is_empty() && foreign.is_empty() {
         return checkout::refuse_unmovable(path);
     }
-    if !ws.changed.is_empty() {
+    // Only someone's own changes are named: leftovers of a killed move are the move's.
+    let changed: Vec<&String> = ws.changed.iter().filter(|p| foreign.contains(p)).collect();
+    if !changed.is_empty() {
         return Err(Error::refused(format!(
             "{target} is checked out in {} with uncommitted changes: {}",
             path.display(),
-            ws.changed
+            changed
                 .iter()
                 .take(10)
-                .cloned()
+                .map(|p| p.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
         ))

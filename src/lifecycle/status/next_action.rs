@@ -69,6 +69,9 @@ pub struct Conditions {
     pub lands_cleanly: bool,
     /// The run worktree as one shell word, for commands to copy.
     pub workspace: String,
+    /// The run's start was killed inside its ref transaction: the stale lock on its branch
+    /// (see [`crate::lifecycle::start::torn_start_lock`]).
+    pub torn_start_lock: Option<String>,
 }
 
 fn next(action: &str, blocking: bool, reason: String, command: Option<String>) -> NextAction {
@@ -105,6 +108,17 @@ pub fn next_action(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAct
                 None,
             )
         };
+    }
+    if let Some(lock) = &c.torn_start_lock {
+        return next(
+            "start",
+            true,
+            format!(
+                "the start of {id} was interrupted inside its ref transaction: the ledger was written, the branch {} was not, and its lock {lock} is left behind; starting the run again removes the stale lock and starts it afresh",
+                run.branch
+            ),
+            Some(format!("git tabellio start {id} --task-file <the task>")),
+        );
     }
     if !c.branch_exists {
         // Runs travel with `sync`, run branches do not: a missing branch may live on another
@@ -252,6 +266,14 @@ fn completed(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
         );
     }
     if interrupted_promotion(run, live) {
+        if let Some(why) = &c.promote_refused {
+            return next(
+                "unblock-promote",
+                true,
+                format!("a promotion was interrupted, and completing it would be refused: {why}"),
+                None,
+            );
+        }
         return next(
             "promote",
             false,
@@ -506,6 +528,21 @@ mod tests {
             };
             assert_eq!(decide(&rec, &gone, &c).0, "none");
         }
+    }
+
+    #[test]
+    fn a_torn_start_is_started_again_not_sent_elsewhere() {
+        let rec = run(RunState::Active);
+        let c = Conditions {
+            branch_exists: false,
+            torn_start_lock: Some("/r/.git/refs/heads/tabellio/r1.lock".into()),
+            ..cond()
+        };
+        let mut gone = live();
+        gone.worktree_exists = false;
+        let a = next_action(&rec, &gone, &c);
+        assert_eq!((a.action.as_str(), a.blocking), ("start", true));
+        assert!(a.reason.contains("r1.lock"), "{}", a.reason);
     }
 
     #[test]

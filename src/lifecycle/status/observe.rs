@@ -123,7 +123,13 @@ pub fn observe(store: &Store, ledger: &Ledger) -> Result<Observed> {
         policy_error: evidence.policy_error,
         worktree_broken,
     };
+    let torn_start_lock = match branch_tip {
+        None => crate::lifecycle::start::torn_start_lock(store, ledger)?
+            .map(|lock| crate::error::shell_path(&lock)),
+        Some(_) => None,
+    };
     let conditions = Conditions {
+        torn_start_lock,
         branch_exists: branch_tip.is_some(),
         has_policy: head
             .is_some_and(|h| matches!(crate::store::policy::policy_at(store, h), Ok(Some(_)))),
