@@ -240,80 +240,27 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
             .hint("start it again with the branch it had (or without --branch)"));
         }
     }
-    if store.ref_target(&branch)?.is_some() {
-        return Err(Error::usage(format!("branch {branch} already exists"))
-            .hint("a run needs a branch of its own; choose another --branch or run id"));
-    }
-    if let Some(clash) = ref_path_clash(store, &branch)? {
-        return Err(Error::usage(format!(
-            "branch {branch} cannot exist beside {clash}: git stores refs as files, and one would be the other's directory"
-        ))
-        .hint("choose another --branch (or run id) that is not a prefix of, or inside, an existing branch"));
-    }
+    check_branch_free(store, &branch)?;
     let (base_ref, base_via, base_commit) = resolve_base(store, opts.base.as_deref())?;
     check_worktree_root(&store.worktree_root()?)?;
     refuse_root_link(store)?;
     let worktree = store.worktree_root()?.join(&run_id);
-    if std::fs::symlink_metadata(&worktree).is_ok_and(|m| m.file_type().is_symlink()) {
-        // git refuses to add a worktree at a symlink (even to an empty directory): say so now,
-        // before anything is written.
-        return Err(Error::refused(format!(
-            "the worktree path {} is a symbolic link",
-            worktree.display()
-        ))
-        .hint(
-            "remove the link (or choose another run id); a run worktree is a directory of its own",
-        ));
-    }
-    if worktree.exists()
-        && std::fs::read_dir(&worktree)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(true)
-    {
-        // A concurrent `start` of the same run may be creating it right now.
-        if store.ref_target(&ledger_ref)? != torn.as_ref().map(|t| t.tip) {
-            return Err(Error::conflict(format!(
-                "run {run_id:?} was just started by another process"
-            ))
-            .hint("look at it with `git tabellio status`"));
-        }
-        return Err(Error::refused(format!(
-            "the worktree directory {} exists and is not empty",
-            worktree.display()
-        ))
-        .hint("move it away if it is yours, or choose another run id"));
-    }
+    check_worktree_path(
+        store,
+        &worktree,
+        &run_id,
+        &ledger_ref,
+        torn.as_ref().map(|t| t.tip),
+    )?;
 
-    let now = time::now();
-    let record = RunRecord {
-        schema: SCHEMA.into(),
-        run_id: run_id.clone(),
-        state: RunState::Active,
-        previous_state: None,
-        task: Task {
-            summary: summarize(&opts.task),
-            text: opts.task.clone(),
-            sha256: sha256_hex(opts.task.as_bytes()),
-        },
+    let record = new_record(
+        store,
+        &run_id,
+        &opts.task,
         actor,
-        repository: store.repository_id(),
-        base: Base {
-            reference: base_ref.clone(),
-            commit: base_commit.to_string(),
-        },
-        branch: branch.clone(),
-        checkpoints: Vec::new(),
-        attempts: Vec::new(),
-        validated: None,
-        promotion: None,
-        loop_state: None,
-        reason: None,
-        landed: None,
-        restack: None,
-        land_attempts: Vec::new(),
-        created_at: now.clone(),
-        updated_at: now,
-    };
+        (&base_ref, base_commit),
+        &branch,
+    );
     let ledger_commit = store.write_ledger_commit(None, &record, "start")?;
     let message = format!("tabellio: start {run_id}");
     if let Some(torn) = &torn {
@@ -355,6 +302,102 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
         workspace: worktree,
         base_via,
     })
+}
+
+/// The run's worktree path must be free: not a symbolic link, and empty if it exists.
+fn check_worktree_path(
+    store: &Store,
+    worktree: &std::path::Path,
+    run_id: &str,
+    ledger_ref: &str,
+    torn_tip: Option<gix::ObjectId>,
+) -> Result<()> {
+    if std::fs::symlink_metadata(worktree).is_ok_and(|m| m.file_type().is_symlink()) {
+        // git refuses to add a worktree at a symlink (even to an empty directory): say so now,
+        // before anything is written.
+        return Err(Error::refused(format!(
+            "the worktree path {} is a symbolic link",
+            worktree.display()
+        ))
+        .hint(
+            "remove the link (or choose another run id); a run worktree is a directory of its own",
+        ));
+    }
+    if worktree.exists()
+        && std::fs::read_dir(worktree)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        // A concurrent `start` of the same run may be creating it right now.
+        if store.ref_target(ledger_ref)? != torn_tip {
+            return Err(Error::conflict(format!(
+                "run {run_id:?} was just started by another process"
+            ))
+            .hint("look at it with `git tabellio status`"));
+        }
+        return Err(Error::refused(format!(
+            "the worktree directory {} exists and is not empty",
+            worktree.display()
+        ))
+        .hint("move it away if it is yours, or choose another run id"));
+    }
+    Ok(())
+}
+
+/// The first `run.json` of a run.
+fn new_record(
+    store: &Store,
+    run_id: &str,
+    task: &str,
+    actor: Actor,
+    (base_ref, base_commit): (&str, gix::ObjectId),
+    branch: &str,
+) -> RunRecord {
+    let now = time::now();
+    RunRecord {
+        schema: SCHEMA.into(),
+        run_id: run_id.to_string(),
+        state: RunState::Active,
+        previous_state: None,
+        task: Task {
+            summary: summarize(task),
+            text: task.to_string(),
+            sha256: sha256_hex(task.as_bytes()),
+        },
+        actor,
+        repository: store.repository_id(),
+        base: Base {
+            reference: base_ref.to_string(),
+            commit: base_commit.to_string(),
+        },
+        branch: branch.to_string(),
+        checkpoints: Vec::new(),
+        attempts: Vec::new(),
+        validated: None,
+        promotion: None,
+        loop_state: None,
+        reason: None,
+        landed: None,
+        restack: None,
+        land_attempts: Vec::new(),
+        created_at: now.clone(),
+        updated_at: now,
+    }
+}
+
+/// The run branch must not exist, nor clash with an existing branch's directory.
+fn check_branch_free(store: &Store, branch: &str) -> Result<()> {
+    if store.ref_target(branch)?.is_some() {
+        return Err(Error::usage(format!("branch {branch} already exists"))
+            .hint("a run needs a branch of its own; choose another --branch or run id"));
+    }
+    if let Some(clash) = ref_path_clash(store, branch)? {
+        return Err(Error::usage(format!(
+            "branch {branch} cannot exist beside {clash}: git stores refs as files, and one would be the other's directory"
+        ))
+        .hint("choose another --branch (or run id) that is not a prefix of, or inside, an existing branch"));
+    }
+    Ok(())
 }
 
 fn add_worktree_and_exclude(env: &Env, worktree: &std::path::Path, branch: &str) -> Result<()> {

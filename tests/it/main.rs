@@ -5,8 +5,8 @@
 #[path = "../support/hermetic.rs"]
 mod hermetic;
 
-mod docs;
 mod crash;
+mod docs;
 mod export;
 mod fixtures;
 mod hardening;
