@@ -40,6 +40,8 @@ pub enum Command {
     Promote(promote::PromoteArgs),
     /// Land completed runs: restack onto the moved target, validate, move it (a merge queue).
     Land(land::LandArgs),
+    /// Approve a run's change to guarded paths (a person's signed word, noted on its head).
+    Approve(approve::ApproveArgs),
     /// Show a run's state and what to do next.
     Status(status::StatusArgs),
     /// List runs.
@@ -84,6 +86,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<Output> {
         Command::Finish(a) => finish::cmd_finish(ctx, a),
         Command::Promote(a) => promote::cmd_promote(ctx, a),
         Command::Land(a) => land::cmd_land(ctx, a),
+        Command::Approve(a) => approve::cmd_approve(ctx, a),
         Command::Status(a) => status::cmd_status(ctx, a),
         Command::List(a) => list::cmd_list(ctx, a),
         Command::Log(a) => log::cmd_log(ctx, a),

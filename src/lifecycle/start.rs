@@ -32,7 +32,7 @@ pub struct StartOutcome {
     pub workspace: PathBuf,
 }
 
-fn parse_actor(spec: Option<&str>) -> Result<Actor> {
+pub(crate) fn parse_actor(spec: Option<&str>) -> Result<Actor> {
     let Some(spec) = spec else {
         let id = std::env::var("USER")
             .ok()

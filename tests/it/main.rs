@@ -4,6 +4,7 @@
 #[path = "../support/hermetic.rs"]
 mod hermetic;
 
+mod approvals;
 mod export;
 mod fixtures;
 mod hardening;
