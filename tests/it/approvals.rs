@@ -298,3 +298,41 @@ fn land_refuses_an_unapproved_guarded_run_and_lands_the_others() {
     assert_eq!(head_of(&t, "a-guarded"), guarded_head);
     t.fsck();
 }
+
+#[test]
+fn a_bare_server_reads_the_approvals_the_push_carries() {
+    let t = guarded_repo(serde_json::json!({}));
+    let server = t.path().join("server.git");
+    let server_s = server.to_str().unwrap();
+    t.git_in(t.path(), &["init", "-q", "--bare", "-b", "main", server_s])
+        .ok();
+    t.git(&["remote", "add", "origin", server_s]).ok();
+    t.git(&["push", "-q", "origin", "main"]).ok();
+    t.tab_in(&server, &["hooks", "install", "--server"]).ok();
+    finished_run(&t, "pushed", &[], |wt| {
+        write_file(&wt.join("tests/a.rs"), "// emptied\n")
+    });
+    let head = head_of(&t, "pushed");
+    let server_main = t.git_out_in(&server, &["rev-parse", "main"]);
+    let refspec = format!("{head}:refs/heads/main");
+    let evidence = "refs/notes/tabellio/evidence";
+    let approvals = "refs/notes/tabellio/approvals";
+    // Evidence but no approval: refused, naming the path.
+    let r = t.git(&["push", "--atomic", "origin", &refspec, evidence]);
+    assert_ne!(r.code, 0, "{}", r.desc);
+    assert!(r.stderr.contains("tests/a.rs"), "{}", r.desc);
+    assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), server_main);
+    // Approved here, the approval carried in the same atomic push: accepted.
+    t.tab(&["approve", "pushed"]).ok();
+    t.git(&["push", "--atomic", "origin", &refspec, evidence, approvals])
+        .ok();
+    assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), head);
+    let note = t.git_out_in(
+        &server,
+        &["notes", "--ref=tabellio/approvals", "show", &head],
+    );
+    assert!(note.contains("tabellio.approval/v1"), "{note}");
+    // CI on the server: the protected branch's history verifies, approval included.
+    t.tab_in(&server, &["verify", &format!("{server_main}..main")])
+        .ok();
+}
