@@ -611,6 +611,7 @@ pub fn pre_push(store: &Store, remote: &str, input: &str) -> Result<HookOutcome>
     let mut out = HookOutcome::default();
     let mut pushes = Vec::new();
     let mut pushes_notes = false;
+    let mut pushes_approvals = false;
     for line in input.lines().filter(|l| !l.trim().is_empty()) {
         let fields: Vec<&str> = line.split_whitespace().collect();
         let [_local_ref, local_oid, remote_ref, remote_oid] = fields[..] else {
@@ -620,6 +621,10 @@ pub fn pre_push(store: &Store, remote: &str, input: &str) -> Result<HookOutcome>
         };
         if remote_ref == EVIDENCE {
             pushes_notes = parse_oid(local_oid)?.is_some();
+            continue;
+        }
+        if remote_ref == APPROVALS {
+            pushes_approvals = parse_oid(local_oid)?.is_some();
             continue;
         }
         pushes.push((
@@ -648,7 +653,16 @@ pub fn pre_push(store: &Store, remote: &str, input: &str) -> Result<HookOutcome>
         };
         gate.gate_from(&remote_ref, old, policy_base, local_oid, &mut out)?;
     }
-    if !out.allowed.is_empty() && !pushes_notes && !remote_has_our_evidence(store, remote)? {
+    if !out.allowed.is_empty()
+        && !pushes_approvals
+        && !remote_has_our_notes(store, remote, APPROVALS)?
+    {
+        out.warnings.push(format!(
+            "this push does not carry {APPROVALS}, which the remote's gate reads for changes to guarded paths; \
+             push it along: `git push --atomic {remote} <ref> {EVIDENCE} {APPROVALS}`"
+        ));
+    }
+    if !out.allowed.is_empty() && !pushes_notes && !remote_has_our_notes(store, remote, EVIDENCE)? {
         let refs: Vec<&str> = out.allowed.iter().map(|a| a.refname.as_str()).collect();
         out.warnings.push(format!(
             "{} is protected on {remote} as well, and its gate reads evidence from {EVIDENCE}, which this push does not carry; \
@@ -669,14 +683,15 @@ fn tracking_ref(store: &Store, remote: &str, remote_ref: &str) -> Option<String>
     configured.then(|| format!("refs/remotes/{remote}/{branch}"))
 }
 
-/// Does the remote already hold every evidence record we have? True when our evidence notes
-/// are contained in what we last fetched from it (`init` keeps that copy at
-/// `refs/notes/tabellio/remotes/<remote>/evidence`).
-fn remote_has_our_evidence(store: &Store, remote: &str) -> Result<bool> {
-    let Some(ours) = store.ref_target(EVIDENCE)? else {
+/// Does the remote already hold every note of `notes_ref` we have? True when ours are
+/// contained in what we last fetched from it (`init` keeps that copy at
+/// `refs/notes/tabellio/remotes/<remote>/<name>`), or when we have none.
+fn remote_has_our_notes(store: &Store, remote: &str, notes_ref: &str) -> Result<bool> {
+    let Some(ours) = store.ref_target(notes_ref)? else {
         return Ok(true);
     };
-    let tracking = format!("refs/notes/tabellio/remotes/{remote}/evidence");
+    let name = notes_ref.rsplit('/').next().unwrap_or(notes_ref);
+    let tracking = format!("refs/notes/tabellio/remotes/{remote}/{name}");
     match store.ref_target(&tracking) {
         Ok(Some(theirs)) => store.is_ancestor(ours, theirs),
         _ => Ok(false),

@@ -322,8 +322,20 @@ fn a_bare_server_reads_the_approvals_the_push_carries() {
     assert_ne!(r.code, 0, "{}", r.desc);
     assert!(r.stderr.contains("tests/a.rs"), "{}", r.desc);
     assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), server_main);
-    // Approved here, the approval carried in the same atomic push: accepted.
+    // Approved here, but the push does not carry the approval: the client's pre-push says so,
+    // the server refuses.
     t.tab(&["approve", "pushed"]).ok();
+    t.tab(&["hooks", "install"]).ok();
+    let r = t.git(&["push", "--atomic", "origin", &refspec, evidence]);
+    assert_ne!(r.code, 0, "{}", r.desc);
+    assert!(
+        r.stderr
+            .contains("does not carry refs/notes/tabellio/approvals"),
+        "{}",
+        r.desc
+    );
+    assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), server_main);
+    // The approval carried in the same atomic push: accepted.
     t.git(&["push", "--atomic", "origin", &refspec, evidence, approvals])
         .ok();
     assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), head);
