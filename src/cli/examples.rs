@@ -36,6 +36,10 @@ pub const LAND: &str = "Examples:
   git tabellio land --dry-run                              the plan: restacks, conflicts, reused evidence
   git tabellio land fix-1 --squash --remote origin         one commit, one atomic push";
 
+pub const APPROVE: &str = "Examples:
+  git tabellio approve fix-1 -m \"policy change reviewed\"      approve the run head's guarded changes
+  git tabellio approve fix-1 --sign-key ~/.ssh/id_ed25519  signed, for a policy with trust";
+
 pub const STATUS: &str = "Examples:
   git tabellio status                                      the run whose worktree you are in
   git tabellio --json status fix-1                         with allowed_actions and next_action";

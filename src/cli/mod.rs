@@ -53,6 +53,9 @@ pub enum Command {
     /// Land completed runs: restack onto the moved target, validate, move it (a merge queue).
     #[command(after_long_help = examples::LAND)]
     Land(land::LandArgs),
+    /// Approve a run's change to guarded paths (a person's signed word, noted on its head).
+    #[command(after_long_help = examples::APPROVE)]
+    Approve(approve::ApproveArgs),
     /// Show a run's state and what to do next.
     #[command(after_long_help = examples::STATUS)]
     Status(status::StatusArgs),
@@ -120,6 +123,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<Output> {
         Command::Finish(a) => finish::cmd_finish(ctx, a),
         Command::Promote(a) => promote::cmd_promote(ctx, a),
         Command::Land(a) => land::cmd_land(ctx, a),
+        Command::Approve(a) => approve::cmd_approve(ctx, a),
         Command::Status(a) => status::cmd_status(ctx, a),
         Command::List(a) => list::cmd_list(ctx, a),
         Command::Log(a) => log::cmd_log(ctx, a),

@@ -25,9 +25,11 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::evidence::requirements::Gate;
 use crate::model::policy::{ref_pattern_matches, Policy};
-use crate::store::notes::EVIDENCE;
+use crate::store::notes::{APPROVALS, EVIDENCE};
 use crate::store::notes_view::NotesView;
+use crate::store::policy::Policies;
 use crate::store::Store;
+use crate::trust::approval::{self, ApprovalCheck};
 use crate::verify::{CommitVerdict, Verifier};
 
 /// The hooks we provide.
@@ -281,6 +283,10 @@ pub struct Gatekeeper<'s> {
     head_ref: Option<String>,
     head_commit: Option<gix::ObjectId>,
     found: HashMap<gix::ObjectId, Found>,
+    /// Where approvals of changes to guarded paths are read from, and the view once opened.
+    approvals_source: EvidenceSource,
+    approvals: Option<NotesView>,
+    policies: Policies,
 }
 
 impl<'s> Gatekeeper<'s> {
@@ -306,7 +312,44 @@ impl<'s> Gatekeeper<'s> {
             head_ref,
             head_commit,
             found: HashMap::new(),
+            approvals_source: EvidenceSource::CurrentRef,
+            approvals: None,
+            policies: Policies::default(),
         })
+    }
+
+    /// Read approvals from `source` (what a push carries) instead of the current notes.
+    pub fn set_approvals_source(&mut self, source: EvidenceSource) {
+        self.approvals_source = source;
+        self.approvals = None;
+    }
+
+    /// The step `from` → `commit` onto a protected ref, gated by the policy at `gating`: the
+    /// guarded paths it touches without an approval, if any.
+    fn unapproved(
+        &mut self,
+        gating: Option<gix::ObjectId>,
+        from: gix::ObjectId,
+        commit: gix::ObjectId,
+    ) -> Result<Option<ApprovalCheck>> {
+        let store = self.verifier.store();
+        if self.approvals.is_none() {
+            self.approvals = Some(match self.approvals_source {
+                EvidenceSource::CurrentRef => approval::notes(store)?,
+                EvidenceSource::Commit(tip) => NotesView::at_commit(store, tip, APPROVALS)?,
+            });
+        }
+        let notes = self.approvals.as_mut().expect("opened just above");
+        let steps = approval::judge_chain(
+            store,
+            &mut self.policies,
+            notes,
+            gating,
+            (from, commit, approval::Steps::FirstParent),
+            None,
+        )?;
+        let check = approval::fold(&steps);
+        Ok(check.is_needed().then_some(check))
     }
 
     fn policy_at(&mut self, commit: Option<gix::ObjectId>) -> Found {
@@ -438,6 +481,27 @@ impl<'s> Gatekeeper<'s> {
         };
         self.load_notes()?;
         let verdict: CommitVerdict = self.verifier.check(commit, &gate)?;
+        // A change to guarded paths needs an approval, whatever its evidence says.
+        let from = old
+            .and_then(|o| peel_to_commit(store, o))
+            .or(base)
+            .or(self.head_commit);
+        let gating = base.or(self.head_commit);
+        if let (true, Some(from)) = (verdict.verified, from) {
+            if let Some(check) = self.unapproved(gating, from, commit)? {
+                out.refused.push(Refusal {
+                    refname: name.into(),
+                    commit: verdict.commit,
+                    reason: format!(
+                        "{}; a person approves the run that made it with `git tabellio approve <run>`",
+                        check.describe()
+                    ),
+                    missing: Vec::new(),
+                    from_remote: None,
+                });
+                return Ok(());
+            }
+        }
         if verdict.verified {
             out.allowed.push(Allowed {
                 refname: name.into(),
@@ -484,6 +548,7 @@ pub fn reference_transaction<S: std::ops::Deref<Target = Store>>(
     // Evidence notes updated in the same transaction (an atomic fetch, a push received by a
     // non-bare repository) count as if already there.
     let source = evidence_source(&all);
+    let approvals = approvals_source(&all);
     let updates: Vec<RefUpdate> = all
         .iter()
         .filter(|u| u.new.is_some() && !never_gated(&u.name))
@@ -493,13 +558,13 @@ pub fn reference_transaction<S: std::ops::Deref<Target = Store>>(
         return Ok(HookOutcome::default());
     }
     let store = open()?;
-    let mut out = gate_transaction(&store, source, &updates)?;
+    let mut out = gate_transaction(&store, source, approvals, &updates)?;
     if matches!(source, EvidenceSource::CurrentRef) && !out.refused.is_empty() {
         // A fetch into a branch updates the remote-tracking branch in the same transaction.
         let fetched = evidence::fetch_for_refused(&store, &mut out, &all);
         if !fetched.remotes.is_empty() {
             // Judge again with what was fetched; the way out still names the remote.
-            out = gate_transaction(&store, source, &updates)?;
+            out = gate_transaction(&store, source, approvals, &updates)?;
             evidence::mark_origins(&store, &mut out, &all, &fetched.remotes);
         }
         out.warnings.extend(fetched.warnings);
@@ -511,10 +576,12 @@ pub fn reference_transaction<S: std::ops::Deref<Target = Store>>(
 fn gate_transaction(
     store: &Store,
     source: EvidenceSource,
+    approvals: EvidenceSource,
     updates: &[RefUpdate],
 ) -> Result<HookOutcome> {
     let mut out = HookOutcome::default();
     let mut gate = Gatekeeper::new(store, source)?;
+    gate.set_approvals_source(approvals);
     for u in updates {
         // In `prepared` the old value is the ref's current value (the ref is locked).
         let base = match u.old {
@@ -534,6 +601,7 @@ pub fn pre_push(store: &Store, remote: &str, input: &str) -> Result<HookOutcome>
     let mut out = HookOutcome::default();
     let mut pushes = Vec::new();
     let mut pushes_notes = false;
+    let mut pushes_approvals = false;
     for line in input.lines().filter(|l| !l.trim().is_empty()) {
         let fields: Vec<&str> = line.split_whitespace().collect();
         let [_local_ref, local_oid, remote_ref, remote_oid] = fields[..] else {
@@ -543,6 +611,10 @@ pub fn pre_push(store: &Store, remote: &str, input: &str) -> Result<HookOutcome>
         };
         if remote_ref == EVIDENCE {
             pushes_notes = parse_oid(local_oid)?.is_some();
+            continue;
+        }
+        if remote_ref == APPROVALS {
+            pushes_approvals = parse_oid(local_oid)?.is_some();
             continue;
         }
         pushes.push((
@@ -571,7 +643,16 @@ pub fn pre_push(store: &Store, remote: &str, input: &str) -> Result<HookOutcome>
         };
         gate.gate_from(&remote_ref, old, policy_base, local_oid, &mut out)?;
     }
-    if !out.allowed.is_empty() && !pushes_notes && !remote_has_our_evidence(store, remote)? {
+    if !out.allowed.is_empty()
+        && !pushes_approvals
+        && !remote_has_our_notes(store, remote, APPROVALS)?
+    {
+        out.warnings.push(format!(
+            "this push does not carry {APPROVALS}, which the remote's gate reads for changes to guarded paths; \
+             push it along: `git push --atomic {remote} <ref> {EVIDENCE} {APPROVALS}`"
+        ));
+    }
+    if !out.allowed.is_empty() && !pushes_notes && !remote_has_our_notes(store, remote, EVIDENCE)? {
         let refs: Vec<&str> = out.allowed.iter().map(|a| a.refname.as_str()).collect();
         out.warnings.push(format!(
             "{} is protected on {remote} as well, and its gate reads evidence from {EVIDENCE}, which this push does not carry; \
@@ -592,14 +673,15 @@ fn tracking_ref(store: &Store, remote: &str, remote_ref: &str) -> Option<String>
     configured.then(|| format!("refs/remotes/{remote}/{branch}"))
 }
 
-/// Does the remote already hold every evidence record we have? True when our evidence notes
-/// are contained in what we last fetched from it (`init` keeps that copy at
-/// `refs/notes/tabellio/remotes/<remote>/evidence`).
-fn remote_has_our_evidence(store: &Store, remote: &str) -> Result<bool> {
-    let Some(ours) = store.ref_target(EVIDENCE)? else {
+/// Does the remote already hold every note of `notes_ref` we have? True when ours are
+/// contained in what we last fetched from it (`init` keeps that copy at
+/// `refs/notes/tabellio/remotes/<remote>/<name>`), or when we have none.
+fn remote_has_our_notes(store: &Store, remote: &str, notes_ref: &str) -> Result<bool> {
+    let Some(ours) = store.ref_target(notes_ref)? else {
         return Ok(true);
     };
-    let tracking = format!("refs/notes/tabellio/remotes/{remote}/evidence");
+    let name = notes_ref.rsplit('/').next().unwrap_or(notes_ref);
+    let tracking = format!("refs/notes/tabellio/remotes/{remote}/{name}");
     match store.ref_target(&tracking) {
         Ok(Some(theirs)) => store.is_ancestor(ours, theirs),
         _ => Ok(false),
@@ -626,6 +708,7 @@ pub fn pre_receive<S: std::ops::Deref<Target = Store>>(
     }
     let store = open()?;
     let mut gate = Gatekeeper::new(&store, evidence_source(&updates))?;
+    gate.set_approvals_source(approvals_source(&updates));
     for u in &updates {
         gate.gate(&u.name, u.old, u.new, &mut out)?;
     }
@@ -635,6 +718,14 @@ pub fn pre_receive<S: std::ops::Deref<Target = Store>>(
 /// The evidence notes the updates carry, if they update the evidence notes ref.
 fn evidence_source(updates: &[RefUpdate]) -> EvidenceSource {
     match updates.iter().find(|u| u.name == EVIDENCE) {
+        Some(u) => EvidenceSource::Commit(u.new),
+        None => EvidenceSource::CurrentRef,
+    }
+}
+
+/// The approvals notes the updates carry, if they update the approvals notes ref.
+fn approvals_source(updates: &[RefUpdate]) -> EvidenceSource {
+    match updates.iter().find(|u| u.name == APPROVALS) {
         Some(u) => EvidenceSource::Commit(u.new),
         None => EvidenceSource::CurrentRef,
     }

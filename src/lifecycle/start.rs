@@ -36,7 +36,7 @@ pub struct StartOutcome {
     pub base_via: Option<String>,
 }
 
-fn parse_actor(spec: Option<&str>) -> Result<Actor> {
+pub(crate) fn parse_actor(spec: Option<&str>) -> Result<Actor> {
     let Some(spec) = spec else {
         let id = std::env::var("USER")
             .ok()

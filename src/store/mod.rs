@@ -7,6 +7,7 @@
 //! visible through a ref.
 
 pub mod backoff;
+pub mod diff;
 pub mod git_cli;
 pub mod ledger;
 pub mod merge;

@@ -13,6 +13,8 @@ use super::Store;
 
 pub const CHECKPOINTS: &str = "refs/notes/tabellio/checkpoints";
 pub const EVIDENCE: &str = "refs/notes/tabellio/evidence";
+/// Approvals of changes to guarded paths (`tabellio.approval/v1`).
+pub const APPROVALS: &str = "refs/notes/tabellio/approvals";
 
 /// A notes commit ready to be put on its ref.
 #[derive(Debug, Clone)]

@@ -85,6 +85,15 @@ pub fn promote_remote(
     // Everything about the run itself is checked before the network is touched.
     let (target, validated) = crate::lifecycle::promote::check_validated(store, rec)?;
     let base = store.parse_oid(&rec.base.commit)?;
+    // Guarded as the remote's tip we last fetched says, else as the base does.
+    let tracking = target
+        .strip_prefix("refs/heads/")
+        .map(|b| format!("refs/remotes/{remote}/{b}"));
+    let gating = match &tracking {
+        Some(t) => store.ref_target(t)?,
+        None => None,
+    };
+    crate::lifecycle::promote::check_approved(store, rec, gating, validated)?;
     if !store.is_ancestor(base, validated)? {
         return Err(Error::refused(format!(
             "the validated commit {validated} does not descend from the base {base}"

@@ -28,6 +28,7 @@
 //! either on trust: see [`judge_signature`].
 
 pub mod allowed_signers;
+pub mod approval;
 pub mod guarded;
 pub mod sshsig;
 

@@ -14,7 +14,7 @@ pub mod interrupt;
 pub mod scratch;
 pub mod validate;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -27,6 +27,7 @@ use crate::store::notes::EVIDENCE;
 use crate::store::notes_view::NotesView;
 use crate::store::policy::{Policies, PolicyAtError};
 use crate::store::Store;
+use crate::trust::approval::{self, ApprovalCheck};
 
 /// The verdict on one commit.
 #[derive(Debug, Clone, Serialize)]
@@ -35,6 +36,42 @@ pub struct CommitVerdict {
     pub tree: String,
     pub verified: bool,
     pub checks: Vec<CheckVerdict>,
+    /// Present when the commit's first-parent step changes guarded paths.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<GuardedVerdict>,
+}
+
+/// The verdict on a commit's change to guarded paths.
+#[derive(Debug, Clone, Serialize)]
+pub struct GuardedVerdict {
+    /// `approved` or `unapproved-guarded-change`.
+    pub verdict: &'static str,
+    /// The guarded paths the commit's first-parent step changes.
+    pub paths: Vec<String>,
+    pub approved_by: Option<String>,
+    /// Approvals found that do not count, and why.
+    pub not_counted: Vec<String>,
+}
+
+/// The verdict string of a first-parent step that changes guarded paths without an approval.
+pub const UNAPPROVED_GUARDED_CHANGE: &str = "unapproved-guarded-change";
+
+impl GuardedVerdict {
+    fn of(check: ApprovalCheck) -> Option<GuardedVerdict> {
+        if check.paths.is_empty() {
+            return None;
+        }
+        Some(GuardedVerdict {
+            verdict: if check.is_needed() {
+                UNAPPROVED_GUARDED_CHANGE
+            } else {
+                "approved"
+            },
+            paths: check.paths,
+            approved_by: check.approved_by,
+            not_counted: check.not_counted,
+        })
+    }
 }
 
 impl CommitVerdict {
@@ -102,6 +139,7 @@ impl<'s> Verifier<'s> {
             tree: tree_hex,
             verified,
             checks,
+            approval: None,
         })
     }
 }
@@ -151,11 +189,70 @@ pub fn verify(store: &Store, opts: &VerifyOptions) -> Result<VerifyOutcome> {
         };
         out.push(verifier.check(commit, &gate)?);
     }
+    let gating = fixed_gate.as_ref().map(|(at, _)| *at);
+    let mut steps = guarded_steps(store, &opts.revs, gating)?;
+    for verdict in &mut out {
+        let id = store.parse_oid(&verdict.commit)?;
+        if let Some(g) = steps.remove(&id).and_then(GuardedVerdict::of) {
+            if g.verdict == UNAPPROVED_GUARDED_CHANGE {
+                verdict.verified = false;
+            }
+            verdict.approval = Some(g);
+        }
+    }
     Ok(VerifyOutcome {
         verified: out.iter().all(|c| c.verified),
         policy_from: fixed_gate.map(|(at, _)| at.to_string()),
         commits: out,
     })
+}
+
+/// The guarded-path verdict of the first-parent steps `revs` name: each commit of a range
+/// `a..b` on `b`'s first-parent line back to `a` (approved by an approval on it or a later
+/// commit of that line), and a single commit against its first parent. Each step is guarded
+/// by the policy at its parent (or at `gating`, `--policy-from`) plus its own.
+fn guarded_steps(
+    store: &Store,
+    revs: &[String],
+    gating: Option<gix::ObjectId>,
+) -> Result<HashMap<gix::ObjectId, ApprovalCheck>> {
+    let default = ["HEAD".to_string()];
+    let revs = if revs.is_empty() { &default[..] } else { revs };
+    let mut policies = Policies::default();
+    let mut notes = approval::notes(store)?;
+    let mut out = HashMap::new();
+    for rev in revs {
+        let (from, to) = match rev.split_once("..") {
+            Some((from, to)) => (
+                store.resolve_commit(if from.is_empty() { "HEAD" } else { from })?,
+                store.resolve_commit(if to.is_empty() { "HEAD" } else { to })?,
+            ),
+            None => {
+                let to = store.resolve_commit(rev)?;
+                let commit = store
+                    .repo
+                    .find_commit(to)
+                    .context(|| format!("could not read commit {to}"))?;
+                let parent = commit.parent_ids().next().map(|p| p.detach());
+                match parent {
+                    Some(p) => (p, to),
+                    None => continue,
+                }
+            }
+        };
+        let steps = approval::judge_chain(
+            store,
+            &mut policies,
+            &mut notes,
+            gating,
+            (from, to, approval::Steps::FirstParent),
+            None,
+        )?;
+        for step in steps {
+            out.entry(step.commit).or_insert(step.check);
+        }
+    }
+    Ok(out)
 }
 
 /// The commits named by `revs`, each once, in the order given; a range newest first.

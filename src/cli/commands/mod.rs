@@ -2,6 +2,7 @@
 //! calls the library and turns its outcome into an [`Output`](super::Output).
 
 pub mod abandon;
+pub mod approve;
 pub mod checkpoint;
 pub mod cleanup;
 pub mod completions;

@@ -42,6 +42,9 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
             o.missing_evidence.join(", ")
         ));
     }
+    if let Some(paths) = &o.approval_needed {
+        human.push_str(&format!("approval needed: {}\n", paths.join(", ")));
+    }
     let next = &o.next_action;
     human.push_str(&next_line(
         &next.action,
@@ -49,12 +52,16 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
         &next.reason,
         next.command.as_deref(),
     ));
-    let extra = json!({
+    let mut extra = json!({
         "state": o.state, "previous_state": o.previous_state,
         "allowed_actions": o.allowed_actions, "next_action": to_json(&o.next_action),
         "satisfied_evidence": o.satisfied_evidence, "missing_evidence": o.missing_evidence,
         "live": to_json(&o.live), "plans": o.plans,
     });
+    // Present only when an approval is needed, so other runs' output is unchanged.
+    if let (Some(paths), Some(map)) = (&o.approval_needed, extra.as_object_mut()) {
+        map.insert("approval_needed".into(), json!({ "paths": paths }));
+    }
     Ok(Output::new(
         run_json(&o.run, o.workspace.as_deref(), extra),
         human,

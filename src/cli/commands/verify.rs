@@ -31,11 +31,14 @@ pub fn cmd_verify(ctx: &Ctx, args: &VerifyArgs) -> Result<Output> {
     )?;
     let mut human = String::new();
     for c in &o.commits {
-        let checks: Vec<String> = c
+        let mut checks: Vec<String> = c
             .checks
             .iter()
             .map(|v| format!("{}: {}", v.name, v.verdict.as_str()))
             .collect();
+        if let Some(a) = &c.approval {
+            checks.push(format!("{}: {}", a.verdict, a.paths.join(" ")));
+        }
         human.push_str(&format!(
             "{:<12} {} ({})\n",
             if c.verified {

@@ -60,6 +60,13 @@ pub fn to_markdown(p: &ContextPacket) -> String {
         list(&p.satisfied_evidence),
         list(&p.missing_evidence),
     ));
+    if let Some(paths) = &p.needs_approval {
+        md.push_str(&format!(
+            "- needs a person's approval (guarded paths): {} — a person runs `git tabellio approve {}`\n",
+            list(paths),
+            p.run_id
+        ));
+    }
     md.push_str(&format!("\n---\nintegrity: sha256:{}\n", p.integrity));
     md
 }

@@ -64,6 +64,10 @@ pub struct ContextPacket {
     pub merge_base: Option<String>,
     pub merge_preview: Option<MergePreviewSummary>,
     pub missing_evidence: Vec<String>,
+    /// The guarded paths among the run's changes that need a person's approval before it can
+    /// be promoted: the agent cannot get past this alone. Absent when none do.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub needs_approval: Option<Vec<String>>,
     pub next_action: NextActionSummary,
     pub previous_state: Option<String>,
     pub repository: String,
@@ -285,6 +289,7 @@ pub fn build(store: &Store, ledger: &Ledger, audience: Audience) -> Result<Conte
             onto: p.onto,
         }),
         missing_evidence: status.missing_evidence.clone(),
+        needs_approval: status.approval_needed.clone(),
         next_action: next_action_for(audience, &status.next_action),
         previous_state: run.previous_state.map(|s| s.as_str().to_string()),
         repository: run.repository.clone(),

@@ -16,6 +16,7 @@ use crate::runner::Stream;
 use crate::store::policy::policy_at;
 use crate::store::replay;
 use crate::store::Store;
+use crate::trust::approval::judge_run_step;
 use crate::verify::validate::{note_records, run_detached, Detached, DetachedRun};
 
 use super::queue::Candidate;
@@ -219,6 +220,34 @@ fn refuse_unvalidatable(settled: &mut Settled, stack: Vec<Stacked>, tip: gix::Ob
     }
 }
 
+/// A stacked run that changes guarded paths needs an approval of exactly the tree it lands
+/// with, as `promote` judges it (the guarded list at `tip` plus the run's own): refused
+/// otherwise, and the others go on. A restacked run has a new tree, which nobody approved.
+fn unapproved(store: &Store, tip: gix::ObjectId, s: &Stacked) -> Result<Option<Unstacked>> {
+    let run = &s.candidate.ledger.record;
+    let check = judge_run_step(store, Some(tip), s.onto, s.head, Some(&run.actor))?;
+    if !check.is_needed() {
+        return Ok(None);
+    }
+    let restacked = if s.head == s.candidate.head {
+        String::new()
+    } else {
+        "; the approval holds for the tree it approved, and restacking made a new one: rebase the run onto the target, finish and approve it again".into()
+    };
+    Ok(Some(Unstacked {
+        onto: s.onto,
+        result: Landing::Refused,
+        commit: None,
+        paths: check.paths.clone(),
+        reason: format!(
+            "{}; approve it with `git tabellio approve {}`{restacked}",
+            check.describe(),
+            run.run_id
+        ),
+        candidate: s.candidate.clone(),
+    }))
+}
+
 /// Stack `candidates` on `tip`, validate, and bisect a failing stack until every failing run
 /// is isolated: the runs before a culprit stay accepted (their prefix passed), the runs after
 /// it are stacked again without it and validated again.
@@ -239,10 +268,13 @@ pub fn settle(
         let mut stack: Vec<Stacked> = Vec::new();
         for candidate in pending.drain(..) {
             match stack_one(store, &candidate, onto, checker.squash, &committer)? {
-                Ok(s) => {
-                    onto = s.head;
-                    stack.push(s);
-                }
+                Ok(s) => match unapproved(store, tip, &s)? {
+                    Some(refused) => settled.refused.push(refused),
+                    None => {
+                        onto = s.head;
+                        stack.push(s);
+                    }
+                },
                 Err(refused) => settled.refused.push(refused),
             }
         }

@@ -6,46 +6,14 @@
 //! Failure model: the index is written last. If checking out fails, the caller moves the
 //! worktree back (new → old), which restores every file we touched.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use gix::bstr::{BString, ByteSlice};
 
 use crate::error::{Context, Error, Result};
+use crate::store::diff::differing_paths;
 use crate::store::Store;
-
-/// Paths that differ between two trees: (changed or added in `new`, removed in `new`).
-fn differing_paths(
-    repo: &gix::Repository,
-    old_tree: gix::ObjectId,
-    new_tree: gix::ObjectId,
-) -> Result<(BTreeSet<BString>, BTreeSet<BString>)> {
-    let old = repo
-        .index_from_tree(&old_tree)
-        .context(|| format!("could not read tree {old_tree}"))?;
-    let new = repo
-        .index_from_tree(&new_tree)
-        .context(|| format!("could not read tree {new_tree}"))?;
-    let mut changed = BTreeSet::new();
-    for e in new.entries() {
-        let path = e.path(&new);
-        match old.entry_by_path(path) {
-            Some(o) if o.id == e.id && o.mode == e.mode => {}
-            _ => {
-                changed.insert(path.to_owned());
-            }
-        }
-    }
-    let removed = old
-        .entries()
-        .iter()
-        .map(|e| e.path(&old))
-        .filter(|p| new.entry_by_path(p).is_none())
-        .map(ToOwned::to_owned)
-        .collect();
-    Ok((changed, removed))
-}
 
 /// Which of `paths` (the worktree's changes against its index) are not what an interrupted
 /// move from `old` to `new` leaves behind: foreign, someone's work. A leftover is a path the

@@ -56,6 +56,11 @@ pub enum PromoteError {
         what: String,
         path: PathBuf,
     },
+    #[error("run {run_id}: {}", approval.describe())]
+    ApprovalNeeded {
+        run_id: String,
+        approval: crate::trust::approval::ApprovalCheck,
+    },
     /// Anything else: a ref lock, an unmovable target worktree, a repository read.
     #[error("{}", .0.message)]
     Other(Error),
@@ -101,6 +106,9 @@ impl From<PromoteError> for Error {
                 Error::refused(message),
                 format!("run the checks again: `git tabellio finish {run_id}`"),
             ),
+            P::ApprovalNeeded { run_id, approval } => {
+                return crate::trust::approval::refusal(&run_id, &approval)
+            }
             P::TargetMoved { run_id, .. } => (
                 Error::conflict(message),
                 format!("promote only fast-forwards: `git tabellio land {run_id}` restacks the run onto the new tip, validates it and moves the target"),

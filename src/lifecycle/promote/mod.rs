@@ -25,6 +25,7 @@ use crate::run::{resolve_run, Env};
 use crate::store::ledger::{self, Ledger};
 use crate::store::tx::{self, Cas};
 use crate::store::{worktree, Store};
+use crate::trust::approval::judge_run_step;
 
 pub use crate::store::merge::{merge_preview, MergePreview};
 
@@ -135,9 +136,41 @@ pub fn check_validated(
     Ok((target, validated_id))
 }
 
+/// A change to guarded paths needs a person's approval of exactly the validated tree, judged
+/// by the guarded list at `gating` (the target's tip: a run cannot loosen its own gate) plus
+/// the run's own. `land` judges the tree it lands instead.
+pub fn check_approved(
+    store: &Store,
+    run: &RunRecord,
+    gating: Option<gix::ObjectId>,
+    validated: gix::ObjectId,
+) -> Result<(), PromoteError> {
+    let base = store.parse_oid(&run.base.commit)?;
+    let gating = gating.unwrap_or(base);
+    let approval = judge_run_step(store, Some(gating), base, validated, Some(&run.actor))?;
+    if approval.is_needed() {
+        return Err(PromoteError::ApprovalNeeded {
+            run_id: run.run_id.clone(),
+            approval,
+        });
+    }
+    Ok(())
+}
+
 /// Check every precondition of promotion; nothing is written.
 pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan, PromoteError> {
     let run = &ledger.record;
+    // A missing approval is named before anything else: it needs a person, and everything
+    // else the run can fix by itself.
+    if let (RunState::Completed, Some(v)) = (run.state, run.validated.as_ref()) {
+        let validated = store.parse_oid(&v.commit)?;
+        check_approved(
+            store,
+            run,
+            store.ref_target(&run.base.reference)?,
+            validated,
+        )?;
+    }
     let (target, validated_id) = check_validated(store, run)?;
     let base = store.parse_oid(&run.base.commit)?;
     let current = store.ref_target(&target)?;

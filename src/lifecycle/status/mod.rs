@@ -32,6 +32,8 @@ pub struct StatusOutcome {
     pub live: LiveState,
     /// The run worktree's plans, when it has a plan folder.
     pub plans: Option<serde_json::Value>,
+    /// The guarded paths the run changes that still need a person's approval.
+    pub approval_needed: Option<Vec<String>>,
 }
 
 pub fn status(env: &Env, run: Option<&str>) -> Result<StatusOutcome> {
@@ -45,8 +47,11 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
     let next_action = next_action::next_action(run, &seen.live, &seen.conditions);
     let mut allowed = next_action::allowed_actions(run, &seen.live, &seen.conditions);
     // The next action already asked promote's own preconditions: agree with it.
-    if next_action.action == "unblock-promote" {
+    if next_action.action == "unblock-promote" || next_action.action == "approve" {
         allowed.retain(|a| a != "promote");
+    }
+    if next_action.action == "approve" {
+        allowed.insert(0, "approve".into());
     }
     if next_action.action == "land" {
         allowed.insert(0, "land".into());
@@ -59,6 +64,7 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
         allowed_actions: allowed,
         next_action,
         satisfied_evidence: seen.satisfied,
+        approval_needed: seen.conditions.approval_needed.clone(),
         missing_evidence: seen.conditions.missing,
         plans: seen
             .worktree

@@ -72,6 +72,8 @@ pub struct Conditions {
     /// The run's start was killed inside its ref transaction: the stale lock on its branch
     /// (see [`crate::lifecycle::start::torn_start_lock`]).
     pub torn_start_lock: Option<String>,
+    /// The guarded paths the run changes without an approval of its head's tree.
+    pub approval_needed: Option<Vec<String>>,
 }
 
 fn next(action: &str, blocking: bool, reason: String, command: Option<String>) -> NextAction {
@@ -321,6 +323,17 @@ fn completed(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
                 c.missing.join(", ")
             ),
             Some(finish_command(run, c)),
+        );
+    }
+    if let Some(paths) = &c.approval_needed {
+        return next(
+            "approve",
+            true,
+            format!(
+                "the run changes guarded paths, which a person must approve: {}",
+                paths.join(", ")
+            ),
+            Some(format!("git tabellio approve {id}")),
         );
     }
     // Everything promote itself checks (the target's worktree, locks, a rebase in progress):
@@ -693,6 +706,14 @@ mod tests {
         let a = next_action(&rec, &live(), &c);
         assert_eq!((a.action.as_str(), a.blocking), ("finish", true));
         assert_eq!(a.reason, "evidence is missing or invalid for: test");
+        let c = Conditions {
+            approval_needed: Some(vec!["tests/a.rs".into()]),
+            promote_refused: Some("approval".into()),
+            ..cond()
+        };
+        let a = next_action(&rec, &live(), &c);
+        assert_eq!((a.action.as_str(), a.blocking), ("approve", true));
+        assert_eq!(a.command.as_deref(), Some("git tabellio approve r1"));
         let c = Conditions {
             promote_refused: Some("locked".into()),
             ..cond()

@@ -138,6 +138,7 @@ pub fn observe(store: &Store, ledger: &Ledger) -> Result<Observed> {
             summary: crate::lifecycle::plans::fault_summary(&report),
             misplaced: report.with_class(PlanClass::Misplaced).next().is_some(),
         }),
+        approval_needed: approval_needed(store, run, head, target_tip),
         promote_refused: promote_refused(store, ledger),
         lands_cleanly: run.state == RunState::Completed
             && live.target_moved.is_some()
@@ -169,4 +170,25 @@ fn promote_refused(store: &Store, ledger: &Ledger) -> Option<String> {
         Some(h) => format!("{} ({h})", e.message),
         None => e.message,
     })
+}
+
+/// The guarded paths the run's head changes from its base without an approval of its tree,
+/// judged as promote judges (the target tip's guarded list plus the run's own). A policy that
+/// cannot be read is reported elsewhere, not here.
+fn approval_needed(
+    store: &Store,
+    run: &RunRecord,
+    head: Option<gix::ObjectId>,
+    target_tip: Option<gix::ObjectId>,
+) -> Option<Vec<String>> {
+    if run.state.is_terminal() {
+        return None;
+    }
+    let base = store.parse_oid(&run.base.commit).ok()?;
+    let head = head.filter(|h| *h != base)?;
+    let gating = target_tip.unwrap_or(base);
+    let check =
+        crate::trust::approval::judge_run_step(store, Some(gating), base, head, Some(&run.actor))
+            .ok()?;
+    check.is_needed().then_some(check.paths)
 }

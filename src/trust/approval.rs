@@ -1,0 +1,579 @@
+//! Approvals (`tabellio.approval/v1`): a person's word that a run may change guarded paths.
+//!
+//! An approval is noted, like evidence, on the approved commit and on its tree in
+//! `refs/notes/tabellio/approvals` (JSON Lines, sorted and unique). It names the tree it
+//! approves and the guarded paths it covers, so it is void as soon as the tree changes. A step
+//! from one commit to another that touches guarded paths is approved when a record on the new
+//! commit (or its tree) has an intact digest, the same tree, covers every guarded path touched,
+//! and — when the gating policy has `trust` — is signed by an allowed signer.
+//!
+//! Which paths are guarded is decided by the policy at the commit the step starts from (the
+//! target's tip: a run cannot loosen its own gate) together with the candidate's own `guarded`
+//! list (a run that adds guarded paths guards them at once). Judging only reads.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::model::canonical;
+use crate::model::policy::Policy;
+use crate::model::run::Actor;
+use crate::store::notes_view::NotesView;
+use crate::store::policy::{Policies, PolicyAtError};
+use crate::store::Store;
+
+use super::{judge_signature, AllowedSigners, GuardedPaths, Signature};
+
+pub const SCHEMA: &str = "tabellio.approval/v1";
+
+/// One approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRecord {
+    pub schema: String,
+    pub run_id: String,
+    pub repository: String,
+    /// The approved commit (the run's head when approved).
+    pub commit: String,
+    /// Its tree: the approval holds only for this tree.
+    pub tree: String,
+    /// The guarded paths the approval covers, sorted.
+    pub paths: Vec<String>,
+    pub approver: Actor,
+    /// Why, in the approver's words (`-m`).
+    pub reason: Option<String>,
+    pub at: String,
+    pub tool: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub signature: Option<Signature>,
+    pub digest: String,
+}
+
+impl ApprovalRecord {
+    /// The digest this record's content calls for (without `digest` and `signature`): the
+    /// message a signature is made over.
+    pub fn compute_digest(&self) -> String {
+        super::signed_digest(&crate::model::to_value(self))
+            .expect("approval records hold no floats")
+    }
+
+    /// Set `digest` from the content.
+    pub fn seal(mut self) -> Self {
+        self.digest = self.compute_digest();
+        self
+    }
+
+    pub fn digest_is_valid(&self) -> bool {
+        self.digest == self.compute_digest()
+    }
+
+    /// The one line stored in the notes blob.
+    pub fn to_line(&self) -> String {
+        canonical::to_canonical_string(&crate::model::to_value(self))
+            .expect("approval records hold no floats")
+    }
+
+    pub fn from_line(line: &str) -> Result<Self, crate::model::SchemaError> {
+        crate::model::parse_record(line, SCHEMA, "approval record")
+    }
+}
+
+/// The guarded paths of a step and whom may approve them.
+pub struct Guard {
+    lists: Vec<GuardedPaths>,
+    /// The allowed signers, when the gating policy has `trust`: an approval counts only when
+    /// one of them signed it.
+    signers: Option<AllowedSigners>,
+    /// `approval.distinct_from_actor` of the gating policy.
+    pub distinct_from_actor: bool,
+}
+
+impl Guard {
+    /// The guard of a step gated by `gating` (the policy at `gating_commit`, the target's tip)
+    /// onto a commit whose own policy is `own`; `None` when neither guards anything.
+    pub fn new(
+        store: &Store,
+        gating: Option<(&Policy, gix::ObjectId)>,
+        own: Option<&Policy>,
+    ) -> Result<Option<Guard>> {
+        let mut lists = Vec::new();
+        for policy in gating.map(|(p, _)| p).into_iter().chain(own) {
+            if let Some(g) = GuardedPaths::from_policy(policy)? {
+                lists.push(g);
+            }
+        }
+        if lists.is_empty() {
+            return Ok(None);
+        }
+        let signers = match gating {
+            Some((policy, at)) => allowed_signers_at(store, policy, at)?,
+            None => None,
+        };
+        Ok(Some(Guard {
+            lists,
+            signers,
+            distinct_from_actor: gating
+                .and_then(|(p, _)| p.approval.as_ref())
+                .is_some_and(|a| a.distinct_from_actor),
+        }))
+    }
+
+    /// The guard of the step `from` → `to`, reading the policies at `gating` and at `to`.
+    pub fn for_step(
+        store: &Store,
+        policies: &mut Policies,
+        gating: Option<gix::ObjectId>,
+        to: gix::ObjectId,
+    ) -> Result<Option<Guard>> {
+        let gating_policy = match gating {
+            Some(at) => policies
+                .at(store, at)
+                .map_err(PolicyAtError::naming_commit)?
+                .map(|p| (p, at)),
+            None => None,
+        };
+        let own = policies
+            .at(store, to)
+            .map_err(PolicyAtError::naming_commit)?;
+        Self::new(
+            store,
+            gating_policy.as_ref().map(|(p, at)| (p, *at)),
+            own.as_ref(),
+        )
+    }
+
+    pub fn is_guarded(&self, path: &str) -> bool {
+        self.lists.iter().any(|g| g.is_guarded(path))
+    }
+
+    /// The guarded paths changed, added or removed from `from_tree` to `to_tree`, sorted.
+    pub fn touched(
+        &self,
+        store: &Store,
+        from_tree: gix::ObjectId,
+        to_tree: gix::ObjectId,
+    ) -> Result<Vec<String>> {
+        Ok(
+            crate::store::diff::touched_paths(&store.repo, from_tree, to_tree)?
+                .into_iter()
+                .filter(|p| self.is_guarded(p))
+                .collect(),
+        )
+    }
+
+    /// Why `record` does not approve `paths` on `tree`, `None` when it does. `actor` is the
+    /// run's, when known.
+    pub fn refuse(
+        &self,
+        record: &ApprovalRecord,
+        tree: &str,
+        paths: &[String],
+        actor: Option<&Actor>,
+    ) -> Option<String> {
+        if !record.digest_is_valid() {
+            return Some("its digest does not match its content".into());
+        }
+        if record.tree != tree {
+            return Some(format!(
+                "it approves tree {}, not {tree} (the run changed after it)",
+                record.tree
+            ));
+        }
+        let uncovered: Vec<&str> = paths
+            .iter()
+            .filter(|p| !record.paths.contains(p))
+            .map(String::as_str)
+            .collect();
+        if !uncovered.is_empty() {
+            return Some(format!("it does not cover {}", uncovered.join(", ")));
+        }
+        if self.distinct_from_actor && actor.is_some_and(|a| a.id == record.approver.id) {
+            return Some(format!(
+                "{} is the run's own actor, and the policy wants another approver",
+                record.approver.id
+            ));
+        }
+        if let Some(signers) = &self.signers {
+            let verdict = judge_signature(
+                record.signature.as_ref(),
+                &record.compute_digest(),
+                &record.at,
+                signers,
+            );
+            if !verdict.is_trusted() {
+                return Some(format!("{} ({})", verdict.as_str(), verdict.describe()));
+            }
+        }
+        None
+    }
+}
+
+/// The allowed signers `policy` names (`trust.allowed_signers`), read at `at` as the policy
+/// was; `None` without `trust`. A file that is not there allows nobody.
+pub fn allowed_signers_at(
+    store: &Store,
+    policy: &Policy,
+    at: gix::ObjectId,
+) -> Result<Option<AllowedSigners>> {
+    let Some(trust) = &policy.trust else {
+        return Ok(None);
+    };
+    let text = store
+        .read_file_at(at, &trust.allowed_signers)?
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    Ok(Some(AllowedSigners::parse(&text, &trust.allowed_signers)?))
+}
+
+/// What a step needs and has.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ApprovalCheck {
+    /// The guarded paths the step touches, sorted; empty when it needs no approval.
+    pub paths: Vec<String>,
+    /// Who approved it (`type:id`), when an approval counts.
+    pub approved_by: Option<String>,
+    /// Approvals found that do not count, and why.
+    pub not_counted: Vec<String>,
+}
+
+impl ApprovalCheck {
+    /// The step touches guarded paths and no approval counts.
+    pub fn is_needed(&self) -> bool {
+        !self.paths.is_empty() && self.approved_by.is_none()
+    }
+
+    /// The refusal's words: the paths, and what was found that did not count.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "it changes guarded paths without an approval: {}",
+            self.paths.join(", ")
+        );
+        if !self.not_counted.is_empty() {
+            s.push_str(&format!(" (not counted: {})", self.not_counted.join("; ")));
+        }
+        s
+    }
+}
+
+/// How far back a first-parent chain is followed before the step is judged as one.
+const MAX_CHAIN: usize = 10_000;
+
+/// The commits from `from` (exclusive) to `to` along first parents, oldest first; just `[to]`
+/// when `from` is not on `to`'s first-parent line (the move is then judged as one step).
+pub fn first_parent_chain(
+    store: &Store,
+    from: gix::ObjectId,
+    to: gix::ObjectId,
+) -> Result<Vec<gix::ObjectId>> {
+    let mut chain = Vec::new();
+    let mut at = to;
+    while at != from {
+        if chain.len() >= MAX_CHAIN {
+            return Ok(vec![to]);
+        }
+        chain.push(at);
+        let commit = store
+            .repo
+            .find_commit(at)
+            .map_err(|e| Error::not_found(format!("commit {at} not found: {e:#}")))?;
+        let parent = commit.parent_ids().next().map(|p| p.detach());
+        match parent {
+            Some(p) => at = p,
+            None => return Ok(vec![to]),
+        }
+    }
+    chain.reverse();
+    Ok(chain)
+}
+
+/// How a move is cut into steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Steps {
+    /// The whole move is one step, approved only by an approval of its final tree: a run's
+    /// promotion (an approval is void once the run's tree changes after it).
+    Whole,
+    /// Each first-parent commit is a step, approved by an approval on it or on a later commit
+    /// of the line: a protected branch's history, where several runs may land in one move.
+    FirstParent,
+}
+
+/// One step of a chain and what it needs.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub commit: gix::ObjectId,
+    pub check: ApprovalCheck,
+}
+
+/// Judge the first-parent steps from `from` to `to`: each step's guarded paths need an
+/// approval noted on that commit or on a later commit of the chain (or their trees) that has
+/// that commit's tree, covers the paths and counts under the guard. A run's approval is noted
+/// on its head, so it covers every step of the run.
+///
+/// `gating` is the commit whose policy guards every step (the target's tip for promote and the
+/// hooks); `None` guards each step by the policy at its parent (`verify` on a branch's
+/// history). The policy at each step's commit adds its own `guarded` list.
+pub fn judge_chain(
+    store: &Store,
+    policies: &mut Policies,
+    notes: &mut NotesView,
+    gating: Option<gix::ObjectId>,
+    (from, to, steps_of): (gix::ObjectId, gix::ObjectId, Steps),
+    actor: Option<&Actor>,
+) -> Result<Vec<Step>> {
+    if let Some(at) = gating {
+        // The usual case costs two cached policy lookups: nothing guarded, nothing to walk.
+        let mut guards = |c| {
+            policies
+                .at(store, c)
+                .map(|p| p.is_some_and(|p| p.guarded.is_some()))
+                .map_err(PolicyAtError::naming_commit)
+        };
+        if !guards(at)? && !guards(to)? {
+            return Ok(Vec::new());
+        }
+    }
+    let chain = match steps_of {
+        Steps::Whole => vec![to],
+        Steps::FirstParent if !store.is_ancestor(from, to)? => vec![to],
+        Steps::FirstParent => first_parent_chain(store, from, to)?,
+    };
+    let mut steps: Vec<(Option<Guard>, ApprovalCheck)> = Vec::with_capacity(chain.len());
+    let mut prev = from;
+    for &commit in &chain {
+        let guard = Guard::for_step(store, policies, gating.or(Some(prev)), commit)?;
+        let paths = match &guard {
+            Some(g) => g.touched(store, store.tree_of(prev)?, store.tree_of(commit)?)?,
+            None => Vec::new(),
+        };
+        steps.push((
+            guard,
+            ApprovalCheck {
+                paths,
+                ..ApprovalCheck::default()
+            },
+        ));
+        prev = commit;
+    }
+    // The approvals on each commit of the chain, read once, only when a step needs them.
+    let mut records: Vec<Option<Vec<ApprovalRecord>>> = vec![None; chain.len()];
+    let mut bad_lines: Vec<String> = Vec::new();
+    for (i, (guard, check)) in steps.iter_mut().enumerate() {
+        let Some(guard) = guard.as_ref() else {
+            continue;
+        };
+        if check.paths.is_empty() {
+            continue;
+        }
+        'found: for j in i..chain.len() {
+            let tree = store.tree_of(chain[j])?;
+            if records[j].is_none() {
+                let mut lines = notes.lines(store, chain[j])?;
+                lines.extend(notes.lines(store, tree)?);
+                lines.sort();
+                lines.dedup();
+                let mut parsed = Vec::new();
+                for line in lines {
+                    match ApprovalRecord::from_line(&line) {
+                        Ok(r) => parsed.push(r),
+                        Err(e) => bad_lines.push(e.to_string()),
+                    }
+                }
+                records[j] = Some(parsed);
+            }
+            let tree_hex = tree.to_string();
+            for record in records[j].iter().flatten() {
+                let who = format!("{}:{}", record.approver.kind, record.approver.id);
+                match guard.refuse(record, &tree_hex, &check.paths, actor) {
+                    None => {
+                        check.approved_by = Some(who);
+                        break 'found;
+                    }
+                    Some(why) => check.not_counted.push(format!("approval by {who}: {why}")),
+                }
+            }
+        }
+        if check.approved_by.is_some() {
+            check.not_counted.clear();
+        } else {
+            check.not_counted.extend(bad_lines.iter().cloned());
+            check.not_counted.sort();
+            check.not_counted.dedup();
+        }
+    }
+    if steps_of == Steps::Whole {
+        // Approvals of the run's earlier trees do not count; say so, it is the usual story.
+        if let (Some((Some(guard), check)), Ok(earlier)) =
+            (steps.first_mut(), first_parent_chain(store, from, to))
+        {
+            if check.is_needed() {
+                let tree_hex = store.tree_of(to)?.to_string();
+                for &c in earlier.iter().filter(|c| **c != to) {
+                    for line in notes.lines(store, c)? {
+                        if let Ok(record) = ApprovalRecord::from_line(&line) {
+                            if let Some(why) = guard.refuse(&record, &tree_hex, &check.paths, actor)
+                            {
+                                check.not_counted.push(format!(
+                                    "approval by {}:{}: {why}",
+                                    record.approver.kind, record.approver.id
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(chain
+        .into_iter()
+        .zip(steps)
+        .map(|(commit, (_, check))| Step { commit, check })
+        .collect())
+}
+
+/// The steps of a chain folded into one check: every guarded path some step touches without
+/// an approval (and what did not count), or, when every step is approved, all paths and the
+/// approvers.
+pub fn fold(steps: &[Step]) -> ApprovalCheck {
+    let unapproved: Vec<&ApprovalCheck> = steps
+        .iter()
+        .map(|s| &s.check)
+        .filter(|c| c.is_needed())
+        .collect();
+    let mut out = ApprovalCheck::default();
+    let take: Vec<&ApprovalCheck> = if unapproved.is_empty() {
+        steps.iter().map(|s| &s.check).collect()
+    } else {
+        unapproved.clone()
+    };
+    for c in take {
+        out.paths.extend(c.paths.iter().cloned());
+        out.not_counted.extend(c.not_counted.iter().cloned());
+        if unapproved.is_empty() {
+            if let Some(by) = &c.approved_by {
+                let joined = match out.approved_by.take() {
+                    Some(prev) if prev.split(", ").any(|p| p == by) => prev,
+                    Some(prev) => format!("{prev}, {by}"),
+                    None => by.clone(),
+                };
+                out.approved_by = Some(joined);
+            }
+        }
+    }
+    out.paths.sort();
+    out.paths.dedup();
+    out.not_counted.sort();
+    out.not_counted.dedup();
+    out
+}
+
+/// The approvals notes together with their remote-tracking copies.
+pub fn notes(store: &Store) -> Result<NotesView> {
+    NotesView::at_ref_and_tracking(store, crate::store::notes::APPROVALS)
+}
+
+/// Judge a run's move from `base` to `candidate` as one step, gated by the policy at `gating`
+/// (the target's tip), with the local approvals notes.
+pub fn judge_run_step(
+    store: &Store,
+    gating: Option<gix::ObjectId>,
+    base: gix::ObjectId,
+    candidate: gix::ObjectId,
+    actor: Option<&Actor>,
+) -> Result<ApprovalCheck> {
+    let steps = judge_chain(
+        store,
+        &mut Policies::default(),
+        &mut notes(store)?,
+        gating,
+        (base, candidate, Steps::Whole),
+        actor,
+    )?;
+    Ok(fold(&steps))
+}
+
+/// The error a refused step becomes: exit 3, the paths, and `approve` as the way out.
+pub fn refusal(run_id: &str, check: &ApprovalCheck) -> Error {
+    Error::refused(format!("run {run_id}: {}", check.describe())).hint(format!(
+        "a person must approve this change to guarded paths: `git tabellio approve {run_id}`"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> ApprovalRecord {
+        ApprovalRecord {
+            schema: SCHEMA.into(),
+            run_id: "r1".into(),
+            repository: "local/demo".into(),
+            commit: "a".repeat(40),
+            tree: "b".repeat(40),
+            paths: vec![".tabellio/policy.json".into()],
+            approver: Actor {
+                kind: "human".into(),
+                id: "ada@example.com".into(),
+            },
+            reason: Some("dropping a flaky check".into()),
+            at: "2026-01-01T00:00:00Z".into(),
+            tool: "git-tabellio/0.1.0".into(),
+            signature: None,
+            digest: String::new(),
+        }
+        .seal()
+    }
+
+    #[test]
+    fn roundtrip_and_tamper() {
+        let rec = sample();
+        assert!(rec.digest_is_valid());
+        let line = rec.to_line();
+        assert!(!line.contains("signature"));
+        let back = ApprovalRecord::from_line(&line).unwrap();
+        assert_eq!(back, rec);
+        let mut forged = back;
+        forged.paths.push("tests/a.rs".into());
+        assert!(!forged.digest_is_valid());
+    }
+
+    #[test]
+    fn refusals_name_why() {
+        let policy = Policy::parse(
+            r#"{"schema":"tabellio.policy/v1","guarded":["tests/**"],
+                "approval":{"distinct_from_actor":true}}"#,
+        )
+        .unwrap();
+        let guard = Guard {
+            lists: vec![GuardedPaths::from_policy(&policy).unwrap().unwrap()],
+            signers: None,
+            distinct_from_actor: true,
+        };
+        assert!(guard.is_guarded(".tabellio/policy.json"));
+        assert!(guard.is_guarded("tests/x.rs"));
+        assert!(!guard.is_guarded("src/x.rs"));
+        let rec = sample();
+        let tree = "b".repeat(40);
+        let paths = vec![".tabellio/policy.json".to_string()];
+        assert_eq!(guard.refuse(&rec, &tree, &paths, None), None);
+        assert!(guard
+            .refuse(&rec, &"c".repeat(40), &paths, None)
+            .unwrap()
+            .contains("not"));
+        assert!(guard
+            .refuse(&rec, &tree, &["tests/x.rs".to_string()], None)
+            .unwrap()
+            .contains("does not cover tests/x.rs"));
+        let actor = rec.approver.clone();
+        assert!(guard
+            .refuse(&rec, &tree, &paths, Some(&actor))
+            .unwrap()
+            .contains("own actor"));
+        let trusting = Guard {
+            signers: Some(AllowedSigners::default()),
+            ..guard
+        };
+        assert!(trusting
+            .refuse(&rec, &tree, &paths, None)
+            .unwrap()
+            .starts_with("unsigned"));
+    }
+}
