@@ -21,6 +21,7 @@ mod scratch;
 mod secrets;
 mod storage;
 mod sync;
+mod trust;
 mod util;
 mod verify;
 
