@@ -394,8 +394,9 @@ fn trust_repo(signed: bool) -> (Bench, String) {
     )
     .unwrap();
     let signer = tabellio::trust::SigningConfig::new(tabellio::trust::SigningKey::File(key));
-    let mut notes = String::from(
-        "commit refs/notes/tabellio/evidence\ncommitter bench <bench@example.com> 1767225600 +0000\ndata 5\nbench\nfrom refs/notes/tabellio/evidence\n",
+    let parent = b.git(&["rev-parse", "refs/notes/tabellio/evidence"]);
+    let mut notes = format!(
+        "commit refs/notes/tabellio/evidence\ncommitter bench <bench@example.com> 1767225600 +0000\ndata 5\nbench\nfrom {parent}\n",
     );
     for line in b
         .git(&["log", "--format=%H %T", "main..bench-range^"])

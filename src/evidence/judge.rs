@@ -396,6 +396,62 @@ mod tests {
     }
 
     #[test]
+    fn a_required_signature_is_judged_after_everything_else() {
+        use crate::trust::{AllowedSigners, SigningConfig, SigningKey};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let key = dir.path().join("ci");
+        let made = std::process::Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", "ci", "-f"])
+            .arg(&key)
+            .status()
+            .expect("ssh-keygen runs");
+        assert!(made.success());
+        let public = std::fs::read_to_string(dir.path().join("ci.pub")).expect("public key");
+        let signers = AllowedSigners::parse(&format!("ci@example.com {public}"), "signers")
+            .expect("a valid signers file");
+        let mut r = req("test", Some("d1"));
+        r.signers = Some(std::sync::Arc::new(signers));
+
+        let unsigned = record("test", "passed", "d1");
+        // Without trust the same record satisfies; with it, it is shown but does not count.
+        assert_eq!(
+            judge(&unsigned, &req("test", Some("d1")), COMMIT, TREE),
+            Verdict::Satisfied
+        );
+        assert_eq!(judge(&unsigned, &r, COMMIT, TREE), Verdict::Unsigned);
+        // A record that fails for another reason says that reason, not `unsigned`.
+        assert_eq!(
+            judge(&record("test", "failed", "d1"), &r, COMMIT, TREE),
+            Verdict::Failed
+        );
+
+        let sig = SigningConfig::new(SigningKey::File(key))
+            .sign_digest(&unsigned.digest, "ci@example.com")
+            .expect("ssh-keygen signs");
+        let signed = EvidenceRecord {
+            signature: Some(sig.clone()),
+            ..unsigned.clone()
+        };
+        // The signature is outside the digest: adding it keeps the record intact.
+        assert!(signed.digest_is_valid());
+        let (v, signer) = judge_signed(&signed, &r, COMMIT, TREE);
+        assert_eq!(v, Verdict::Satisfied);
+        assert_eq!(
+            signer.map(|s| s.principal),
+            Some("ci@example.com".to_string())
+        );
+
+        // The same signature on another record does not verify there.
+        let mut other = record("test", "passed", "d1");
+        other.duration_ms += 1;
+        let other = EvidenceRecord {
+            signature: Some(sig),
+            ..other.seal()
+        };
+        assert_eq!(judge(&other, &r, COMMIT, TREE), Verdict::BadSignature);
+    }
+
+    #[test]
     fn a_satisfying_record_wins_and_otherwise_the_most_alarming() {
         let r = req("test", Some("d1"));
         let good = record("test", "passed", "d1");

@@ -34,7 +34,10 @@ pub fn cmd_verify(ctx: &Ctx, args: &VerifyArgs) -> Result<Output> {
         let checks: Vec<String> = c
             .checks
             .iter()
-            .map(|v| format!("{}: {}", v.name, v.verdict.as_str()))
+            .map(|v| match &v.signer {
+                Some(s) => format!("{}: {} by {}", v.name, v.verdict.as_str(), s.principal),
+                None => format!("{}: {}", v.name, v.verdict.as_str()),
+            })
             .collect();
         human.push_str(&format!(
             "{:<12} {} ({})\n",
