@@ -303,17 +303,7 @@ fn evidence(b: &Bench, n: usize) {
     report("verify (one commit)", one, show, "git notes show");
 
     // 1,000 commits on a side branch, half of them validated through the tree notes.
-    let mut script = String::from("reset refs/heads/bench-range\nfrom refs/heads/main\n\n");
-    for i in 0..1000 {
-        let content = format!("{i}\n");
-        let msg = format!("c{i}\n");
-        script.push_str(&format!(
-            "commit refs/heads/bench-range\ncommitter bench <bench@example.com> 1767225600 +0000\ndata {}\n{msg}M 100644 inline f.txt\ndata {}\n{content}\n",
-            msg.len(),
-            content.len()
-        ));
-    }
-    b.fast_import(&script);
+    b.fast_import(&range_script());
     let range = "main..bench-range";
     let (mut ours, mut theirs) = (vec![], vec![]);
     for _ in 0..n.min(7) {
@@ -351,6 +341,142 @@ fn evidence(b: &Bench, n: usize) {
     );
 }
 
+/// A repository whose `main` requires check `t` and protects `main`, with `trust` (an ed25519
+/// key made here allowed) when `signed`; 1,000 commits on `bench-range`, each with a passing
+/// record of `t` (signed when `signed`). The range tip and the key.
+fn trust_repo(signed: bool) -> (Bench, String) {
+    let b = Bench::new();
+    let key = b.dir.path().join("ci");
+    let out = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "ci", "-f"])
+        .arg(&key)
+        .output()
+        .expect("ssh-keygen");
+    assert!(out.status.success());
+    let public = std::fs::read_to_string(b.dir.path().join("ci.pub")).unwrap();
+    b.git(&["switch", "-q", "main"]);
+    let mut policy = serde_json::json!({
+        "schema": "tabellio.policy/v1",
+        "checks": {"t": {"argv": ["true"], "timeout_s": 60}},
+        "required": ["t"],
+        "protect": ["refs/heads/main"],
+    });
+    if signed {
+        policy["trust"] = serde_json::json!({"allowed_signers": ".tabellio/allowed_signers", "require_signed": "*"});
+        std::fs::create_dir_all(b.repo.join(".tabellio")).unwrap();
+        std::fs::write(
+            b.repo.join(".tabellio/allowed_signers"),
+            format!("ci@example.com {public}"),
+        )
+        .unwrap();
+    }
+    std::fs::create_dir_all(b.repo.join(".tabellio")).unwrap();
+    std::fs::write(b.repo.join(".tabellio/policy.json"), policy.to_string()).unwrap();
+    b.git(&["add", "-A"]);
+    b.git(&["commit", "-q", "-m", "policy"]);
+    b.git(&["switch", "-q", "bench-home"]);
+    b.fast_import(&range_script());
+    // One real record (run by `validate` on the tip) is the template of all the others.
+    let tip = b.git(&["rev-parse", "bench-range"]);
+    let sign_args: Vec<&str> = if signed {
+        vec!["--sign-key", key.to_str().unwrap()]
+    } else {
+        vec!["--no-sign"]
+    };
+    let mut args = vec!["validate", tip.as_str()];
+    args.extend(sign_args);
+    b.tab(&b.repo, &args);
+    let template: serde_json::Value = serde_json::from_str(
+        b.git(&["notes", "--ref=tabellio/evidence", "show", &tip])
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let signer = tabellio::trust::SigningConfig::new(tabellio::trust::SigningKey::File(key));
+    let parent = b.git(&["rev-parse", "refs/notes/tabellio/evidence"]);
+    let mut notes = format!(
+        "commit refs/notes/tabellio/evidence\ncommitter bench <bench@example.com> 1767225600 +0000\ndata 5\nbench\nfrom {parent}\n",
+    );
+    for line in b
+        .git(&["log", "--format=%H %T", "main..bench-range^"])
+        .lines()
+    {
+        let (commit, tree) = line.split_once(' ').unwrap();
+        let mut rec = template.clone();
+        rec["commit"] = commit.into();
+        rec["tree"] = tree.into();
+        if let Some(map) = rec.as_object_mut() {
+            map.remove("signature");
+        }
+        let digest = tabellio::trust::signed_digest(&rec).unwrap();
+        rec["digest"] = digest.clone().into();
+        if signed {
+            let sig = signer.sign_digest(&digest, "ci@example.com").unwrap();
+            rec["signature"] = serde_json::to_value(sig).unwrap();
+        }
+        let text = format!("{}\n", serde_json::to_string(&rec).unwrap());
+        notes.push_str(&format!("N inline {commit}\ndata {}\n{text}\n", text.len()));
+    }
+    b.fast_import(&notes);
+    (b, tip)
+}
+
+/// `verify` and the reference-transaction hook on a protected ref, with signature checks
+/// against the same without `trust`: the cost of judging signatures.
+fn signatures(n: usize) {
+    let (plain, plain_tip) = trust_repo(false);
+    let (signed, signed_tip) = trust_repo(true);
+    let (mut with, mut without) = (vec![], vec![]);
+    for _ in 0..n {
+        with.push(signed.run_any(BIN, &signed.repo, &["verify", &signed_tip], ""));
+        without.push(plain.run_any(BIN, &plain.repo, &["verify", &plain_tip], ""));
+    }
+    report(
+        "verify (one commit, signed)",
+        with,
+        without,
+        "the same, unsigned",
+    );
+    let range = "main..bench-range";
+    let (mut with, mut without) = (vec![], vec![]);
+    for _ in 0..n.min(7) {
+        with.push(signed.run_any(BIN, &signed.repo, &["verify", range], ""));
+        without.push(plain.run_any(BIN, &plain.repo, &["verify", range], ""));
+    }
+    report("verify (1,000 signed)", with, without, "the same, unsigned");
+    let (mut with, mut without) = (vec![], vec![]);
+    let line =
+        |b: &Bench, tip: &str| format!("{} {tip} refs/heads/main\n", b.git(&["rev-parse", "main"]));
+    let (signed_line, plain_line) = (line(&signed, &signed_tip), line(&plain, &plain_tip));
+    for _ in 0..n {
+        let args = ["hook", "reference-transaction", "prepared"];
+        with.push(signed.run_any(BIN, &signed.repo, &args, &signed_line));
+        without.push(plain.run_any(BIN, &plain.repo, &args, &plain_line));
+    }
+    report(
+        "hook (protected, signed)",
+        with,
+        without,
+        "the same, unsigned",
+    );
+}
+
+/// A `git fast-import` script of 1,000 commits on `bench-range`, from `main`.
+fn range_script() -> String {
+    let mut script = String::from("reset refs/heads/bench-range\nfrom refs/heads/main\n\n");
+    for i in 0..1000 {
+        let content = format!("{i}\n");
+        let msg = format!("c{i}\n");
+        script.push_str(&format!(
+            "commit refs/heads/bench-range\ncommitter bench <bench@example.com> 1767225600 +0000\ndata {}\n{msg}M 100644 inline f.txt\ndata {}\n{content}\n",
+            msg.len(),
+            content.len()
+        ));
+    }
+    script
+}
+
 fn main() {
     let n: usize = std::env::var("TABELLIO_BENCH_N")
         .ok()
@@ -361,6 +487,8 @@ fn main() {
     let b = Bench::new();
     lifecycle(&b, n, "r");
     evidence(&b, n);
+    println!("\nsigned evidence (trust) against the same without trust:");
+    signatures(n);
     if std::env::var("TABELLIO_BENCH_SCALE").is_ok_and(|v| v == "1") {
         println!("\nat scale: 10,000 runs and 100,000 evidence notes:");
         let b = Bench::new();

@@ -6,7 +6,7 @@
 //! `in-toto` is an in-toto Statement v1 whose subject is the validated commit and whose
 //! predicate names the checks that validated it and the digests of their evidence records; the
 //! task text is left out (its SHA-256 stays), as an attestation is published more widely than
-//! the repository.
+//! the repository. A signed record's `signature` is carried with its digest.
 //!
 //! Guarantees: a document names no local path (every string but the verbatim task is scrubbed
 //! as [`crate::store::paths`] does for records), `integrity` is reproducible by anyone with a
@@ -243,11 +243,17 @@ fn in_toto_statement(store: &Store, run: &RunRecord) -> Result<Value> {
         .iter()
         .zip(&records)
         .map(|(c, r)| {
-            json!({
+            let mut check = json!({
                 "name": c.name, "digest": c.digest, "status": c.status, "exit_code": c.exit_code,
                 "evidence_digest": r.digest, "started_at": r.started_at,
                 "finished_at": r.finished_at,
-            })
+            });
+            // The record's SSH signature over `evidence_digest`, so the statement can be
+            // checked offline with `ssh-keygen -Y verify -n tabellio` (docs/export.md).
+            if let Some(sig) = &r.signature {
+                check["signature"] = model::to_value(sig);
+            }
+            check
         })
         .collect();
     let repository = store.repository_id();

@@ -10,7 +10,9 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::model::EvidenceRecord;
+use crate::store::policy::TrustAt;
 use crate::store::Store;
+use crate::trust::{judge_signature, SignatureVerdict};
 
 use super::read::{records_for, Line};
 use super::requirements::{Gate, Requirement};
@@ -25,6 +27,14 @@ pub enum Verdict {
     StaleCheck,
     Tampered,
     MismatchedObject,
+    /// Passing and intact, but the judging policy requires a signature and it has none.
+    Unsigned,
+    /// Its signature does not verify over its digest (edited, or copied from another record).
+    BadSignature,
+    /// Signed by a key the allowed signers do not grant (for the claimed principal).
+    UnknownSigner,
+    /// Signed by an allowed key outside its `valid-after`/`valid-before` window.
+    SignerExpired,
 }
 
 impl Verdict {
@@ -36,15 +46,23 @@ impl Verdict {
             Verdict::StaleCheck => "stale-check",
             Verdict::Tampered => "tampered",
             Verdict::MismatchedObject => "mismatched-object",
+            Verdict::Unsigned => "unsigned",
+            Verdict::BadSignature => "bad-signature",
+            Verdict::UnknownSigner => "unknown-signer",
+            Verdict::SignerExpired => "signer-expired",
         }
     }
     /// Which verdict to report when no record satisfies: the most alarming wins.
     fn rank(self) -> u8 {
         match self {
-            Verdict::Satisfied => 6,
-            Verdict::Tampered => 5,
-            Verdict::MismatchedObject => 4,
-            Verdict::Failed => 3,
+            Verdict::Satisfied => 10,
+            Verdict::Tampered => 9,
+            Verdict::BadSignature => 8,
+            Verdict::MismatchedObject => 7,
+            Verdict::UnknownSigner => 6,
+            Verdict::SignerExpired => 5,
+            Verdict::Failed => 4,
+            Verdict::Unsigned => 3,
             Verdict::StaleCheck => 2,
             Verdict::Missing => 0,
         }
@@ -57,10 +75,64 @@ pub struct CheckVerdict {
     pub verdict: Verdict,
     /// The digest of the record that decided the verdict.
     pub record: Option<String>,
+    /// Who signed the satisfying record, when the check needed a trusted signature.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signer: Option<Signer>,
+}
+
+/// The allowed signer whose signature made a record count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Signer {
+    pub principal: String,
+    pub fingerprint: String,
 }
 
 /// The verdict on one record for one requirement.
 pub fn judge(rec: &EvidenceRecord, req: &Requirement, commit: &str, tree: &str) -> Verdict {
+    judge_signed(rec, req, commit, tree).0
+}
+
+/// [`judge`], with the signer when the requirement needs a signature and the record's is
+/// trusted. The signature is judged last: only a record that would satisfy without trust
+/// can be refused for its signature, so `unsigned` never hides `failed` or `tampered`.
+pub fn judge_signed(
+    rec: &EvidenceRecord,
+    req: &Requirement,
+    commit: &str,
+    tree: &str,
+) -> (Verdict, Option<Signer>) {
+    let verdict = judge_unsigned(rec, req, commit, tree);
+    let Some(signers) = req.signers.as_deref() else {
+        return (verdict, None);
+    };
+    if verdict != Verdict::Satisfied {
+        return (verdict, None);
+    }
+    // `digest` was just recomputed from the content and found equal ([`judge_unsigned`]).
+    match judge_signature(
+        rec.signature.as_ref(),
+        &rec.digest,
+        &rec.finished_at,
+        signers,
+    ) {
+        SignatureVerdict::Trusted {
+            principal,
+            fingerprint,
+        } => (
+            Verdict::Satisfied,
+            Some(Signer {
+                principal,
+                fingerprint,
+            }),
+        ),
+        SignatureVerdict::Unsigned => (Verdict::Unsigned, None),
+        SignatureVerdict::BadSignature { .. } => (Verdict::BadSignature, None),
+        SignatureVerdict::UnknownSigner { .. } => (Verdict::UnknownSigner, None),
+        SignatureVerdict::SignerExpired { .. } => (Verdict::SignerExpired, None),
+    }
+}
+
+fn judge_unsigned(rec: &EvidenceRecord, req: &Requirement, commit: &str, tree: &str) -> Verdict {
     if !rec.digest_is_valid() {
         return Verdict::Tampered;
     }
@@ -115,15 +187,17 @@ pub fn evaluate_records(
                 name: req.name.clone(),
                 verdict: Verdict::Missing,
                 record: None,
+                signer: None,
             };
             for (line, rec) in records {
-                let (v, digest) = match rec {
+                let (v, digest, signer) = match rec {
                     Some(rec) if rec.check.name == req.name => {
-                        (judge(rec, req, commit, tree), rec.digest.clone())
+                        let (v, signer) = judge_signed(rec, req, commit, tree);
+                        (v, rec.digest.clone(), signer)
                     }
                     Some(_) => continue,
                     None => match judge_unreadable(line, &req.name) {
-                        Some(found) => found,
+                        Some((v, digest)) => (v, digest, None),
                         None => continue,
                     },
                 };
@@ -132,6 +206,7 @@ pub fn evaluate_records(
                         name: req.name.clone(),
                         verdict: v,
                         record: Some(digest),
+                        signer,
                     };
                 }
             }
@@ -161,8 +236,7 @@ fn judge_unreadable(line: &str, name: &str) -> Option<(Verdict, String)> {
             .get("digest")
             .and_then(serde_json::Value::as_str)
             .unwrap_or_default();
-        let intact =
-            crate::model::canonical::digest_without_field(&value).is_ok_and(|d| d == claimed);
+        let intact = crate::trust::signed_digest(&value).is_ok_and(|d| d == claimed);
         return (!intact).then(|| (Verdict::Tampered, claimed.to_string()));
     }
     match value
@@ -178,7 +252,7 @@ fn judge_unreadable(line: &str, name: &str) -> Option<(Verdict, String)> {
         .and_then(serde_json::Value::as_str)
         .unwrap_or_default()
         .to_string();
-    let genuine = crate::model::canonical::digest_without_field(&value).is_ok_and(|d| d == claimed);
+    let genuine = crate::trust::signed_digest(&value).is_ok_and(|d| d == claimed);
     (!genuine).then_some((Verdict::Tampered, claimed))
 }
 
@@ -194,6 +268,19 @@ pub fn judge_gate(
     tree: &str,
     gate: &Gate,
 ) -> (Vec<CheckVerdict>, bool) {
+    judge_gate_trusted(records, commit, tree, gate, None)
+}
+
+/// [`judge_gate`] under the `trust` of the judging policy: a [`Gate::Required`] is expected to
+/// carry it already ([`Gate::under_trust`]); the checks judged under [`Gate::AnyPassing`] get it
+/// here.
+pub fn judge_gate_trusted(
+    records: &[Line],
+    commit: &str,
+    tree: &str,
+    gate: &Gate,
+    trust: Option<&TrustAt>,
+) -> (Vec<CheckVerdict>, bool) {
     match gate {
         Gate::Required(reqs) => {
             let checks = evaluate_records(records, commit, tree, reqs);
@@ -208,11 +295,9 @@ pub fn judge_gate(
                 .collect();
             let reqs: Vec<Requirement> = names
                 .into_iter()
-                .map(|name| Requirement {
-                    name: name.to_string(),
-                    digest: None,
-                })
+                .map(|name| Requirement::new(name, None))
                 .collect();
+            let reqs = super::requirements::under_trust(reqs, trust);
             let mut checks = evaluate_records(records, commit, tree, &reqs);
             let verified = checks.iter().any(|c| c.verdict == Verdict::Satisfied);
             if checks.is_empty() {
@@ -220,6 +305,7 @@ pub fn judge_gate(
                     name: ANY_CHECK.into(),
                     verdict: Verdict::Missing,
                     record: None,
+                    signer: None,
                 });
             }
             (checks, verified)
@@ -245,10 +331,7 @@ mod tests {
     }
 
     fn req(name: &str, digest: Option<&str>) -> Requirement {
-        Requirement {
-            name: name.into(),
-            digest: digest.map(str::to_string),
-        }
+        Requirement::new(name, digest.map(str::to_string))
     }
 
     fn lines(records: &[EvidenceRecord]) -> Vec<Line> {
@@ -302,10 +385,70 @@ mod tests {
             Verdict::StaleCheck,
             Verdict::Tampered,
             Verdict::MismatchedObject,
+            Verdict::Unsigned,
+            Verdict::BadSignature,
+            Verdict::UnknownSigner,
+            Verdict::SignerExpired,
         ] {
             let json = serde_json::to_value(v).expect("a verdict serializes");
             assert_eq!(json.as_str(), Some(v.as_str()));
         }
+    }
+
+    #[test]
+    fn a_required_signature_is_judged_after_everything_else() {
+        use crate::trust::{AllowedSigners, SigningConfig, SigningKey};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let key = dir.path().join("ci");
+        let made = std::process::Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", "ci", "-f"])
+            .arg(&key)
+            .status()
+            .expect("ssh-keygen runs");
+        assert!(made.success());
+        let public = std::fs::read_to_string(dir.path().join("ci.pub")).expect("public key");
+        let signers = AllowedSigners::parse(&format!("ci@example.com {public}"), "signers")
+            .expect("a valid signers file");
+        let mut r = req("test", Some("d1"));
+        r.signers = Some(std::sync::Arc::new(signers));
+
+        let unsigned = record("test", "passed", "d1");
+        // Without trust the same record satisfies; with it, it is shown but does not count.
+        assert_eq!(
+            judge(&unsigned, &req("test", Some("d1")), COMMIT, TREE),
+            Verdict::Satisfied
+        );
+        assert_eq!(judge(&unsigned, &r, COMMIT, TREE), Verdict::Unsigned);
+        // A record that fails for another reason says that reason, not `unsigned`.
+        assert_eq!(
+            judge(&record("test", "failed", "d1"), &r, COMMIT, TREE),
+            Verdict::Failed
+        );
+
+        let sig = SigningConfig::new(SigningKey::File(key))
+            .sign_digest(&unsigned.digest, "ci@example.com")
+            .expect("ssh-keygen signs");
+        let signed = EvidenceRecord {
+            signature: Some(sig.clone()),
+            ..unsigned.clone()
+        };
+        // The signature is outside the digest: adding it keeps the record intact.
+        assert!(signed.digest_is_valid());
+        let (v, signer) = judge_signed(&signed, &r, COMMIT, TREE);
+        assert_eq!(v, Verdict::Satisfied);
+        assert_eq!(
+            signer.map(|s| s.principal),
+            Some("ci@example.com".to_string())
+        );
+
+        // The same signature on another record does not verify there.
+        let mut other = record("test", "passed", "d1");
+        other.duration_ms += 1;
+        let other = EvidenceRecord {
+            signature: Some(sig),
+            ..other.seal()
+        };
+        assert_eq!(judge(&other, &r, COMMIT, TREE), Verdict::BadSignature);
     }
 
     #[test]

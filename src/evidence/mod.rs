@@ -15,6 +15,7 @@
 //! - [`requirements`]: the one rule for what a run head, a promotion and `verify` must prove.
 //! - [`judge`]: the verdict on each requirement.
 //! - [`produce`]: resolve checks and run them into sealed records.
+//! - [`sign`]: sign sealed records (`--sign-key`, git's `user.signingKey`).
 //!
 //! The record types live in [`crate::model::evidence`].
 
@@ -23,3 +24,4 @@ pub mod produce;
 pub mod read;
 pub mod requirements;
 pub mod reuse;
+pub mod sign;

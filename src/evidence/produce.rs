@@ -49,6 +49,10 @@ pub struct CheckSelection {
     pub timeout_s: Option<u64>,
     /// `--no-reuse`: run every check even where the tree has passing evidence.
     pub reuse: super::reuse::Reuse,
+    /// `--sign-key <file>`: sign with this key instead of git's `user.signingKey`.
+    pub sign_key: Option<std::path::PathBuf>,
+    /// `--no-sign`: do not sign, whatever git's configuration says.
+    pub no_sign: bool,
 }
 
 /// A check to run, with its definition (whose digest the evidence carries).
@@ -146,6 +150,10 @@ pub struct CheckContext<'a> {
     pub stream: Stream,
     /// Whether passing evidence on the commit's tree stands in for running a check.
     pub reuse: super::reuse::Reuse,
+    /// Who signs each record once it is sealed (`None`: records are not signed).
+    pub signer: Option<&'a super::sign::RecordSigner>,
+    /// Whether the checks get this user's signing setup (`loop` withholds it).
+    pub signing_env: runner::SigningEnv,
 }
 
 /// Run each check and turn its outcome into a sealed evidence record.
@@ -158,9 +166,9 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
     let scrub = LocalPaths::new(ctx.store, Some(ctx.worktree));
     let mut records = Vec::new();
     for check in checks {
-        if let Some(rec) =
-            super::reuse::try_reuse(ctx.store, ctx.reuse, ctx.commit, ctx.run_id, check)?
-        {
+        if let Some(rec) = super::reuse::try_reuse(
+            ctx.store, ctx.reuse, ctx.commit, ctx.run_id, check, ctx.signer,
+        )? {
             records.push(rec);
             continue;
         }
@@ -173,6 +181,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
             cwd: ctx.worktree.to_path_buf(),
             excerpt_cap: ctx.excerpt_cap,
             stream: ctx.stream,
+            signing_env: ctx.signing_env,
             ..RunOptions::default()
         };
         let outcome = runner::run_command(&cmd, &opts)
@@ -210,10 +219,11 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
             },
             tool: tool_id(),
             reused_from: None,
+            signature: None,
             digest: String::new(),
         }
         .seal();
-        records.push(rec);
+        records.push(super::sign::maybe_sign(ctx.signer, rec)?);
     }
     Ok(records)
 }

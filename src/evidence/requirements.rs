@@ -12,13 +12,16 @@
 //! with its definitions, and the validated commit's own policy only adds the checks it
 //! requires besides. A run that edits its policy to weaken a required check cannot promote.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use crate::model::policy::Policy;
 use crate::model::run::Attempt;
 use crate::model::RunRecord;
-use crate::store::policy::{policy_at, PolicyAtError};
+use crate::store::policy::{policy_at, PolicyAtError, TrustAt};
 use crate::store::Store;
+use crate::trust::AllowedSigners;
 
 /// One check a commit must have evidence for: its name and, when a definition is known, the
 /// digest that definition has now (older evidence is stale).
@@ -26,6 +29,32 @@ use crate::store::Store;
 pub struct Requirement {
     pub name: String,
     pub digest: Option<String>,
+    /// When the judging policy's `trust` covers this check: the allowed signers (read from
+    /// that policy's commit) a record must be signed by to count.
+    #[serde(skip)]
+    pub signers: Option<Arc<AllowedSigners>>,
+}
+
+impl Requirement {
+    /// A requirement of check `name` with definition digest `digest`, no signature needed.
+    pub fn new(name: impl Into<String>, digest: Option<String>) -> Requirement {
+        Requirement {
+            name: name.into(),
+            digest,
+            signers: None,
+        }
+    }
+}
+
+/// `reqs`, each needing a trusted signature when `trust` (read from the commit whose policy
+/// judges) covers its check. Without `trust` they are returned as they are.
+pub fn under_trust(mut reqs: Vec<Requirement>, trust: Option<&TrustAt>) -> Vec<Requirement> {
+    if let Some(trust) = trust {
+        for req in &mut reqs {
+            req.signers = trust.signers_for(&req.name);
+        }
+    }
+    reqs
 }
 
 /// What a commit must have evidence for, as `verify` and the hooks judge it.
@@ -47,6 +76,15 @@ impl Gate {
             Gate::AnyPassing
         } else {
             Gate::Required(reqs)
+        }
+    }
+
+    /// This gate with its requirements under `trust` (see [`under_trust`]); [`Gate::AnyPassing`]
+    /// is judged under trust by [`super::judge::judge_gate_trusted`].
+    pub fn under_trust(self, trust: Option<&TrustAt>) -> Gate {
+        match self {
+            Gate::AnyPassing => Gate::AnyPassing,
+            Gate::Required(reqs) => Gate::Required(under_trust(reqs, trust)),
         }
     }
 }
@@ -80,7 +118,7 @@ pub fn of_policy(policy: Option<&Policy>, extra: &[String]) -> Vec<Requirement> 
             let digest = policy
                 .and_then(|p| p.checks.get(&name))
                 .map(|def| def.digest());
-            Requirement { name, digest }
+            Requirement::new(name, digest)
         })
         .collect()
 }
@@ -90,10 +128,7 @@ pub fn of_attempt(attempt: &Attempt) -> Vec<Requirement> {
     attempt
         .checks
         .iter()
-        .map(|c| Requirement {
-            name: c.name.clone(),
-            digest: Some(c.digest.clone()),
-        })
+        .map(|c| Requirement::new(c.name.clone(), Some(c.digest.clone())))
         .collect()
 }
 
@@ -238,13 +273,7 @@ mod tests {
         assert_eq!(Gate::from_policy(Some(&empty), &[]), Gate::AnyPassing);
         assert_eq!(Gate::from_policy(None, &[]), Gate::AnyPassing);
         let gate = Gate::from_policy(None, &["test".into()]);
-        assert_eq!(
-            gate,
-            Gate::Required(vec![Requirement {
-                name: "test".into(),
-                digest: None
-            }])
-        );
+        assert_eq!(gate, Gate::Required(vec![Requirement::new("test", None)]));
     }
 
     #[test]

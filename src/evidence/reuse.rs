@@ -21,6 +21,7 @@ use crate::store::Store;
 use super::judge::{judge, Verdict};
 use super::produce::ResolvedCheck;
 use super::requirements::Requirement;
+use super::sign::{maybe_sign, RecordSigner};
 
 /// Whether passing evidence on the same tree may stand in for running a check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -46,22 +47,33 @@ impl Reuse {
 
 /// The passing, untampered record of `check` (same definition digest) noted on `tree`, if any.
 /// When several qualify, the most recent one (by `finished_at`) is chosen.
+///
+/// With a `signer`, only a record that signer's key signed itself qualifies
+/// ([`RecordSigner::signed_it`]): the new record it signs must not vouch for one it never made.
 pub fn find_reusable(
     store: &Store,
     tree: gix::ObjectId,
     check: &ResolvedCheck,
+    signer: Option<&RecordSigner>,
 ) -> Result<Option<EvidenceRecord>> {
-    passing_on(store, tree, check, |rec, hex| rec.tree == hex)
+    passing_on(store, tree, check, |rec, hex| {
+        rec.tree == hex && signer.is_none_or(|s| s.signed_it(rec))
+    })
 }
 
 /// Does `commit` itself (its own notes, not its tree's) have a passing, untampered record of
 /// `check` made for it?
+/// With a `signer`, only a record that signer's key signed counts, as in [`find_reusable`].
 pub fn passing_on_commit(
     store: &Store,
     commit: gix::ObjectId,
     check: &ResolvedCheck,
+    signer: Option<&RecordSigner>,
 ) -> Result<bool> {
-    Ok(passing_on(store, commit, check, |rec, hex| rec.commit == hex)?.is_some())
+    Ok(passing_on(store, commit, check, |rec, hex| {
+        rec.commit == hex && signer.is_none_or(|s| s.signed_it(rec))
+    })?
+    .is_some())
 }
 
 /// The most recent passing, untampered record of `check` noted on `object` for which `names`
@@ -73,10 +85,7 @@ fn passing_on(
     names: impl Fn(&EvidenceRecord, &str) -> bool,
 ) -> Result<Option<EvidenceRecord>> {
     let hex = object.to_string();
-    let requirement = Requirement {
-        name: check.name.clone(),
-        digest: Some(check.def.digest()),
-    };
+    let requirement = Requirement::new(check.name.clone(), Some(check.def.digest()));
     let mut best: Option<EvidenceRecord> = None;
     for line in store.note_lines(EVIDENCE, object)? {
         let Ok(rec) = EvidenceRecord::from_line(&line) else {
@@ -116,6 +125,8 @@ pub fn reused_record(
         tree: store.tree_of(commit)?.to_string(),
         tool: tool_id(),
         reused_from: Some(reused.digest.clone()),
+        // The reused record's signature signs its digest, not this one's: the caller signs anew.
+        signature: None,
         digest: String::new(),
         ..reused.clone()
     }
@@ -123,20 +134,24 @@ pub fn reused_record(
 }
 
 /// The record standing in for running `check` on `commit`, when `reuse` allows it and the
-/// commit's tree has passing evidence for it.
+/// commit's tree has passing evidence for it; signed by `signer` when there is one.
 pub fn try_reuse(
     store: &Store,
     reuse: Reuse,
     commit: gix::ObjectId,
     run_id: Option<&str>,
     check: &ResolvedCheck,
+    signer: Option<&RecordSigner>,
 ) -> Result<Option<EvidenceRecord>> {
     if reuse == Reuse::Never {
         return Ok(None);
     }
     let tree = store.tree_of(commit)?;
-    match find_reusable(store, tree, check)? {
-        Some(found) => Ok(Some(reused_record(store, &found, commit, run_id)?)),
+    match find_reusable(store, tree, check, signer)? {
+        Some(found) => Ok(Some(maybe_sign(
+            signer,
+            reused_record(store, &found, commit, run_id)?,
+        )?)),
         None => Ok(None),
     }
 }

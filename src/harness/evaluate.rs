@@ -85,6 +85,10 @@ impl Driver<'_> {
             stream: self.opts.stream,
             // The loop runs its checks every iteration: how they converge is what it watches.
             reuse: crate::evidence::reuse::Reuse::Never,
+            // The loop never signs: it runs an agent's commits unattended, and what it attests
+            // should not carry a key that makes it count (docs/verify.md).
+            signer: None,
+            signing_env: crate::runner::SigningEnv::Withheld,
         };
         let records = run_checks(&ctx, &checks)?;
         if self.interrupt.load(Ordering::SeqCst) {

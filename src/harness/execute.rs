@@ -55,6 +55,8 @@ impl Driver<'_> {
                 ),
             ],
             keep_stdout_tail: DONE_TAIL_BYTES,
+            // The agent must not sign evidence or approvals with the user's key.
+            signing_env: crate::runner::SigningEnv::Withheld,
             ..RunOptions::default()
         };
         self.say(

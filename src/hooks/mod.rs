@@ -474,13 +474,34 @@ impl<'s> Gatekeeper<'s> {
             });
             return Ok(());
         }
-        let gate = match (base_policy.policy(), head_policy.policy()) {
-            (Some(p), _) => Gate::from_policy(Some(p), &[]),
-            (None, Some(p)) => Gate::from_policy(Some(p), &[]),
-            (None, None) => Gate::AnyPassing,
+        // The allowed signers are read from the commit whose policy gates the move.
+        let (gate, policy_commit) = match (base_policy.policy(), head_policy.policy()) {
+            (Some(p), _) => (Gate::from_policy(Some(p), &[]), base.or(self.head_commit)),
+            (None, Some(p)) => (Gate::from_policy(Some(p), &[]), self.head_commit),
+            (None, None) => (Gate::AnyPassing, None),
+        };
+        let trust = match policy_commit {
+            Some(at) => match self.verifier.trust_at(at) {
+                Ok(trust) => trust,
+                Err(e) => {
+                    // Fail closed: signers that cannot be read never open a protected ref.
+                    out.refused.push(Refusal {
+                        refname: name.into(),
+                        commit: commit.to_string(),
+                        reason: format!(
+                            "the allowed signers that gate it cannot be read: {}",
+                            e.message
+                        ),
+                        missing: Vec::new(),
+                        from_remote: None,
+                    });
+                    return Ok(());
+                }
+            },
+            None => None,
         };
         self.load_notes()?;
-        let verdict: CommitVerdict = self.verifier.check(commit, &gate)?;
+        let verdict: CommitVerdict = self.verifier.check_trusted(commit, &gate, trust.as_ref())?;
         // A change to guarded paths needs an approval, whatever its evidence says.
         let from = old
             .and_then(|o| peel_to_commit(store, o))

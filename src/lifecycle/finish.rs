@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::evidence::judge::{evaluate, Verdict};
 use crate::evidence::produce::{resolve_checks, run_checks, CheckContext, CheckSelection};
 use crate::evidence::requirements::{required_at, Claim, Requirement};
+use crate::evidence::sign::RecordSigner;
 use crate::model::evidence::set_digest;
 use crate::model::run::{Attempt, AttemptCheck, Validated};
 use crate::model::{time, EvidenceRecord, RunRecord, RunState};
@@ -63,6 +64,13 @@ pub fn finish(
     let (path, head) = workspace_with_work(env, &ledger)?;
     let (checks, cap) = resolve_checks(store, head, sel)?;
     let plans_gate = super::plans::gate(store, head)?;
+    // The principal is the one the target's allowed signers grant the key: those judge it.
+    let signer = RecordSigner::resolve(
+        store,
+        sel.sign_key.as_deref(),
+        sel.no_sign,
+        store.ref_target(&rec.base.reference)?,
+    )?;
 
     let ctx = CheckContext {
         store,
@@ -73,6 +81,8 @@ pub fn finish(
         excerpt_cap: cap,
         stream,
         reuse: sel.reuse,
+        signer: signer.as_ref(),
+        signing_env: crate::runner::SigningEnv::Inherit,
     };
     let records = run_checks(&ctx, &checks)?;
     // Checks chosen by hand (`--check`, or an ad-hoc command) do not complete a run whose

@@ -53,6 +53,10 @@ pub struct LandOptions {
     /// Say what would happen and write nothing.
     pub dry_run: bool,
     pub stream: Stream,
+    /// `--sign-key <file>`: sign the records with this key instead of git's `user.signingKey`.
+    pub sign_key: Option<std::path::PathBuf>,
+    /// `--no-sign`: do not sign the records.
+    pub no_sign: bool,
 }
 
 impl Default for LandOptions {
@@ -66,6 +70,8 @@ impl Default for LandOptions {
             reuse: Reuse::Allowed,
             dry_run: false,
             stream: Stream::Quiet,
+            sign_key: None,
+            no_sign: false,
         }
     }
 }
@@ -186,7 +192,14 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         .iter()
         .map(|c| c.ledger.record.run_id.clone())
         .collect();
-    let mut checker = check::Checker::new(store, opts, squash);
+    // Before anything is written: a key that cannot sign refuses the whole command.
+    let signer = crate::evidence::sign::RecordSigner::resolve(
+        store,
+        opts.sign_key.as_deref(),
+        opts.no_sign,
+        store.ref_target(&target)?,
+    )?;
+    let mut checker = check::Checker::new(store, opts, squash).signing(signer);
     while !pending.is_empty() {
         let take = pending.len().min(opts.batch);
         let batch: Vec<String> = pending.drain(..take).collect();

@@ -1,8 +1,9 @@
 //! Evidence records (`tabellio.evidence/v1`): the outcome of one check on one commit, noted on
 //! the commit **and** on its tree so a reworded commit with the same tree keeps its evidence.
 //!
-//! `digest` is the SHA-256 of the record's canonical JSON without `digest`; a record whose digest
-//! does not match its content has been edited and is never trusted.
+//! `digest` is the SHA-256 of the record's canonical JSON without `digest` and `signature`; a
+//! record whose digest does not match its content has been edited and is never trusted. The
+//! optional `signature` signs that digest (see [`crate::trust`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -64,6 +65,10 @@ pub struct EvidenceRecord {
     /// and digests are what they always were.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub reused_from: Option<String>,
+    /// The SSH signature over `digest` (docs/verify.md), added after sealing. Absent in
+    /// unsigned records, so their bytes and digests are what they always were.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub signature: Option<crate::trust::Signature>,
     pub digest: String,
 }
 
@@ -73,9 +78,10 @@ pub fn tool_id() -> String {
 }
 
 impl EvidenceRecord {
-    /// The digest this record's content calls for.
+    /// The digest this record's content calls for: without `digest` and `signature`, so a
+    /// signature can be added after sealing and covers exactly this.
     pub fn compute_digest(&self) -> String {
-        canonical::digest_without_field(&super::to_value(self))
+        crate::trust::signed_digest(&super::to_value(self))
             .expect("evidence records hold no floats")
     }
 
@@ -152,6 +158,7 @@ pub(crate) mod tests {
             },
             tool: "git-tabellio/0.1.0".into(),
             reused_from: None,
+            signature: None,
             digest: String::new(),
         }
         .seal()

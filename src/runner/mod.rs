@@ -69,6 +69,28 @@ pub fn scrubbed_env_keys() -> &'static [&'static str] {
     SCRUBBED_ENV_KEYS
 }
 
+/// Whether the child gets this user's signing setup (docs/verify.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SigningEnv {
+    /// As inherited.
+    #[default]
+    Inherit,
+    /// Without `SSH_AUTH_SOCK`, without configuration injected through the environment
+    /// (`GIT_CONFIG_PARAMETERS`, `GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n`), and with git told
+    /// `user.signingKey=` (empty), `commit.gpgSign=false`, `tag.gpgSign=false`: what `loop`
+    /// gives an agent and its checks. It keeps the key out of casual reach, not out of reach of
+    /// a process of the same user that reads the key file or the config files itself.
+    Withheld,
+}
+
+/// The git configuration a [`SigningEnv::Withheld`] child is given (in the environment, which
+/// git reads after every config file).
+pub const WITHHELD_GIT_CONFIG: &[(&str, &str)] = &[
+    ("user.signingKey", ""),
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+];
+
 /// One check to run: a name (for output prefixes and errors), the argv and a timeout.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckCommand {
@@ -103,6 +125,8 @@ pub struct RunOptions {
     /// Bytes at the end of the child's stdout alone to return in [`RunOutcome::stdout_tail`]
     /// (0 = none), so a caller can look for a completion marker without the stderr noise.
     pub keep_stdout_tail: usize,
+    /// Whether the child gets this user's signing setup.
+    pub signing_env: SigningEnv,
 }
 
 impl Default for RunOptions {
@@ -114,6 +138,7 @@ impl Default for RunOptions {
             env_add: Vec::new(),
             grace: DEFAULT_GRACE,
             keep_stdout_tail: 0,
+            signing_env: SigningEnv::Inherit,
         }
     }
 }

@@ -16,6 +16,7 @@ use super::redact::Redactor;
 use super::wait::{after, wait_with_timeout, Monitor};
 use super::{
     scrubbed_env_keys, CheckCommand, CheckStatus, CommandStop, RunError, RunOptions, RunOutcome,
+    SigningEnv, WITHHELD_GIT_CONFIG,
 };
 use crate::sys::process::{wait_exited_unreaped, ProcessGroup};
 
@@ -107,7 +108,27 @@ fn command_for(cmd: &CheckCommand, opts: &RunOptions, program: &str) -> Command 
     for key in scrubbed_env_keys() {
         command.env_remove(key);
     }
+    if opts.signing_env == SigningEnv::Withheld {
+        withhold_signing(&mut command);
+    }
     command
+}
+
+/// Take this user's signing setup out of `command`'s environment ([`SigningEnv::Withheld`]).
+fn withhold_signing(command: &mut Command) {
+    command.env_remove("SSH_AUTH_SOCK");
+    command.env_remove("GIT_CONFIG_PARAMETERS");
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("GIT_CONFIG_KEY_") || key.starts_with("GIT_CONFIG_VALUE_") {
+            command.env_remove(key.as_ref());
+        }
+    }
+    command.env("GIT_CONFIG_COUNT", WITHHELD_GIT_CONFIG.len().to_string());
+    for (i, (key, value)) in WITHHELD_GIT_CONFIG.iter().enumerate() {
+        command.env(format!("GIT_CONFIG_KEY_{i}"), key);
+        command.env(format!("GIT_CONFIG_VALUE_{i}"), value);
+    }
 }
 
 /// Starts a reader per pipe and the waiter; on failure the group is killed and the child

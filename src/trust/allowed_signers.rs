@@ -26,7 +26,7 @@ use ssh_key::public::KeyData;
 use ssh_key::PublicKey;
 
 /// One usable line of the file.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     /// 1-based line number in the file.
     pub line: usize,
@@ -44,7 +44,7 @@ pub struct Entry {
 }
 
 /// A parsed allowed-signers file.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AllowedSigners {
     entries: Vec<Entry>,
     notes: Vec<String>,

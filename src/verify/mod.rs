@@ -19,13 +19,13 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 
 use crate::error::{Context, Error, Result};
-use crate::evidence::judge::{judge_gate, CheckVerdict, Verdict};
+use crate::evidence::judge::{judge_gate_trusted, CheckVerdict, Verdict};
 use crate::evidence::read::{lines_on, Notes};
 use crate::evidence::requirements::Gate;
 use crate::model::policy::Policy;
 use crate::store::notes::EVIDENCE;
 use crate::store::notes_view::NotesView;
-use crate::store::policy::{Policies, PolicyAtError};
+use crate::store::policy::{Policies, PolicyAtError, TrustAt};
 use crate::store::Store;
 use crate::trust::approval::{self, ApprovalCheck};
 
@@ -128,12 +128,32 @@ impl<'s> Verifier<'s> {
             .map_err(PolicyAtError::naming_commit)
     }
 
+    /// The policy's `trust` at `commit` with the allowed signers read from `commit`; `None`
+    /// without one. Each signers file is parsed once per verifier.
+    pub fn trust_at(&mut self, commit: gix::ObjectId) -> Result<Option<TrustAt>> {
+        self.policies
+            .trust_at(self.store, commit)
+            .map_err(PolicyAtError::naming_commit)
+    }
+
     /// Judge `commit` against `gate`.
     pub fn check(&mut self, commit: gix::ObjectId, gate: &Gate) -> Result<CommitVerdict> {
+        self.check_trusted(commit, gate, None)
+    }
+
+    /// Judge `commit` against `gate` under `trust` (read from the commit whose policy the gate
+    /// came from).
+    pub fn check_trusted(
+        &mut self,
+        commit: gix::ObjectId,
+        gate: &Gate,
+        trust: Option<&TrustAt>,
+    ) -> Result<CommitVerdict> {
+        let gate = gate.clone().under_trust(trust);
         let tree = self.store.tree_of(commit)?;
         let records = lines_on(self.store, Notes::View(&mut self.notes), Some(commit), tree)?;
         let (commit_hex, tree_hex) = (commit.to_string(), tree.to_string());
-        let (checks, verified) = judge_gate(&records, &commit_hex, &tree_hex, gate);
+        let (checks, verified) = judge_gate_trusted(&records, &commit_hex, &tree_hex, &gate, trust);
         Ok(CommitVerdict {
             commit: commit_hex,
             tree: tree_hex,
@@ -177,19 +197,24 @@ pub fn verify(store: &Store, opts: &VerifyOptions) -> Result<VerifyOutcome> {
         Some(rev) => {
             let at = store.resolve_commit(rev)?;
             let policy = verifier.policy_at(at)?;
-            Some((at, Gate::from_policy(policy.as_ref(), &opts.checks)))
+            let trust = verifier.trust_at(at)?;
+            Some((at, Gate::from_policy(policy.as_ref(), &opts.checks), trust))
         }
         None => None,
     };
     let mut out = Vec::with_capacity(commits.len());
     for commit in commits {
-        let gate = match &fixed_gate {
-            Some((_, gate)) => gate.clone(),
-            None => Gate::from_policy(verifier.policy_at(commit)?.as_ref(), &opts.checks),
+        // The allowed signers come from the same commit as the policy that judges.
+        let (gate, trust) = match &fixed_gate {
+            Some((_, gate, trust)) => (gate.clone(), trust.clone()),
+            None => (
+                Gate::from_policy(verifier.policy_at(commit)?.as_ref(), &opts.checks),
+                verifier.trust_at(commit)?,
+            ),
         };
-        out.push(verifier.check(commit, &gate)?);
+        out.push(verifier.check_trusted(commit, &gate, trust.as_ref())?);
     }
-    let gating = fixed_gate.as_ref().map(|(at, _)| *at);
+    let gating = fixed_gate.as_ref().map(|(at, _, _)| *at);
     let mut steps = guarded_steps(store, &opts.revs, gating)?;
     for verdict in &mut out {
         let id = store.parse_oid(&verdict.commit)?;
@@ -202,7 +227,7 @@ pub fn verify(store: &Store, opts: &VerifyOptions) -> Result<VerifyOutcome> {
     }
     Ok(VerifyOutcome {
         verified: out.iter().all(|c| c.verified),
-        policy_from: fixed_gate.map(|(at, _)| at.to_string()),
+        policy_from: fixed_gate.map(|(at, _, _)| at.to_string()),
         commits: out,
     })
 }

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::evidence::produce::{
     resolve_checks, run_checks, CheckContext, CheckSelection, ResolvedCheck,
 };
+use crate::evidence::sign::RecordSigner;
 use crate::model::EvidenceRecord;
 use crate::runner::Stream;
 use crate::store::notes::EVIDENCE;
@@ -55,6 +56,12 @@ pub fn validate(store: &Store, opts: &ValidateOptions) -> Result<ValidateOutcome
         None => commit,
     };
     let (checks, cap) = resolve_checks(store, policy_commit, &opts.selection)?;
+    let signer = RecordSigner::resolve(
+        store,
+        opts.selection.sign_key.as_deref(),
+        opts.selection.no_sign,
+        Some(policy_commit),
+    )?;
 
     let run = DetachedRun {
         commit,
@@ -62,6 +69,7 @@ pub fn validate(store: &Store, opts: &ValidateOptions) -> Result<ValidateOutcome
         excerpt_cap: cap,
         stream: opts.stream,
         reuse: opts.selection.reuse,
+        signer: signer.as_ref(),
     };
     let (records, scratch) = match run_detached(store, &run, &checks)? {
         Detached::Done { records, scratch } => (records, scratch),
@@ -96,6 +104,8 @@ pub struct DetachedRun<'a> {
     pub excerpt_cap: usize,
     pub stream: Stream,
     pub reuse: crate::evidence::reuse::Reuse,
+    /// Who signs each record (`None`: unsigned).
+    pub signer: Option<&'a RecordSigner>,
 }
 
 /// What [`run_detached`] gave: the records and the worktree (the caller removes it once the
@@ -127,6 +137,8 @@ pub fn run_detached<'s>(
         excerpt_cap: run.excerpt_cap,
         stream: run.stream,
         reuse: run.reuse,
+        signer: run.signer,
+        signing_env: crate::runner::SigningEnv::Inherit,
     };
     let mut records = Vec::with_capacity(checks.len());
     for check in checks {

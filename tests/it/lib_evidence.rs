@@ -22,10 +22,7 @@ fn adhoc_digest(argv: &[&str]) -> String {
 }
 
 fn req(name: &str, digest: Option<String>) -> Requirement {
-    Requirement {
-        name: name.into(),
-        digest,
-    }
+    Requirement::new(name, digest)
 }
 
 /// The verdicts on `reqs` at `rev`, by name.

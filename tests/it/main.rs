@@ -31,6 +31,7 @@ mod scratch;
 mod secrets;
 mod storage;
 mod sync;
+mod trust;
 mod util;
 mod verify;
 

@@ -30,6 +30,13 @@ pub struct ChecksArgs {
     /// Run every check, even where the commit's tree already has passing evidence for it.
     #[arg(long)]
     pub no_reuse: bool,
+    /// Sign the records with this SSH key (a private key file, or a public key whose private
+    /// half is in ssh-agent) instead of git's `user.signingKey`.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_sign")]
+    pub sign_key: Option<std::path::PathBuf>,
+    /// Do not sign the records, even when git has an SSH signing key configured.
+    #[arg(long)]
+    pub no_sign: bool,
     /// An ad-hoc check command, run directly (never through a shell).
     #[arg(last = true, value_name = "ARGV")]
     pub argv: Vec<String>,
@@ -42,6 +49,8 @@ impl ChecksArgs {
             argv: self.argv.clone(),
             timeout_s: self.timeout,
             reuse: tabellio::evidence::reuse::Reuse::from_flag(self.no_reuse),
+            sign_key: self.sign_key.clone(),
+            no_sign: self.no_sign,
         }
     }
 }

@@ -34,7 +34,10 @@ pub fn cmd_verify(ctx: &Ctx, args: &VerifyArgs) -> Result<Output> {
         let mut checks: Vec<String> = c
             .checks
             .iter()
-            .map(|v| format!("{}: {}", v.name, v.verdict.as_str()))
+            .map(|v| match &v.signer {
+                Some(s) => format!("{}: {} by {}", v.name, v.verdict.as_str(), s.principal),
+                None => format!("{}: {}", v.name, v.verdict.as_str()),
+            })
             .collect();
         if let Some(a) = &c.approval {
             checks.push(format!("{}: {}", a.verdict, a.paths.join(" ")));

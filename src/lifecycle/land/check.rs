@@ -8,12 +8,15 @@
 //! running (see [`crate::lifecycle::reuse`]). A failing stack is bisected over its prefixes.
 
 use crate::error::{Error, Result};
+use crate::evidence::judge::{evaluate, Verdict};
 use crate::evidence::produce::ResolvedCheck;
+use crate::evidence::requirements::{under_trust, Requirement};
 use crate::evidence::reuse::{find_reusable, passing_on_commit, try_reuse, Reuse};
+use crate::evidence::sign::RecordSigner;
 use crate::model::policy::{self, DEFAULT_EXCERPT_BYTES};
 use crate::model::EvidenceRecord;
 use crate::runner::Stream;
-use crate::store::policy::policy_at;
+use crate::store::policy::{policy_at, Policies};
 use crate::store::replay;
 use crate::store::Store;
 use crate::trust::approval::judge_run_step;
@@ -66,7 +69,7 @@ pub fn requirements(
 /// Does `tree` have passing, untampered evidence for every check?
 pub fn satisfied(store: &Store, tree: gix::ObjectId, checks: &[ResolvedCheck]) -> Result<bool> {
     for check in checks {
-        if find_reusable(store, tree, check)?.is_none() {
+        if find_reusable(store, tree, check, None)?.is_none() {
             return Ok(false);
         }
     }
@@ -82,6 +85,10 @@ pub struct Checker<'s> {
     pub checks_run: usize,
     pub checks_reused: usize,
     pub validations: usize,
+    /// Who signs the records landing writes.
+    signer: Option<RecordSigner>,
+    /// The policies (and allowed signers) at the tips stacks are validated on.
+    policies: Policies,
 }
 
 impl<'s> Checker<'s> {
@@ -95,7 +102,15 @@ impl<'s> Checker<'s> {
             checks_run: 0,
             checks_reused: 0,
             validations: 0,
+            signer: None,
+            policies: Policies::default(),
         }
+    }
+
+    /// Sign every record this checker writes with `signer`.
+    pub fn signing(mut self, signer: Option<RecordSigner>) -> Checker<'s> {
+        self.signer = signer;
+        self
     }
 
     /// Validate `commit` with `checks`; the records (run or reused) are noted on the commit and
@@ -113,11 +128,20 @@ impl<'s> Checker<'s> {
         let mut passed = true;
         for check in checks {
             // Evidence of this very commit (a run landing unchanged) needs no new record.
-            if self.reuse == Reuse::Allowed && passing_on_commit(store, commit, check)? {
+            if self.reuse == Reuse::Allowed
+                && passing_on_commit(store, commit, check, self.signer.as_ref())?
+            {
                 self.checks_reused += 1;
                 continue;
             }
-            match try_reuse(store, self.reuse, commit, run_id, check)? {
+            match try_reuse(
+                store,
+                self.reuse,
+                commit,
+                run_id,
+                check,
+                self.signer.as_ref(),
+            )? {
                 Some(rec) => {
                     self.checks_reused += 1;
                     records.push(rec);
@@ -153,6 +177,7 @@ impl<'s> Checker<'s> {
             excerpt_cap: cap,
             stream: self.stream,
             reuse: Reuse::Never,
+            signer: self.signer.as_ref(),
         };
         let (records, scratch) = match run_detached(store, &run, checks)? {
             Detached::Done { records, scratch } => (records, scratch),
@@ -187,7 +212,24 @@ impl<'s> Checker<'s> {
             // (no restack) may go, as `promote` lets them.
             return Ok(runs.len() == 1 && top.mode == "none");
         }
-        self.validate(top.head, Some(top.candidate.run_id()), &checks)
+        if !self.validate(top.head, Some(top.candidate.run_id()), &checks)? {
+            return Ok(false);
+        }
+        // Under the tip's `trust`, passing is not enough: the evidence must count as `promote`
+        // and the hooks judge it (signed by an allowed signer of the tip's policy).
+        let Some(trust) = self.policies.trust_at(self.store, tip)? else {
+            return Ok(true);
+        };
+        let reqs = under_trust(
+            checks
+                .iter()
+                .map(|c| Requirement::new(c.name.clone(), Some(c.def.digest())))
+                .collect(),
+            Some(&trust),
+        );
+        Ok(evaluate(self.store, top.head, &reqs)?
+            .iter()
+            .all(|v| v.verdict == Verdict::Satisfied))
     }
 }
 

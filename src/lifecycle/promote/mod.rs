@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::evidence::judge::{evaluate, Verdict};
-use crate::evidence::requirements::{required_at, Claim};
+use crate::evidence::requirements::{required_at, under_trust, Claim};
 use crate::model::run::Promotion;
 use crate::model::{time, RunRecord, RunState};
 use crate::run::{resolve_run, Env};
@@ -114,6 +114,9 @@ pub fn check_validated(
     // The ledger is never trusted on its own: the evidence must be in the notes, intact.
     let requirements =
         required_at(store, validated_id, Claim::Promotion(run)).map_err(Error::from)?;
+    // Who may attest is read from the target's tip, never from the run's own commits.
+    let trust = crate::store::policy::trust_at_tip(store, &target)?;
+    let requirements = under_trust(requirements, trust.as_ref());
     if requirements.is_empty() {
         return Err(PromoteError::NoRecordOfChecks {
             run_id,

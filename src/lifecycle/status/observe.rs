@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::evidence::judge::{evaluate, Verdict};
-use crate::evidence::requirements::{required_at, Claim};
+use crate::evidence::requirements::{required_at, under_trust, Claim};
 use crate::model::{RunRecord, RunState};
 use crate::plans::{PlanClass, PlanReport};
 use crate::run::run_workspace;
@@ -53,11 +53,20 @@ fn head_evidence(
     };
     match required_at(store, h, Claim::RunHead(run)) {
         Ok(reqs) => {
-            for v in evaluate(store, h, &reqs)? {
-                if v.verdict == Verdict::Satisfied {
-                    out.satisfied.push(v.name);
-                } else {
-                    out.missing.push(v.name);
+            // Signatures are judged as promotion judges them: by the target tip's signers.
+            let trust = crate::store::policy::trust_at_tip(store, &run.base.reference)?;
+            for v in evaluate(store, h, &under_trust(reqs, trust.as_ref()))? {
+                match v.verdict {
+                    Verdict::Satisfied => out.satisfied.push(v.name),
+                    // A record that passed but does not count for its signature says why.
+                    Verdict::Unsigned
+                    | Verdict::BadSignature
+                    | Verdict::UnknownSigner
+                    | Verdict::SignerExpired => {
+                        out.missing
+                            .push(format!("{} ({})", v.name, v.verdict.as_str()))
+                    }
+                    _ => out.missing.push(v.name),
                 }
             }
             if let Some(report) = crate::lifecycle::plans::gate_report(store, h)? {

@@ -1,0 +1,382 @@
+//! Signed evidence: under a policy with `trust`, a required check counts only when its record is
+//! signed by a key the allowed signers (read from the target's commit) grant. Every other record
+//! is refused by `verify`, `promote`, `land`, the reference-transaction hook and pre-receive,
+//! with the verdict named and nothing moved.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::util::*;
+
+/// An ed25519 key pair `<dir>/<name>` (private) and `<name>.pub`, made with ssh-keygen.
+fn keygen(dir: &Path, name: &str) -> PathBuf {
+    let key = dir.join(name);
+    let out = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+        .arg(&key)
+        .output()
+        .expect("ssh-keygen runs");
+    assert!(out.status.success(), "{out:?}");
+    key
+}
+
+fn public(key: &Path) -> String {
+    std::fs::read_to_string(format!("{}.pub", key.display()))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// A repository whose `main` requires `readme`, signed: `ci` is allowed, `old` expired in 2020,
+/// `other` is not in the file. The keys live outside the repository.
+struct Trusted {
+    t: TestEnv,
+    ci: PathBuf,
+    old: PathBuf,
+    other: PathBuf,
+}
+
+fn trusted() -> Trusted {
+    let t = TestEnv::new();
+    let keys = t.path().join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let (ci, old, other) = (
+        keygen(&keys, "ci"),
+        keygen(&keys, "old"),
+        keygen(&keys, "other"),
+    );
+    t.write(
+        ".tabellio/allowed_signers",
+        &format!(
+            "ci@example.com namespaces=\"tabellio\" {}\nold@example.com valid-before=\"20200101\" {}\n",
+            public(&ci),
+            public(&old)
+        ),
+    );
+    let mut p: serde_json::Value =
+        serde_json::from_str(&policy(&[("readme", &["test", "-f", "README.md"])])).unwrap();
+    p["trust"] = serde_json::json!({
+        "allowed_signers": ".tabellio/allowed_signers",
+        "require_signed": ["readme"],
+    });
+    t.commit_policy(&p.to_string());
+    Trusted { t, ci, old, other }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Start `id` from main, commit a file, finish with `finish_args`; the run head.
+fn finished(t: &TestEnv, id: &str, finish_args: &[&str]) -> String {
+    let wt = t.started_run(id, &format!("{id}.txt"));
+    let mut args = vec!["finish", id];
+    args.extend_from_slice(finish_args);
+    t.tab(&args).ok();
+    t.git_out_in(&wt, &["rev-parse", "HEAD"])
+}
+
+/// The evidence record of `readme` noted on `commit`.
+fn record_on(t: &TestEnv, commit: &str) -> serde_json::Value {
+    let note = t.git_out(&["notes", "--ref=tabellio/evidence", "show", commit]);
+    note.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|r| r["check"]["name"] == "readme")
+        .expect("a readme record")
+}
+
+/// `rec` with its digest recomputed from its content (as a forger with the source would).
+fn resealed(mut rec: serde_json::Value) -> String {
+    rec["digest"] = tabellio::trust::signed_digest(&rec).unwrap().into();
+    let line = serde_json::to_string(&rec).unwrap();
+    format!("{line}\n")
+}
+
+/// A bare `origin` holding `main`, with the server hooks installed; its path.
+fn server_of(t: &TestEnv) -> PathBuf {
+    let server = t.path().join("server.git");
+    t.git_in(
+        t.path(),
+        &["init", "-q", "--bare", "-b", "main", s(&server)],
+    )
+    .ok();
+    t.git(&["remote", "add", "origin", s(&server)]).ok();
+    // `--no-verify`: the server's pre-receive is what is tested, not the local pre-push.
+    t.git(&["push", "-q", "--no-verify", "origin", "main"]).ok();
+    t.tab_in(&server, &["hooks", "install", "--server"]).ok();
+    server
+}
+
+/// Push `head` to the server's `main` with the evidence notes, in one atomic push.
+fn push_with_evidence(t: &TestEnv, head: &str) -> Run {
+    let refspec = format!("{head}:refs/heads/main");
+    t.git(&[
+        "push",
+        "--no-verify",
+        "--atomic",
+        "origin",
+        &refspec,
+        "refs/notes/tabellio/evidence",
+    ])
+}
+
+fn verdict_of(t: &TestEnv, commit: &str) -> (i32, serde_json::Value) {
+    let (code, v) = t.tab_json(&["verify", commit]);
+    (code, v["commits"][0]["checks"][0].clone())
+}
+
+#[test]
+fn a_record_signed_by_an_allowed_signer_verifies_and_promotes() {
+    let Trusted { t, ci, .. } = trusted();
+    let head = finished(&t, "good", &["--sign-key", s(&ci)]);
+    let rec = record_on(&t, &head);
+    assert_eq!(rec["signature"]["format"], "ssh", "{rec}");
+    assert_eq!(rec["signature"]["principal"], "ci@example.com", "{rec}");
+    // Stock ssh-keygen agrees with the stored signature over the stored digest.
+    let sig_file = t.path().join("sig");
+    std::fs::write(&sig_file, rec["signature"]["sig"].as_str().unwrap()).unwrap();
+    let signers = t.repo.join(".tabellio/allowed_signers");
+    let mut verify = Command::new("ssh-keygen")
+        .args([
+            "-Y",
+            "verify",
+            "-n",
+            "tabellio",
+            "-I",
+            "ci@example.com",
+            "-f",
+        ])
+        .arg(&signers)
+        .arg("-s")
+        .arg(&sig_file)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    verify
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(rec["digest"].as_str().unwrap().as_bytes())
+        .unwrap();
+    assert!(verify.wait().unwrap().success());
+
+    let (code, check) = verdict_of(&t, &head);
+    assert_eq!(code, 0, "{check}");
+    assert_eq!(check["verdict"], "satisfied");
+    assert_eq!(check["signer"]["principal"], "ci@example.com", "{check}");
+    assert!(check["signer"]["fingerprint"]
+        .as_str()
+        .unwrap()
+        .starts_with("SHA256:"));
+    let (code, j) = t.tab_json(&["promote", "good"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(t.git_out(&["rev-parse", "main"]), head);
+    t.fsck();
+}
+
+#[test]
+fn untrusted_records_are_refused_everywhere_and_nothing_moves() {
+    let Trusted { t, ci, old, other } = trusted();
+    let mut cases: Vec<(&str, String, &str)> = Vec::new();
+    cases.push((
+        "unknown",
+        finished(&t, "unknown", &["--sign-key", s(&other)]),
+        "unknown-signer",
+    ));
+    cases.push((
+        "expired",
+        finished(&t, "expired", &["--sign-key", s(&old)]),
+        "signer-expired",
+    ));
+    cases.push((
+        "unsigned",
+        finished(&t, "unsigned", &["--no-sign"]),
+        "unsigned",
+    ));
+
+    // A signed record whose body was changed and digest recomputed: the signature no longer
+    // covers it.
+    let modified = finished(&t, "modified", &["--sign-key", s(&ci)]);
+    let signed = record_on(&t, &modified);
+    let mut edited = signed.clone();
+    edited["output"]["excerpt"] = "all good, trust me".into();
+    t.forge_evidence(&modified, &resealed(edited));
+    cases.push(("modified", modified, "bad-signature"));
+
+    // An intact record of another commit's check, with a signature copied from another record.
+    let copied = finished(&t, "copied", &["--no-sign"]);
+    let mut rec = record_on(&t, &copied);
+    rec["signature"] = signed["signature"].clone();
+    t.forge_evidence(&copied, &resealed(rec));
+    cases.push(("copied", copied, "bad-signature"));
+
+    // A hand-forged passing record: correct digest, no signature, written with `git notes add`.
+    let forged = finished(&t, "forged", &["--no-sign"]);
+    let mut rec = record_on(&t, &forged);
+    rec["started_at"] = "2026-01-01T00:00:00Z".into();
+    rec["output"]["excerpt"] = "forged".into();
+    t.forge_evidence(&forged, &resealed(rec));
+    cases.push(("forged", forged, "unsigned"));
+
+    let before = t.snapshot();
+    for (run, head, want) in &cases {
+        let (code, check) = verdict_of(&t, head);
+        assert_eq!(
+            (code, check["verdict"].as_str()),
+            (1, Some(*want)),
+            "{run}: {check}"
+        );
+        let r = t.tab(&["verify", head]);
+        assert!(r.stdout.contains(want), "{run}: {}", r.desc);
+        let (code, j) = t.tab_json(&["promote", run]);
+        assert_eq!(code, 3, "{run}: {j}");
+        let message = j["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("readme ({want})")),
+            "{run}: {message}"
+        );
+        let (_, st) = t.tab_json(&["status", run]);
+        assert!(
+            st["missing_evidence"]
+                .as_array()
+                .unwrap()
+                .contains(&format!("readme ({want})").into()),
+            "{run}: {st}"
+        );
+    }
+    assert_eq!(t.snapshot(), before);
+
+    // `land` without a key cannot launder the forged record into one that counts.
+    let main = t.git_out(&["rev-parse", "main"]);
+    let (code, j) = t.tab_json(&["land", "forged", "--target", "main"]);
+    assert_ne!(code, 0, "{j}");
+    assert_ne!(j["runs"][0]["result"], "landed", "{j}");
+    assert_eq!(t.git_out(&["rev-parse", "main"]), main);
+
+    // The reference-transaction hook refuses every one of them.
+    t.tab(&["hooks", "install"]).ok();
+    let refs = t.git_out(&["for-each-ref"]);
+    for (run, head, want) in &cases {
+        let r = t.git(&["update-ref", "refs/heads/main", head]);
+        assert_ne!(r.code, 0, "{run}: {}", r.desc);
+        assert!(
+            r.stderr.contains(&format!("readme ({want})")),
+            "{run}: {}",
+            r.desc
+        );
+    }
+    assert_eq!(t.git_out(&["for-each-ref"]), refs);
+
+    // And so does a server's pre-receive, judging by the notes in the same push.
+    let server = server_of(&t);
+    let server_refs = t.git_out_in(&server, &["for-each-ref"]);
+    for (run, head, want) in &cases {
+        let r = push_with_evidence(&t, head);
+        assert_ne!(r.code, 0, "{run}: {}", r.desc);
+        assert!(
+            r.stderr.contains(&format!("readme ({want})")),
+            "{run}: {}",
+            r.desc
+        );
+    }
+    assert_eq!(t.git_out_in(&server, &["for-each-ref"]), server_refs);
+}
+
+#[test]
+fn a_signed_record_passes_the_hooks_and_the_server() {
+    let Trusted { t, ci, .. } = trusted();
+    let head = finished(&t, "good", &["--sign-key", s(&ci)]);
+    t.tab(&["hooks", "install"]).ok();
+    let server = server_of(&t);
+    push_with_evidence(&t, &head).ok();
+    assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), head);
+    t.git(&["update-ref", "refs/heads/main", &head]).ok();
+}
+
+#[test]
+fn git_config_signs_and_no_sign_skips() {
+    let Trusted { t, ci, .. } = trusted();
+    t.git(&["config", "gpg.format", "ssh"]).ok();
+    t.git(&["config", "user.signingKey", s(&ci)]).ok();
+    let head = finished(&t, "configured", &[]);
+    assert_eq!(
+        record_on(&t, &head)["signature"]["principal"],
+        "ci@example.com"
+    );
+    assert_eq!(verdict_of(&t, &head).1["verdict"], "satisfied");
+    let head = finished(&t, "skipped", &["--no-sign"]);
+    assert!(record_on(&t, &head).get("signature").is_none());
+    // `validate` signs too.
+    let (code, v) = t.tab_json(&["validate", "main"]);
+    assert_eq!(code, 0, "{v}");
+    assert!(v["evidence"][0]["signature"]["sig"].is_string(), "{v}");
+    // A key that is not there is an error before anything is written.
+    let before = t.snapshot();
+    let (code, j) = t.tab_json(&["validate", "main", "--sign-key", "/nonexistent/key"]);
+    assert_eq!(code, 2, "{j}");
+    assert!(
+        j["error"]["hint"].as_str().unwrap().contains("--sign-key"),
+        "{j}"
+    );
+    assert_eq!(t.snapshot(), before);
+}
+
+#[test]
+fn signs_through_a_private_ssh_agent() {
+    let Trusted { t, ci, .. } = trusted();
+    let sock = t.path().join("agent.sock");
+    let mut agent = Command::new("ssh-agent")
+        .arg("-D")
+        .arg("-a")
+        .arg(&sock)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("ssh-agent starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !sock.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ssh-agent never listened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let added = Command::new("ssh-add")
+        .arg(&ci)
+        .env("SSH_AUTH_SOCK", &sock)
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{added:?}");
+    t.git(&["config", "gpg.format", "ssh"]).ok();
+    t.git(&[
+        "config",
+        "user.signingKey",
+        &format!("key::{}", public(&ci)),
+    ])
+    .ok();
+    let wt = t.started_run("agent", "agent.txt");
+    let r = t.command_with_env(
+        BIN,
+        &t.repo,
+        &[("SSH_AUTH_SOCK", sock.as_os_str())],
+        &["finish", "agent"],
+    );
+    let _ = agent.kill();
+    let _ = agent.wait();
+    r.ok();
+    let head = t.git_out_in(&wt, &["rev-parse", "HEAD"]);
+    assert_eq!(verdict_of(&t, &head).1["verdict"], "satisfied");
+    // Without the agent, the literal key cannot sign: an error, nothing written.
+    let before = t.snapshot();
+    let (code, j) = t.tab_json(&["validate", "main"]);
+    assert_eq!(code, 2, "{j}");
+    assert!(
+        j["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("SSH_AUTH_SOCK"),
+        "{j}"
+    );
+    assert_eq!(t.snapshot(), before);
+}
