@@ -546,6 +546,18 @@ fn verify_first_parent_judges_the_commits_the_target_pointed_at() {
         .map(|c| c["commit"].as_str().unwrap())
         .collect();
     assert_eq!(judged, [t.git_out(&["rev-parse", "main"])], "{j}");
+    let landed = run_json(&t, "fp1")["landed"].as_str().unwrap().to_string();
+    let st = t.tab(&["status", "fp1"]);
+    assert!(
+        st.stdout.contains(&format!("landed as: {}", &landed[..12])),
+        "{}",
+        st.desc
+    );
+    assert!(
+        st.stdout.contains("promoted: refs/heads/main "),
+        "{}",
+        st.desc
+    );
     // A commit the target points at without evidence fails the range.
     t.git(&["switch", "-q", "main"]).ok();
     t.write("direct.txt", "d\n");
