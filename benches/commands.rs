@@ -477,6 +477,102 @@ fn range_script() -> String {
     script
 }
 
+/// A fresh repository whose `main` requires one check, `true`.
+fn land_repo() -> Bench {
+    let b = Bench::new();
+    b.git(&["switch", "-q", "main"]);
+    std::fs::create_dir_all(b.repo.join(".tabellio")).unwrap();
+    std::fs::write(
+        b.repo.join(".tabellio/policy.json"),
+        r#"{"schema":"tabellio.policy/v1","checks":{"t":{"argv":["true"],"timeout_s":60}},"required":["t"],"protect":["refs/heads/main"]}"#,
+    )
+    .unwrap();
+    b.git(&["add", ".tabellio/policy.json"]);
+    b.git(&["commit", "-q", "-m", "policy"]);
+    b.git(&["switch", "-q", "bench-home"]);
+    b
+}
+
+/// Move `main` by an empty commit (same tree), as another landing would without touching files.
+fn move_main(b: &Bench) {
+    let tip = b.git(&["rev-parse", "main"]);
+    let moved = b.git(&["commit-tree", "main^{tree}", "-p", &tip, "-m", "moved"]);
+    b.git(&["update-ref", "refs/heads/main", &moved, &tip]);
+}
+
+/// `land` onto a moved target: one run (restacked; its tree is unchanged, so the evidence of
+/// `finish` is reused and no check runs) and a batch of 8 (restacked; the top's new tree is
+/// validated once), against replaying the same commits with `git cherry-pick` in a detached
+/// worktree and moving a ref with `git update-ref <new> <old>`.
+fn land(n: usize) {
+    let b = land_repo();
+    let plain = b.dir.path().join("plain-land");
+    b.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        plain.to_str().unwrap(),
+        "main",
+    ]);
+    // Replay `commits` onto `onto` the git way; the time of the three processes.
+    let replay = |onto: &str, commits: &[String], i: usize| -> Duration {
+        let mut took = b
+            .run("git", &plain, &["checkout", "-q", "--detach", onto])
+            .0;
+        let mut args = vec!["cherry-pick", "--allow-empty"];
+        args.extend(commits.iter().map(String::as_str));
+        took += b.run("git", &plain, &args).0;
+        let name = format!("refs/bench/land-{i}");
+        b.git(&["update-ref", &name, onto]);
+        took += b.run("git", &plain, &["update-ref", &name, "HEAD", onto]).0;
+        took
+    };
+    let finished = |id: &str, file: usize| -> String {
+        b.tab(&b.repo, &["start", id, "--task", "bench", "--base", "main"]);
+        let wt = b.worktree(id);
+        b.commit_in(&wt, file);
+        b.tab(&wt, &["finish"]);
+        b.run("git", &wt, &["rev-parse", "HEAD"]).1
+    };
+    let (mut one, mut one_git) = (vec![], vec![]);
+    for i in 0..n {
+        let id = format!("l{i}");
+        let head = finished(&id, 2000 + i);
+        move_main(&b);
+        let onto = b.git(&["rev-parse", "main"]);
+        one_git.push(replay(&onto, &[head], i));
+        one.push(b.tab(&b.repo, &["land", &id]));
+    }
+    let (mut batch, mut batch_git) = (vec![], vec![]);
+    for i in 0..n.min(5) {
+        let ids: Vec<String> = (0..8).map(|k| format!("b{i}-{k}")).collect();
+        let heads: Vec<String> = ids
+            .iter()
+            .enumerate()
+            .map(|(k, id)| finished(id, 3000 + 8 * i + k))
+            .collect();
+        move_main(&b);
+        let onto = b.git(&["rev-parse", "main"]);
+        batch_git.push(replay(&onto, &heads, 1000 + i));
+        let mut args = vec!["land"];
+        args.extend(ids.iter().map(String::as_str));
+        batch.push(b.tab(&b.repo, &args));
+    }
+    report(
+        "land (1 run, moved target)",
+        one,
+        one_git,
+        "git checkout+cherry-pick+update-ref",
+    );
+    report(
+        "land (batch of 8)",
+        batch,
+        batch_git,
+        "git checkout+cherry-pick+update-ref",
+    );
+}
+
 fn main() {
     let n: usize = std::env::var("TABELLIO_BENCH_N")
         .ok()
@@ -489,6 +585,7 @@ fn main() {
     evidence(&b, n);
     println!("\nsigned evidence (trust) against the same without trust:");
     signatures(n);
+    land(n);
     if std::env::var("TABELLIO_BENCH_SCALE").is_ok_and(|v| v == "1") {
         println!("\nat scale: 10,000 runs and 100,000 evidence notes:");
         let b = Bench::new();

@@ -90,6 +90,7 @@ pub const VALIDATE: &str = "Examples:
 pub const VERIFY: &str = "Examples:
   git tabellio verify                                      HEAD
   git tabellio verify origin/main..HEAD                    every commit of a pull request
+  git tabellio verify --first-parent v1.0..main            every commit main pointed at, landed by runs
   git tabellio verify HEAD --check test --policy-from origin/main";
 
 pub const HOOKS: &str = "Examples:

@@ -173,6 +173,9 @@ pub struct VerifyOptions {
     pub checks: Vec<String>,
     /// `--policy-from`: the commit whose policy applies (default: each commit's own).
     pub policy_from: Option<String>,
+    /// `--first-parent`: a range follows only first parents (the commits a branch pointed at
+    /// when every move was a fast-forward or a landing).
+    pub first_parent: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -191,7 +194,7 @@ pub fn verify(store: &Store, opts: &VerifyOptions) -> Result<VerifyOutcome> {
                 .hint("check names match [A-Za-z0-9][A-Za-z0-9._-]*")
         })?;
     }
-    let commits = commits_of(store, &opts.revs)?;
+    let commits = commits_of(store, &opts.revs, opts.first_parent)?;
     let mut verifier = Verifier::new(store)?;
     let fixed_gate = match &opts.policy_from {
         Some(rev) => {
@@ -280,8 +283,13 @@ fn guarded_steps(
     Ok(out)
 }
 
-/// The commits named by `revs`, each once, in the order given; a range newest first.
-pub fn commits_of(store: &Store, revs: &[String]) -> Result<Vec<gix::ObjectId>> {
+/// The commits named by `revs`, each once, in the order given; a range newest first, along
+/// first parents only when `first_parent`.
+pub fn commits_of(
+    store: &Store,
+    revs: &[String],
+    first_parent: bool,
+) -> Result<Vec<gix::ObjectId>> {
     let default = ["HEAD".to_string()];
     let revs = if revs.is_empty() { &default[..] } else { revs };
     let mut seen = HashSet::new();
@@ -300,7 +308,12 @@ pub fn commits_of(store: &Store, revs: &[String]) -> Result<Vec<gix::ObjectId>> 
             Some((from, to)) => {
                 let from = store.resolve_commit(if from.is_empty() { "HEAD" } else { from })?;
                 let to = store.resolve_commit(if to.is_empty() { "HEAD" } else { to })?;
-                walk_range(store, from, to)?
+                let line = walk_range(store, from, to, first_parent)?;
+                if first_parent {
+                    pointed_at(store, line, from)?
+                } else {
+                    line
+                }
             }
         };
         for id in ids {
@@ -312,19 +325,72 @@ pub fn commits_of(store: &Store, revs: &[String]) -> Result<Vec<gix::ObjectId>> 
     Ok(out)
 }
 
-/// Commits reachable from `to` but not from `from`, newest first (like `git rev-list from..to`).
+/// Of a first-parent `line` (newest first, down to the excluded `from`), the commits the branch
+/// pointed at: a commit that a run's ledger records as a promotion's new tip stands for its
+/// whole landing, and the replayed commits below it down to the promotion's old tip are left
+/// out (the target never pointed at them). Every other commit stays. The ledgers only choose
+/// which commits are judged; the evidence alone judges them. A landing whose old tip is neither
+/// on the line nor `from` is not trusted to end anywhere: its commits stay.
+fn pointed_at(
+    store: &Store,
+    line: Vec<gix::ObjectId>,
+    from: gix::ObjectId,
+) -> Result<Vec<gix::ObjectId>> {
+    let mut landings: std::collections::HashMap<gix::ObjectId, Vec<gix::ObjectId>> =
+        Default::default();
+    for (run_id, tip) in store.list_ledgers()? {
+        // An unreadable ledger leaves its landing out: its commits are judged one by one.
+        let Ok(record) = store.read_ledger_record(&run_id, tip) else {
+            continue;
+        };
+        let Some(p) = record.promotion else { continue };
+        if let (Ok(new), Ok(old)) = (
+            gix::ObjectId::from_hex(p.new.as_bytes()),
+            gix::ObjectId::from_hex(p.old.as_bytes()),
+        ) {
+            landings.entry(new).or_default().push(old);
+        }
+    }
+    let position: std::collections::HashMap<gix::ObjectId, usize> =
+        line.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(&commit) = line.get(i) {
+        out.push(commit);
+        // The nearest recorded old tip below this commit ends its landing.
+        let end = landings.get(&commit).and_then(|olds| {
+            olds.iter()
+                .filter_map(|old| match position.get(old) {
+                    Some(&j) if j > i => Some(j),
+                    _ if *old == from => Some(line.len()),
+                    _ => None,
+                })
+                .min()
+        });
+        i = end.unwrap_or(i + 1);
+    }
+    Ok(out)
+}
+
+/// Commits reachable from `to` but not from `from`, newest first (like `git rev-list from..to`,
+/// with `--first-parent` when `first_parent`).
 pub fn walk_range(
     store: &Store,
     from: gix::ObjectId,
     to: gix::ObjectId,
+    first_parent: bool,
 ) -> Result<Vec<gix::ObjectId>> {
     use gix::revision::walk::Sorting;
     use gix::traverse::commit::simple::CommitTimeOrder;
-    let walk = store
+    let mut platform = store
         .repo
         .rev_walk([to])
         .with_hidden([from])
-        .sorting(Sorting::ByCommitTime(CommitTimeOrder::NewestFirst))
+        .sorting(Sorting::ByCommitTime(CommitTimeOrder::NewestFirst));
+    if first_parent {
+        platform = platform.first_parent_only();
+    }
+    let walk = platform
         .all()
         .context(|| format!("could not walk {from}..{to}"))?;
     let mut out = Vec::new();

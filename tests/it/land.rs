@@ -518,3 +518,56 @@ fn a_tip_that_fails_its_own_checks_blames_no_run() {
     assert_eq!(t.git_out(&["rev-parse", "main"]), tip);
     assert_eq!(run_json(&t, "innocent")["state"], "completed");
 }
+
+#[test]
+fn verify_first_parent_judges_the_commits_the_target_pointed_at() {
+    let (t, _count) = counting_repo();
+    let old = t.git_out(&["rev-parse", "main"]);
+    finished(&t, "fp1", "fp1.txt", "1\n");
+    let wt = finished(&t, "fp2", "fp2a.txt", "a\n");
+    t.commit_file_in(&wt, "fp2b.txt", "b\n");
+    t.tab(&["finish", "fp2"]).ok();
+    // One batch: fp1 and both commits of fp2 replayed on main, only the top validated.
+    t.tab(&["land", "fp1", "fp2"]).ok();
+    let range = format!("{old}..main");
+    assert_eq!(t.git_out(&["rev-list", "--count", &range]), "3");
+    let plain = t.tab(&["verify", &range]);
+    assert_eq!(
+        plain.code, 1,
+        "the replayed commits have no evidence\n{}",
+        plain.desc
+    );
+    let (code, j) = t.tab_json(&["verify", "--first-parent", &range]);
+    assert_eq!(code, 0, "{j}");
+    let judged: Vec<&str> = j["commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["commit"].as_str().unwrap())
+        .collect();
+    assert_eq!(judged, [t.git_out(&["rev-parse", "main"])], "{j}");
+    let landed = run_json(&t, "fp1")["landed"].as_str().unwrap().to_string();
+    let st = t.tab(&["status", "fp1"]);
+    assert!(
+        st.stdout.contains(&format!("landed as: {}", &landed[..12])),
+        "{}",
+        st.desc
+    );
+    assert!(
+        st.stdout.contains("promoted: refs/heads/main "),
+        "{}",
+        st.desc
+    );
+    // A commit the target points at without evidence fails the range.
+    t.git(&["switch", "-q", "main"]).ok();
+    t.write("direct.txt", "d\n");
+    t.commit_all("pushed without a run");
+    t.git(&["switch", "-q", "elsewhere"]).ok();
+    let (code, j) = t.tab_json(&["verify", "--first-parent", &range]);
+    assert_eq!(code, 1, "{j}");
+    assert_eq!(j["commits"].as_array().unwrap().len(), 2, "{j}");
+    assert_eq!(j["commits"][0]["verified"], false, "{j}");
+    assert_eq!(j["commits"][1]["verified"], true, "{j}");
+    let r = t.tab(&["verify", "--first-parent", &range]);
+    assert!(r.stdout.contains("NOT VERIFIED"), "{}", r.desc);
+}

@@ -30,6 +30,22 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
     if let Some(w) = &o.workspace {
         human.push_str(&format!("worktree: {}\n", w.display()));
     }
+    if let Some(p) = &o.run.promotion {
+        let to = p
+            .remote
+            .as_ref()
+            .map_or(String::new(), |r| format!(" to {r}"));
+        human.push_str(&format!(
+            "promoted: {} {} -> {} ({}{to})\n",
+            p.target,
+            short(&p.old),
+            short(&p.new),
+            p.mode
+        ));
+    }
+    if let Some(landed) = &o.run.landed {
+        human.push_str(&format!("landed as: {}\n", short(landed)));
+    }
     if let Some(bar) = o.plans.as_ref().and_then(|p| p["bar"].as_str()) {
         human.push_str(&format!("plans: {bar}\n"));
     }

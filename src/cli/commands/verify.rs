@@ -18,6 +18,10 @@ pub struct VerifyArgs {
     /// Apply the policy at this revision to every commit (default: each commit's own).
     #[arg(long, value_name = "REV")]
     pub policy_from: Option<String>,
+    /// Walk ranges along first parents only: the commits a protected branch pointed at when
+    /// runs landed on it, not the replayed commits inside each landing.
+    #[arg(long)]
+    pub first_parent: bool,
 }
 
 pub fn cmd_verify(ctx: &Ctx, args: &VerifyArgs) -> Result<Output> {
@@ -27,6 +31,7 @@ pub fn cmd_verify(ctx: &Ctx, args: &VerifyArgs) -> Result<Output> {
             revs: args.revs.clone(),
             checks: args.checks.clone(),
             policy_from: args.policy_from.clone(),
+            first_parent: args.first_parent,
         },
     )?;
     let mut human = String::new();
