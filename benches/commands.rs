@@ -573,6 +573,62 @@ fn land(n: usize) {
     );
 }
 
+/// A command without a run id outside any run worktree (it fails with the hint) at this
+/// repository's number of runs.
+fn idless(b: &Bench, n: usize) -> Vec<Duration> {
+    (0..n)
+        .map(|_| b.run_any(BIN, &b.repo, &["status"], ""))
+        .collect()
+}
+
+/// `git commit --allow-empty` and `git update-ref` in a fresh repository without and with the
+/// hooks installed (the shims find `git-tabellio` on `PATH`).
+fn hooks_overhead(n: usize) {
+    let bin_dir = Path::new(BIN).parent().expect("binary directory");
+    let path = std::env::join_paths(std::iter::once(bin_dir.to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .expect("PATH");
+    let time = |b: &Bench, args: &[&str]| {
+        let mut cmd = Command::new("git");
+        cmd.args(args)
+            .current_dir(&b.repo)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        hermetic::apply(&mut cmd, b.dir.path());
+        cmd.env("PATH", &path);
+        let start = Instant::now();
+        let ok = cmd.status().expect("spawn").success();
+        assert!(ok, "git {args:?} failed");
+        start.elapsed()
+    };
+    let plain = Bench::new();
+    let hooked = Bench::new();
+    hooked.tab(&hooked.repo, &["hooks", "install"]);
+    let (mut with, mut without, mut upd_with, mut upd_without) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..n {
+        let commit = ["commit", "-q", "--allow-empty", "-m", "e"];
+        without.push(time(&plain, &commit));
+        with.push(time(&hooked, &commit));
+        let update = ["update-ref", "refs/heads/bench-x", "HEAD"];
+        upd_without.push(time(&plain, &update));
+        upd_with.push(time(&hooked, &update));
+    }
+    report(
+        "git commit, hooks installed",
+        with,
+        without,
+        "git commit without hooks",
+    );
+    report(
+        "git update-ref, hooks",
+        upd_with,
+        upd_without,
+        "git update-ref without hooks",
+    );
+}
+
 fn main() {
     let n: usize = std::env::var("TABELLIO_BENCH_N")
         .ok()
@@ -586,10 +642,19 @@ fn main() {
     println!("\nsigned evidence (trust) against the same without trust:");
     signatures(n);
     land(n);
+    hooks_overhead(n);
     if std::env::var("TABELLIO_BENCH_SCALE").is_ok_and(|v| v == "1") {
         println!("\nat scale: 10,000 runs and 100,000 evidence notes:");
+        let empty = Bench::new();
+        let at_zero = idless(&empty, n);
         let b = Bench::new();
         populate_scale(&b);
+        report(
+            "id-less status, 10,000 runs",
+            idless(&b, n),
+            at_zero,
+            "the same at 0 runs",
+        );
         lifecycle(&b, n, "x");
     }
 }

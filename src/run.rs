@@ -78,15 +78,26 @@ pub fn resolve_run(env: &Env, run: Option<&str>) -> Result<Ledger> {
             }
         }
     }
-    for (id, _) in env.store.list_ledgers()? {
-        // One unreadable ledger (a newer schema from a teammate) must not hide the others.
-        if let Ok(Some(ledger)) = env.store.try_find_ledger(&id) {
+    // A run started with `--branch` elsewhere: its worktree was added under the run's id, so
+    // the linked worktree's administrative directory (`<git dir>/worktrees/<name>`) names it.
+    // One ledger read, never a scan of every ledger (a repository may hold thousands of runs).
+    if let Some(id) = linked_worktree_name(&env.store) {
+        if let Some(ledger) = env.store.try_find_ledger(&id)? {
             if ledger.record.branch == branch {
                 return Ok(ledger);
             }
         }
     }
     Err(no_run())
+}
+
+/// The name of the linked worktree the repository was opened in (`None` in the main one).
+fn linked_worktree_name(store: &Store) -> Option<String> {
+    if store.repo.worktree().is_none_or(|w| w.is_main()) {
+        return None;
+    }
+    let id = store.repo.git_dir().file_name()?.to_str()?.to_string();
+    check_run_id(&id).is_ok().then_some(id)
 }
 
 /// The run whose default worktree directory contains the current directory.

@@ -11,7 +11,7 @@ use crate::store::notes_view::NotesView;
 use crate::store::Store;
 
 /// One evidence line as stored, with the record it parses to (`None`: it does not parse).
-pub type Line = (String, Option<EvidenceRecord>);
+pub type Line = crate::store::notes_view::ParsedLine;
 
 /// Which notes the lines are read from.
 pub enum Notes<'v> {
@@ -28,15 +28,26 @@ pub fn lines_on(
     commit: Option<gix::ObjectId>,
     tree: gix::ObjectId,
 ) -> Result<Vec<Line>> {
-    let mut read = |object| match &mut notes {
-        Notes::Local => store.note_lines(EVIDENCE, object),
-        Notes::View(view) => view.lines(store, object),
+    let view = match &mut notes {
+        Notes::Local => None,
+        Notes::View(view) => Some(view),
     };
+    if let Some(view) = view {
+        // Parsed once per note blob by the view.
+        let mut lines = match commit {
+            Some(commit) => view.records(store, commit)?,
+            None => Vec::new(),
+        };
+        lines.extend(view.records(store, tree)?);
+        lines.sort_by(|a, b| a.0.cmp(&b.0));
+        lines.dedup_by(|a, b| a.0 == b.0);
+        return Ok(lines);
+    }
     let mut lines = match commit {
-        Some(commit) => read(commit)?,
+        Some(commit) => store.note_lines(EVIDENCE, commit)?,
         None => Vec::new(),
     };
-    lines.extend(read(tree)?);
+    lines.extend(store.note_lines(EVIDENCE, tree)?);
     lines.sort();
     lines.dedup();
     Ok(lines

@@ -1,6 +1,6 @@
 //! `hooks install`: write the hook shims into the repository's hooks directory.
 //!
-//! A shim is a three-line `#!/bin/sh` file that `exec`s `git tabellio hook <name> "$@"`: git runs
+//! A shim is a short `#!/bin/sh` file that `exec`s `git-tabellio hook <name> "$@"`: git runs
 //! hooks itself, so the shim is the one place a shell appears, and it only hands over. The same
 //! files are in the project's top-level `hooks/` for hook managers.
 //!
@@ -23,10 +23,21 @@ use super::HookName;
 pub const MARKER: &str = "# git-tabellio hook shim";
 
 /// The shim for `hook`.
+///
+/// It `exec`s `git-tabellio` itself rather than `git tabellio`: git puts its exec-path first on a
+/// hook's `PATH`, so the binary is found wherever `git tabellio` would find it, without a second
+/// `git` process. git runs `reference-transaction` in three phases per transaction (`prepared`,
+/// `committed`, `aborted`) and only `prepared` can refuse, so the shim returns at once for the
+/// others, without starting a process or reading its standard input (git ignores a hook that
+/// leaves it unread).
 pub fn shim(hook: HookName) -> String {
+    let name = hook.as_str();
+    let phases = match hook {
+        HookName::ReferenceTransaction => "[ \"$1\" = prepared ] || exit 0\n",
+        _ => "",
+    };
     format!(
-        "#!/bin/sh\n{MARKER}: installed by `git tabellio hooks install`, see docs/hooks.md.\nexec git tabellio hook {} \"$@\"\n",
-        hook.as_str()
+        "#!/bin/sh\n{MARKER}: installed by `git tabellio hooks install`, see docs/hooks.md.\n{phases}exec git-tabellio hook {name} \"$@\"\n"
     )
 }
 

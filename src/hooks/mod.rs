@@ -11,7 +11,7 @@
 //! that does not exist yet takes the policy of `HEAD`'s commit (in a server: the default
 //! branch). The hooks only read: they write no ref, object or file in the repository.
 //!
-//! The installed hook files are shims ([`install`]): git runs them, they `exec git tabellio
+//! The installed hook files are shims ([`install`]): git runs them, they `exec git-tabellio
 //! hook <name>`; we never start a shell ourselves.
 
 mod evidence;

@@ -6,8 +6,18 @@
 //! opened, so each further lookup costs a few tree reads at most. A view can also be opened at a
 //! notes commit that is not (yet) the ref's value: the pre-receive hook reads the evidence a push
 //! is about to store.
+//!
+//! A view also reads and parses each note blob once: one tree noted by many records (empty
+//! commits, reverts, many runs reaching the same tree) is looked up for every commit that has it,
+//! and its note holds every one of those records. The parsed lines are kept by blob id, so
+//! verifying a range reads and parses each note once.
+
+use std::collections::HashMap;
+use std::rc::Rc;
 
 use gix::note::plumbing::State;
+
+use crate::model::EvidenceRecord;
 
 use crate::error::{Context, Error, Result};
 
@@ -20,7 +30,12 @@ pub struct NotesView {
     what: String,
     /// Further notes commits read together with this one (the remote-tracking copies).
     more: Vec<NotesView>,
+    /// The lines of each note blob read so far, each with the evidence record it parses to.
+    parsed: HashMap<gix::ObjectId, Rc<[ParsedLine]>>,
 }
+
+/// One note line as stored, with the evidence record it parses to (`None`: it does not parse).
+pub type ParsedLine = (String, Option<EvidenceRecord>);
 
 impl NotesView {
     /// The notes at the current value of `notes_ref`.
@@ -52,6 +67,7 @@ impl NotesView {
                 state: None,
                 what: what.to_string(),
                 more: Vec::new(),
+                parsed: HashMap::new(),
             });
         };
         store.ensure_commit_ref(what, tip, &super::notes::notes_repair(what))?;
@@ -69,38 +85,62 @@ impl NotesView {
             state: Some(state),
             what: what.to_string(),
             more: Vec::new(),
+            parsed: HashMap::new(),
         })
     }
 
-    /// The non-empty lines of the note on `object` (in every notes commit of the view).
+    /// The non-empty lines of the note on `object` (in every notes commit of the view), each
+    /// once, sorted, with the evidence record each parses to.
+    /// The lines noted on `object`, as written (for notes refs whose records are not evidence).
     pub fn lines(&mut self, store: &Store, object: gix::ObjectId) -> Result<Vec<String>> {
-        let mut lines = self.own_lines(store, object)?;
+        Ok(self
+            .records(store, object)?
+            .into_iter()
+            .map(|(line, _)| line)
+            .collect())
+    }
+
+    pub fn records(&mut self, store: &Store, object: gix::ObjectId) -> Result<Vec<ParsedLine>> {
+        let mut notes = vec![self.own_records(store, object)?];
         for more in &mut self.more {
-            lines.extend(more.own_lines(store, object)?);
+            notes.push(more.own_records(store, object)?);
         }
-        lines.sort();
-        lines.dedup();
+        let mut lines: Vec<ParsedLine> = notes.iter().flat_map(|n| n.iter().cloned()).collect();
+        if notes.len() > 1 {
+            lines.sort_by(|a, b| a.0.cmp(&b.0));
+            lines.dedup_by(|a, b| a.0 == b.0);
+        }
         Ok(lines)
     }
 
-    fn own_lines(&mut self, store: &Store, object: gix::ObjectId) -> Result<Vec<String>> {
+    /// The note on `object` in this notes commit: sorted unique lines, parsed once per blob.
+    fn own_records(&mut self, store: &Store, object: gix::ObjectId) -> Result<Rc<[ParsedLine]>> {
         let Some(state) = self.state.as_mut() else {
-            return Ok(Vec::new());
+            return Ok(Rc::from([]));
         };
         let Some(blob) = state
             .get(&object, &store.repo)
             .context(|| format!("could not look up the note on {object} in {}", self.what))?
         else {
-            return Ok(Vec::new());
+            return Ok(Rc::from([]));
         };
-        let blob = store
+        if let Some(parsed) = self.parsed.get(&blob) {
+            return Ok(parsed.clone());
+        }
+        let data = store
             .repo
             .find_blob(blob)
             .context(|| format!("could not read the note on {object} in {}", self.what))?;
-        Ok(String::from_utf8_lossy(&blob.data)
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(str::to_string)
-            .collect())
+        let text = String::from_utf8_lossy(&data.data);
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.retain(|l| !l.trim().is_empty());
+        lines.sort_unstable();
+        lines.dedup();
+        let parsed: Rc<[ParsedLine]> = lines
+            .into_iter()
+            .map(|l| (l.to_string(), EvidenceRecord::from_line(l).ok()))
+            .collect();
+        self.parsed.insert(blob, parsed.clone());
+        Ok(parsed)
     }
 }

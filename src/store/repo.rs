@@ -75,20 +75,13 @@ impl Store {
         Self::from_repo(repo)
     }
 
-    fn from_repo(mut repo: gix::Repository) -> Result<Store> {
+    /// The committer and author identity is not resolved here: gix resolves it (and the time,
+    /// which walks the timezone database) on first use, so only commands that write a commit or
+    /// a reflog entry pay for it. The open options carry the fallback identity as configuration
+    /// fallbacks ([`open_options`]), so a repository without `user.name` still gets one.
+    fn from_repo(repo: gix::Repository) -> Result<Store> {
         if is_reftable(&repo) {
             return Err(reftable_error(repo.common_dir()));
-        }
-        repo.committer_or_set_fallback(FALLBACK_NAME, FALLBACK_EMAIL)
-            .context(|| "could not set up the committer identity".into())?;
-        if repo.author().is_none() {
-            let mut config = repo.config_snapshot_mut();
-            config
-                .set_raw_value("gitoxide.author.nameFallback", FALLBACK_NAME)
-                .context(|| "could not set the fallback author".into())?;
-            config
-                .set_raw_value("gitoxide.author.emailFallback", FALLBACK_EMAIL)
-                .context(|| "could not set the fallback author".into())?;
         }
         Ok(Store { repo })
     }

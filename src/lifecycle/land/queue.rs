@@ -98,8 +98,8 @@ pub fn resolve(store: &Store, target: &str, named: &[String]) -> Result<Queue> {
         already: Vec::new(),
     };
     for ledger in ledgers {
-        let ledger = match settled_read(store, ledger)? {
-            Ok(ledger) => ledger,
+        let (ledger, validated_head) = match settled_read(store, ledger)? {
+            Ok(read) => read,
             Err(already) => {
                 queue.already.push(already);
                 continue;
@@ -127,7 +127,12 @@ pub fn resolve(store: &Store, target: &str, named: &[String]) -> Result<Queue> {
             ))
             .hint("land it onto its own target (--target), or leave it out"));
         }
-        let (_, head) = check_validated(store, rec)?;
+        let Some(head) = validated_head else {
+            return Err(Error::internal(format!(
+                "run {} is completed but its validation was not checked",
+                rec.run_id
+            )));
+        };
         let base = store.parse_oid(&rec.base.commit)?;
         let commits = commits_since(store, base, head).map_err(Error::from)?;
         queue.candidates.push(Candidate {
@@ -144,17 +149,24 @@ pub fn resolve(store: &Store, target: &str, named: &[String]) -> Result<Queue> {
 /// the loose refs of one transaction one after the other, so a concurrent `land` may be seen
 /// with the run branch moved and the ledger not yet. A completed run whose preconditions fail
 /// is re-read for a moment before the failure counts; `Err` is a run found promoted meanwhile.
-fn settled_read(store: &Store, ledger: Ledger) -> Result<Result<Ledger, RunLanding>> {
+fn settled_read(
+    store: &Store,
+    ledger: Ledger,
+) -> Result<Result<(Ledger, Option<gix::ObjectId>), RunLanding>> {
     let mut ledger = ledger;
     for _ in 0..40 {
         if ledger.record.state == RunState::Promoted {
             return Ok(Err(already_landed(&ledger)));
         }
-        if ledger.record.state != RunState::Completed
-            || check_validated(store, &ledger.record).is_ok()
-            || !landing_in_flight(store, &ledger.record)?
-        {
-            return Ok(Ok(ledger));
+        if ledger.record.state != RunState::Completed {
+            return Ok(Ok((ledger, None)));
+        }
+        // Checked here, once, on the very record that is returned: a check made apart from the
+        // read could see another landing's branch move in between.
+        match check_validated(store, &ledger.record) {
+            Ok((_, head)) => return Ok(Ok((ledger, Some(head)))),
+            Err(e) if !landing_in_flight(store, &ledger.record)? => return Err(e.into()),
+            Err(_) => {}
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
         ledger = store.find_ledger(&ledger.record.run_id)?;
