@@ -3,7 +3,7 @@
 //!
 //! `digest` is the SHA-256 of the record's canonical JSON without `digest` and `signature`; a
 //! record whose digest does not match its content has been edited and is never trusted. The
-//! optional `signature` signs that digest (see [`crate::trust`]).
+//! optional `signature` signs that digest (see [`super::signature`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -68,7 +68,7 @@ pub struct EvidenceRecord {
     /// The SSH signature over `digest` (docs/verify.md), added after sealing. Absent in
     /// unsigned records, so their bytes and digests are what they always were.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub signature: Option<crate::trust::Signature>,
+    pub signature: Option<super::signature::Signature>,
     pub digest: String,
 }
 
@@ -81,7 +81,7 @@ impl EvidenceRecord {
     /// The digest this record's content calls for: without `digest` and `signature`, so a
     /// signature can be added after sealing and covers exactly this.
     pub fn compute_digest(&self) -> String {
-        crate::trust::signed_digest(&super::to_value(self))
+        super::signature::signed_digest(&super::to_value(self))
             .expect("evidence records hold no floats")
     }
 

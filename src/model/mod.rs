@@ -4,6 +4,7 @@
 //! Every record carries `"schema": "tabellio.<kind>/v<N>"`. Reading checks the schema before
 //! anything else: an unknown or newer schema is a [`SchemaError`] naming it, never a guess.
 
+pub mod allowed_signers;
 pub mod canonical;
 pub mod checkpoint;
 pub mod evidence;
@@ -12,6 +13,7 @@ pub mod land;
 pub mod loop_state;
 pub mod policy;
 pub mod run;
+pub mod signature;
 pub mod time;
 
 pub use checkpoint::CheckpointRecord;

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::error::{Context, Error};
+use crate::model::allowed_signers::AllowedSigners;
 use crate::model::policy::{self, Policy, PolicyError, RequireSigned};
-use crate::trust::AllowedSigners;
 
 use super::Store;
 

@@ -83,23 +83,7 @@ pub fn promote_remote(
         return Ok(o);
     }
     // Everything about the run itself is checked before the network is touched.
-    let (target, validated) = crate::lifecycle::promote::check_validated(store, rec)?;
-    let base = store.parse_oid(&rec.base.commit)?;
-    // Guarded as the remote's tip we last fetched says, else as the base does.
-    let tracking = target
-        .strip_prefix("refs/heads/")
-        .map(|b| format!("refs/remotes/{remote}/{b}"));
-    let gating = match &tracking {
-        Some(t) => store.ref_target(t)?,
-        None => None,
-    };
-    crate::lifecycle::promote::check_approved(store, rec, gating, validated)?;
-    if !store.is_ancestor(base, validated)? {
-        return Err(Error::refused(format!(
-            "the validated commit {validated} does not descend from the base {base}"
-        ))
-        .hint("promote only fast-forwards; rebase the run onto its base"));
-    }
+    let (target, validated, base) = check_run_side(store, rec, remote)?;
     fetch::check_remote(store, remote)?;
 
     let mut result = outcome(
@@ -173,6 +157,34 @@ pub fn promote_remote(
     .hint(format!(
         "other machines are pushing to {remote} right now; try again in a moment"
     )))
+}
+
+/// The run's own preconditions of a remote promotion (as a local one, plus the approval its
+/// guarded changes need as the remote's last fetched tip sees them): the target, the validated
+/// commit and the base.
+fn check_run_side(
+    store: &Store,
+    rec: &RunRecord,
+    remote: &str,
+) -> Result<(String, gix::ObjectId, gix::ObjectId)> {
+    let (target, validated) = crate::lifecycle::promote::check_validated(store, rec)?;
+    let base = store.parse_oid(&rec.base.commit)?;
+    // Guarded as the remote's tip we last fetched says, else as the base does.
+    let tracking = target
+        .strip_prefix("refs/heads/")
+        .map(|b| format!("refs/remotes/{remote}/{b}"));
+    let gating = match &tracking {
+        Some(t) => store.ref_target(t)?,
+        None => None,
+    };
+    crate::lifecycle::promote::check_approved(store, rec, gating, validated)?;
+    if !store.is_ancestor(base, validated)? {
+        return Err(Error::refused(format!(
+            "the validated commit {validated} does not descend from the base {base}"
+        ))
+        .hint("promote only fast-forwards; rebase the run onto its base"));
+    }
+    Ok((target, validated, base))
 }
 
 /// The remote's target must still be the frozen base.

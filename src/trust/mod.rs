@@ -27,16 +27,12 @@
 //! and `principal`, which the allowed-signers file must grant that key. Judging never takes
 //! either on trust: see [`judge_signature`].
 
-pub mod allowed_signers;
 pub mod approval;
 pub mod guarded;
 pub mod sshsig;
 
-use serde::{Deserialize, Serialize};
-
-use crate::model::canonical;
-
-pub use allowed_signers::{AllowedSigners, AllowedSignersError, SignerRefusal};
+pub use crate::model::allowed_signers::{self, AllowedSigners, AllowedSignersError, SignerRefusal};
+pub use crate::model::signature::{signed_digest, Signature};
 pub use guarded::GuardedPaths;
 pub use sshsig::{sign, SignError, SigningConfig, SigningKey, VerifyError};
 
@@ -45,36 +41,6 @@ pub const NAMESPACE: &str = "tabellio";
 
 /// The only signature format: SSH signatures.
 pub const FORMAT_SSH: &str = "ssh";
-
-/// A record's signature, as stored in the record (`signature: {format, principal,
-/// key_fingerprint, sig}`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Signature {
-    /// Always `ssh`.
-    pub format: String,
-    /// The identity the signer claims; counts only if the allowed signers grant it to the key.
-    pub principal: String,
-    /// `SHA256:…` of the signing key, as `ssh-keygen -l` prints it.
-    pub key_fingerprint: String,
-    /// The armored `SSHSIG` (`-----BEGIN SSH SIGNATURE-----` …), as `ssh-keygen -Y sign`
-    /// writes it: save it to a file to check it with `ssh-keygen -Y verify`.
-    pub sig: String,
-}
-
-/// The digest a record is signed over: SHA-256 of its canonical JSON without `digest` and
-/// `signature`. `record` is the record as a JSON object.
-pub fn signed_digest(record: &serde_json::Value) -> Result<String, canonical::NotCanonical> {
-    match record {
-        serde_json::Value::Object(map) => {
-            let mut map = map.clone();
-            map.remove("digest");
-            map.remove("signature");
-            canonical::digest_of(&serde_json::Value::Object(map))
-        }
-        other => canonical::digest_of(other),
-    }
-}
 
 /// The principal to claim when signing with `key` at `at`: `fallback` (usually `user.email`)
 /// when the allowed signers grant it to the key in namespace `tabellio`, else the first plain
