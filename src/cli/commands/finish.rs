@@ -27,6 +27,16 @@ pub struct ChecksArgs {
     /// Timeout in seconds of the ad-hoc check.
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<u64>,
+    #[command(flatten)]
+    pub records: RecordArgs,
+    /// An ad-hoc check command, run directly (never through a shell).
+    #[arg(last = true, value_name = "ARGV")]
+    pub argv: Vec<String>,
+}
+
+/// How the evidence records of the checks are made (`finish`, `validate` and `land`).
+#[derive(Debug, clap::Args)]
+pub struct RecordArgs {
     /// Run every check, even where the commit's tree already has passing evidence for it.
     #[arg(long)]
     pub no_reuse: bool,
@@ -37,9 +47,6 @@ pub struct ChecksArgs {
     /// Do not sign the records, even when git has an SSH signing key configured.
     #[arg(long)]
     pub no_sign: bool,
-    /// An ad-hoc check command, run directly (never through a shell).
-    #[arg(last = true, value_name = "ARGV")]
-    pub argv: Vec<String>,
 }
 
 impl ChecksArgs {
@@ -48,9 +55,9 @@ impl ChecksArgs {
             names: self.checks.clone(),
             argv: self.argv.clone(),
             timeout_s: self.timeout,
-            reuse: tabellio::evidence::reuse::Reuse::from_flag(self.no_reuse),
-            sign_key: self.sign_key.clone(),
-            no_sign: self.no_sign,
+            reuse: tabellio::evidence::reuse::Reuse::from_flag(self.records.no_reuse),
+            sign_key: self.records.sign_key.clone(),
+            no_sign: self.records.no_sign,
         }
     }
 }

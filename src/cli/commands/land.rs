@@ -25,16 +25,8 @@ pub struct LandArgs {
     /// Land on this remote's target: fetch, stack and validate here, one atomic push.
     #[arg(long, value_name = "NAME")]
     pub remote: Option<String>,
-    /// Run every check, even where the tree already has passing evidence for it.
-    #[arg(long)]
-    pub no_reuse: bool,
-    /// Sign the records with this SSH key (a private key file, or a public key whose private
-    /// half is in ssh-agent) instead of git's `user.signingKey`.
-    #[arg(long, value_name = "FILE", conflicts_with = "no_sign")]
-    pub sign_key: Option<std::path::PathBuf>,
-    /// Do not sign the records, even when git has an SSH signing key configured.
-    #[arg(long)]
-    pub no_sign: bool,
+    #[command(flatten)]
+    pub records: super::finish::RecordArgs,
     /// Print the plan and write nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -47,11 +39,11 @@ pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
         batch: a.batch,
         squash: a.squash,
         remote: a.remote.clone(),
-        reuse: Reuse::from_flag(a.no_reuse),
+        reuse: Reuse::from_flag(a.records.no_reuse),
         dry_run: a.dry_run,
         stream: ctx.stream,
-        sign_key: a.sign_key.clone(),
-        no_sign: a.no_sign,
+        sign_key: a.records.sign_key.clone(),
+        no_sign: a.records.no_sign,
     };
     let o = land::land(ctx.env()?, &opts)?;
     let json = serde_json::to_value(&o)
