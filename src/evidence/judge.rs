@@ -301,9 +301,28 @@ pub fn judge_gate_trusted(
             let mut checks = evaluate_records(records, commit, tree, &reqs);
             let verified = checks.iter().any(|c| c.verdict == Verdict::Satisfied);
             if checks.is_empty() {
+                // Nothing readable: a line that is not a genuine record is an alarm, not an
+                // absence (a genuine record of a newer schema is still ignored).
+                let tampered = records.iter().any(|(line, r)| {
+                    r.is_none() && {
+                        let name = serde_json::from_str::<serde_json::Value>(line)
+                            .ok()
+                            .and_then(|v| {
+                                v.pointer("/check/name")
+                                    .and_then(serde_json::Value::as_str)
+                                    .map(str::to_string)
+                            })
+                            .unwrap_or_default();
+                        judge_unreadable(line, &name).is_some()
+                    }
+                });
                 checks.push(CheckVerdict {
                     name: ANY_CHECK.into(),
-                    verdict: Verdict::Missing,
+                    verdict: if tampered {
+                        Verdict::Tampered
+                    } else {
+                        Verdict::Missing
+                    },
                     record: None,
                     signer: None,
                 });
@@ -506,6 +525,10 @@ mod tests {
 
     #[test]
     fn a_gate_of_any_passing_check_needs_one_and_names_the_absent() {
+        let junk = vec![("not json".to_string(), None)];
+        let (checks, verified) = judge_gate(&junk, COMMIT, TREE, &Gate::AnyPassing);
+        assert!(!verified);
+        assert_eq!(checks[0].verdict, Verdict::Tampered);
         let (checks, verified) = judge_gate(&[], COMMIT, TREE, &Gate::AnyPassing);
         assert!(!verified);
         assert_eq!(checks.len(), 1);

@@ -377,3 +377,26 @@ fn a_run_record_with_an_unknown_field_is_refused_like_evidence() {
     r.code(3);
     assert!(r.stdout.contains("signed"), "{}", r.desc);
 }
+
+/// With no policy any passing record verifies a commit; a note line that is no record at all
+/// is an alarm (`tampered`), not an absence (`missing`).
+#[test]
+fn a_non_json_note_line_without_a_policy_is_tampered() {
+    let t = TestEnv::new();
+    let head = t.git_out(&["rev-parse", "HEAD"]);
+    let (code, v) = t.tab_json(&["verify", &head]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["commits"][0]["checks"][0]["verdict"], "missing", "{v}");
+    t.git(&[
+        "notes",
+        "--ref=tabellio/evidence",
+        "add",
+        "-m",
+        "not json",
+        &head,
+    ])
+    .ok();
+    let (code, v) = t.tab_json(&["verify", &head]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["commits"][0]["checks"][0]["verdict"], "tampered", "{v}");
+}
