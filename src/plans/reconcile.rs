@@ -47,7 +47,7 @@ pub enum ReconcileError {
         path: PathBuf,
         /// The cause.
         #[source]
-        source: gix::Error,
+        source: crate::Error,
     },
     /// The repository has no worktree to reconcile.
     #[error("the repository at {} is bare", path.display())]
@@ -98,10 +98,12 @@ pub(super) fn reconcile_with(
     worktree_root: &Path,
     write_index: IndexWriter,
 ) -> Result<ReconcileOutcome, ReconcileError> {
-    let repo = gix::open(worktree_root).map_err(|source| ReconcileError::Open {
-        path: worktree_root.to_owned(),
-        source,
-    })?;
+    // Opened by path as every worktree is: a hook's `GIT_*` variables do not redirect it.
+    let repo =
+        crate::store::repo::open_path(worktree_root).map_err(|source| ReconcileError::Open {
+            path: worktree_root.to_owned(),
+            source,
+        })?;
     let workdir = repo.workdir().ok_or_else(|| ReconcileError::Bare {
         path: worktree_root.to_owned(),
     })?;
