@@ -354,13 +354,22 @@ fn matches(r: &EvidenceRecord, c: &AttemptCheck) -> bool {
     r.check.name == c.name && r.check.digest == c.digest && r.status == c.status
 }
 
-/// Write `document` (pretty JSON and a newline) to `path` atomically: to `<path>.tmp` in the
-/// same directory, then renamed over `path`. An existing file at `path` is replaced; on
-/// failure `path` is untouched and the temporary file removed.
+/// Write `document` (pretty JSON and a newline) to `path` atomically, as [`write_file`] does.
 pub fn write_document(path: &Path, document: &Value) -> Result<()> {
+    let mut text = serde_json::to_string_pretty(document).expect("a JSON value serializes");
+    text.push('\n');
+    write_file(path, text.as_bytes(), "--out")
+}
+
+/// Write `bytes` to `path` atomically: to `<path>.tmp` in the same directory, then renamed over
+/// `path`. An existing file at `path` is replaced (as `git archive --output` does); on failure
+/// `path` is untouched and the temporary file removed. `option` names the flag that gave the
+/// path, for the hint.
+pub fn write_file(path: &Path, bytes: &[u8], option: &str) -> Result<()> {
     let unwritable = |e: &dyn std::fmt::Display| {
-        Error::usage(format!("could not write {}: {e}", path.display()))
-            .hint("give --out a file path in an existing directory you can write to")
+        Error::usage(format!("could not write {}: {e}", path.display())).hint(format!(
+            "give {option} a file path in an existing directory you can write to"
+        ))
     };
     let Some(name) = path.file_name() else {
         return Err(unwritable(&"not a file name"));
@@ -368,10 +377,8 @@ pub fn write_document(path: &Path, document: &Value) -> Result<()> {
     let mut tmp_name = name.to_os_string();
     tmp_name.push(".tmp");
     let tmp: PathBuf = path.with_file_name(tmp_name);
-    let mut text = serde_json::to_string_pretty(document).expect("a JSON value serializes");
-    text.push('\n');
     let written = std::fs::File::create(&tmp).and_then(|mut f| {
-        f.write_all(text.as_bytes())?;
+        f.write_all(bytes)?;
         f.sync_all()
     });
     if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {

@@ -21,6 +21,7 @@ pub use error::{Error, ErrorKind, Result};
 pub mod hooks;
 pub mod lifecycle;
 pub mod plans;
+pub mod report;
 pub mod run;
 pub mod runner;
 pub mod sync;

@@ -50,7 +50,11 @@ pub const LIST: &str = "Examples:
 
 pub const LOG: &str = "Examples:
   git tabellio log fix-1
-  git log --oneline refs/tabellio/runs/fix-1               the same ledger, read by stock git";
+  git log --oneline refs/tabellio/runs/fix-1               the same ledger, read by stock git
+  git tabellio log --graph                                 every run as a lane off its base
+  git tabellio log --graph fix-1 fix-2                     these runs, in this order
+  git tabellio log --html report.html                      a self-contained page: timeline, checks, output
+  git tabellio log --html fix-1.html fix-1                 one run's page, to attach to a review";
 
 pub const ABANDON: &str = "Examples:
   git tabellio abandon fix-1 -m \"superseded by fix-2\"";

@@ -62,7 +62,7 @@ pub enum Command {
     /// List runs.
     #[command(after_long_help = examples::LIST)]
     List(list::ListArgs),
-    /// Show a run's ledger: one line per state transition.
+    /// Show a run's ledger, or draw runs as lanes (--graph) or an HTML page (--html).
     #[command(after_long_help = examples::LOG)]
     Log(log::LogArgs),
     /// Abandon a run.

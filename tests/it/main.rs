@@ -26,6 +26,7 @@ mod promote;
 mod pull;
 mod recovery;
 mod refusals;
+mod report;
 mod runner;
 mod scratch;
 mod secrets;

@@ -1,21 +1,44 @@
-//! `log <run>`: a run's ledger, one line per state transition.
+//! `log <run>`: a run's ledger, one line per state transition. `log --graph [<run>…]`: runs as
+//! lanes off their base; `log --html <file> [<run>…]`: the same runs as a self-contained page.
 
-use serde_json::json;
+use std::path::PathBuf;
+
+use serde_json::{json, Value};
 
 use tabellio::lifecycle::manage;
-use tabellio::Result;
+use tabellio::report::{self, RunTimeline};
+use tabellio::{export, Error, Result};
 
 use crate::cli::format::{run_json, short, to_json};
 use crate::cli::{Ctx, Output};
 
 #[derive(Debug, clap::Args)]
 pub struct LogArgs {
-    /// The run id.
-    pub run: String,
+    /// The run id; with --graph or --html any number of runs, every run when none is given.
+    #[arg(id = "run", value_name = "RUN")]
+    pub runs: Vec<String>,
+    /// Draw the runs as lanes off their base, like `git log --graph`: checkpoints, attempts,
+    /// restacks, promotion, abandonment.
+    #[arg(long)]
+    pub graph: bool,
+    /// Write a self-contained HTML report of the runs to FILE (replaced if it exists): timeline,
+    /// checks with their output, loop iterations.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 pub fn cmd_log(ctx: &Ctx, args: &LogArgs) -> Result<Output> {
-    let (run, entries) = manage::log(ctx.env()?, &args.run)?;
+    if args.graph || args.html.is_some() {
+        return picture(ctx, args);
+    }
+    let [run] = args.runs.as_slice() else {
+        return Err(Error::usage(format!(
+            "`log` shows one run's ledger, and {} run ids were given",
+            args.runs.len()
+        ))
+        .hint("name one run (`git tabellio log <run>`), or draw several with `--graph`"));
+    };
+    let (run, entries) = manage::log(ctx.env()?, run)?;
     let human = entries
         .iter()
         .map(|e| format!("{} {} {}", short(&e.commit), e.at, e.message))
@@ -25,4 +48,40 @@ pub fn cmd_log(ctx: &Ctx, args: &LogArgs) -> Result<Output> {
         run_json(&run, None, json!({"log": to_json(&entries)})),
         human,
     ))
+}
+
+/// `--graph` and/or `--html`.
+fn picture(ctx: &Ctx, args: &LogArgs) -> Result<Output> {
+    let env = ctx.env()?;
+    let timelines = report::timelines(env, &args.runs)?;
+    let runs: Vec<Value> = timelines.iter().map(run_events).collect();
+    let mut out = json!({ "runs": runs });
+    let mut human = String::new();
+    if args.graph {
+        let graph = report::graph::render(&timelines);
+        human.push_str(&graph);
+        out["graph"] = graph.into();
+    }
+    if let Some(path) = &args.html {
+        let count = timelines.len();
+        let page = report::html::report(env, timelines)?;
+        export::write_file(path, page.as_bytes(), "--html")?;
+        human.push_str(&format!(
+            "wrote a report of {count} run{} to {}",
+            if count == 1 { "" } else { "s" },
+            path.display()
+        ));
+        out["html"] = path.display().to_string().into();
+    }
+    Ok(Output::new(out, human))
+}
+
+/// A run's timeline in `--json`: id, state, base and events (not the whole `run.json`).
+fn run_events(t: &RunTimeline) -> Value {
+    json!({
+        "run_id": t.run.run_id,
+        "state": t.run.state,
+        "base": to_json(&t.run.base),
+        "events": to_json(&t.events),
+    })
 }

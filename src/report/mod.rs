@@ -1,0 +1,401 @@
+//! Pictures of runs for people: `log --graph` draws runs as lanes off their base in the style of
+//! `git log --graph` ([`graph`]), `log --html` writes a self-contained page with the timeline,
+//! each attempt's checks and output excerpts and the loop's iterations ([`html`]).
+//!
+//! Everything is read from the ledgers (each run's commit chain, oldest transition first) and,
+//! for the page, the evidence notes; nothing is written to the repository. A timeline is derived
+//! by comparing consecutive `run.json` copies, so it shows exactly the transitions the ledger
+//! recorded, in the ledger's order (never re-sorted by clocks that two machines disagree on).
+
+pub mod graph;
+pub mod html;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::model::run::{Attempt, CheckpointEntry};
+use crate::model::{RunRecord, RunState};
+use crate::run::{valid_run_id, Env};
+use crate::store::ledger::Transition;
+
+/// What happened to a run at one point of its ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// `start`: the base was frozen (the event's commit is the base commit).
+    Start,
+    Checkpoint,
+    /// A `finish` (or loop) attempt; its `status` says passed or failed.
+    Attempt,
+    /// A landing that a conflict refused.
+    LandRefused,
+    /// `land` replayed or squashed the run onto the target's tip.
+    Restack,
+    /// The target moved to the run's commit (`promote`, or `land` for a restacked run).
+    Promoted,
+    Abandoned,
+    Blocked,
+    LoopStarted,
+    LoopStopped,
+    /// Any other change of state (the ledger commit's message says which command).
+    State,
+}
+
+/// One point on a run's timeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    pub kind: EventKind,
+    /// The commit the event is about (base, checkpointed, attempted, landed), when there is one.
+    pub commit: Option<String>,
+    /// `passed`/`failed` for attempts, `null` otherwise.
+    pub status: Option<String>,
+    /// When, as recorded (RFC 3339 UTC).
+    pub at: String,
+    /// One line for a person: `attempt 2 passed: test passed`.
+    pub text: String,
+}
+
+/// A run and its timeline, oldest event first.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunTimeline {
+    /// `run.json` at the ledger tip.
+    pub run: RunRecord,
+    pub events: Vec<Event>,
+}
+
+/// The timelines of `runs` in the order given, or of every run (newest first, then by id) when
+/// `runs` is empty. A missing run is exit 5 before anything is drawn.
+pub fn timelines(env: &Env, runs: &[String]) -> Result<Vec<RunTimeline>> {
+    let ids: Vec<String> = if runs.is_empty() {
+        env.store
+            .list_ledgers()?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect()
+    } else {
+        for id in runs {
+            valid_run_id(id)?;
+        }
+        runs.to_vec()
+    };
+    let mut out = Vec::with_capacity(ids.len());
+    for id in &ids {
+        let history = env.store.ledger_history(id)?;
+        out.push(timeline_of(&history).ok_or_else(|| {
+            Error::not_found(format!("no run {id:?} in this repository"))
+                .hint("`git tabellio list` shows the runs there are")
+        })?);
+    }
+    if runs.is_empty() {
+        out.sort_by(|a, b| {
+            b.run
+                .created_at
+                .cmp(&a.run.created_at)
+                .then_with(|| a.run.run_id.cmp(&b.run.run_id))
+        });
+    }
+    Ok(out)
+}
+
+/// The timeline of one ledger history (oldest transition first); `None` when it is empty.
+pub fn timeline_of(history: &[Transition]) -> Option<RunTimeline> {
+    let run = history.last()?.record.clone();
+    let mut events = Vec::new();
+    let mut previous: Option<&RunRecord> = None;
+    for t in history {
+        events_between(previous, &t.record, &t.message, &mut events);
+        previous = Some(&t.record);
+    }
+    Some(RunTimeline { run, events })
+}
+
+/// The events that turned `before` (nothing, for the first ledger commit) into `after`.
+fn events_between(
+    before: Option<&RunRecord>,
+    after: &RunRecord,
+    message: &str,
+    out: &mut Vec<Event>,
+) {
+    let first = out.len();
+    let event = |kind, commit: Option<&str>, at: &str, text: String| Event {
+        kind,
+        commit: commit.map(str::to_string),
+        status: None,
+        at: at.to_string(),
+        text,
+    };
+    if before.is_none() {
+        out.push(event(
+            EventKind::Start,
+            Some(&after.base.commit),
+            &after.created_at,
+            format!(
+                "start from {}: {} ({}:{})",
+                short_ref(&after.base.reference),
+                after.task.summary,
+                after.actor.kind,
+                after.actor.id
+            ),
+        ));
+    }
+    let count = |f: fn(&RunRecord) -> usize| before.map_or(0, f);
+    for c in after
+        .checkpoints
+        .iter()
+        .skip(count(|r| r.checkpoints.len()))
+    {
+        out.push(checkpoint_event(c));
+    }
+    for a in after.attempts.iter().skip(count(|r| r.attempts.len())) {
+        out.push(attempt_event(a));
+    }
+    for l in after
+        .land_attempts
+        .iter()
+        .skip(count(|r| r.land_attempts.len()))
+    {
+        out.push(event(
+            EventKind::LandRefused,
+            Some(&l.commit),
+            &l.at,
+            format!(
+                "land onto {} {} refused: conflict in {}",
+                short_ref(&l.target),
+                short(&l.onto),
+                l.paths.join(", ")
+            ),
+        ));
+    }
+    let loop_before = before.and_then(|b| b.loop_state.as_ref());
+    if let Some(l) = &after.loop_state {
+        if loop_before.is_none_or(|b| b.started_at != l.started_at) {
+            out.push(event(
+                EventKind::LoopStarted,
+                None,
+                &l.started_at,
+                format!("loop started (at most {} iterations)", l.max_loops),
+            ));
+        }
+        let stopped_before = loop_before.is_some_and(|b| {
+            b.started_at == l.started_at && b.why_harness_stopped == l.why_harness_stopped
+        });
+        if let (Some(why), false) = (l.why_harness_stopped, stopped_before) {
+            let iterations = l.history.len();
+            out.push(event(
+                EventKind::LoopStopped,
+                None,
+                l.stopped_at.as_deref().unwrap_or(&after.updated_at),
+                format!(
+                    "loop stopped after {iterations} iteration{}: {} ({})",
+                    if iterations == 1 { "" } else { "s" },
+                    why.as_str(),
+                    l.status
+                ),
+            ));
+        }
+    }
+    if let Some(r) = &after.restack {
+        if before.is_none_or(|b| b.restack.as_ref() != Some(r)) {
+            out.push(event(
+                EventKind::Restack,
+                Some(&r.head_after),
+                &after.updated_at,
+                format!(
+                    "restacked ({}) onto {}: {} -> {}",
+                    r.mode,
+                    short(&r.base_after),
+                    short(&r.head_before),
+                    short(&r.head_after)
+                ),
+            ));
+        }
+    }
+    if let Some(p) = &after.promotion {
+        if before.is_none_or(|b| b.promotion.as_ref() != Some(p)) {
+            let how = match &p.remote {
+                Some(remote) => format!("{}, {remote}", p.mode),
+                None => p.mode.clone(),
+            };
+            let verb = if after.landed.is_some() {
+                "landed on"
+            } else {
+                "promoted"
+            };
+            out.push(event(
+                EventKind::Promoted,
+                Some(&p.new),
+                &p.at,
+                format!(
+                    "{verb} {} {}..{} ({how})",
+                    short_ref(&p.target),
+                    short(&p.old),
+                    short(&p.new)
+                ),
+            ));
+        }
+    }
+    let changed = before.is_some_and(|b| b.state != after.state);
+    let reason = after
+        .reason
+        .as_deref()
+        .map_or(String::new(), |r| format!(": {r}"));
+    match after.state {
+        RunState::Abandoned if changed => out.push(event(
+            EventKind::Abandoned,
+            None,
+            &after.updated_at,
+            format!("abandoned{reason}"),
+        )),
+        RunState::Blocked if changed => out.push(event(
+            EventKind::Blocked,
+            None,
+            &after.updated_at,
+            format!("blocked{reason}"),
+        )),
+        state if changed && out.len() == first => out.push(event(
+            EventKind::State,
+            None,
+            &after.updated_at,
+            format!(
+                "{} -> {state}{}",
+                before.map_or("(none)", |b| b.state.as_str()),
+                command_of(message).map_or(String::new(), |c| format!(" ({c})"))
+            ),
+        )),
+        _ => {}
+    }
+}
+
+fn checkpoint_event(c: &CheckpointEntry) -> Event {
+    Event {
+        kind: EventKind::Checkpoint,
+        commit: Some(c.commit.clone()),
+        status: None,
+        at: c.at.clone(),
+        text: format!("checkpoint: {}", c.summary),
+    }
+}
+
+fn attempt_event(a: &Attempt) -> Event {
+    let checks: Vec<String> = a
+        .checks
+        .iter()
+        .map(|c| match (c.status.as_str(), c.exit_code) {
+            ("passed", _) | (_, None) => format!("{} {}", c.name, c.status),
+            (status, Some(code)) => format!("{} {status} (exit {code})", c.name),
+        })
+        .collect();
+    let checks = if checks.is_empty() {
+        "no checks".to_string()
+    } else {
+        checks.join(", ")
+    };
+    Event {
+        kind: EventKind::Attempt,
+        commit: Some(a.commit.clone()),
+        status: Some(a.status.clone()),
+        at: a.at.clone(),
+        text: format!("attempt {} {}: {checks}", a.n, a.status),
+    }
+}
+
+/// The command of a ledger commit message (`tabellio: finish r1: active -> completed`).
+fn command_of(message: &str) -> Option<&str> {
+    message
+        .strip_prefix("tabellio: ")?
+        .split_whitespace()
+        .next()
+}
+
+/// A commit id as `git log --oneline` shortens it.
+pub fn short(hex: &str) -> &str {
+    &hex[..hex.len().min(7)]
+}
+
+/// `refs/heads/main` as `main`; other refs in full.
+pub fn short_ref(name: &str) -> &str {
+    name.strip_prefix("refs/heads/").unwrap_or(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::run::tests::sample;
+    use crate::model::run::AttemptCheck;
+
+    fn transition(record: RunRecord, message: &str) -> Transition {
+        Transition {
+            commit: gix::ObjectId::null(gix::hash::Kind::Sha1),
+            message: message.into(),
+            record,
+        }
+    }
+
+    #[test]
+    fn events_follow_the_ledger() {
+        let start = sample(RunState::Active);
+        let mut checkpointed = start.clone();
+        checkpointed.checkpoints.push(CheckpointEntry {
+            commit: "a".repeat(40),
+            tree: "b".repeat(40),
+            summary: "wip".into(),
+            at: "2026-01-01T00:01:00Z".into(),
+        });
+        let mut failed = checkpointed.clone();
+        failed.state = RunState::ValidationFailed;
+        failed.attempts.push(Attempt {
+            n: 1,
+            commit: "a".repeat(40),
+            tree: "b".repeat(40),
+            checks: vec![AttemptCheck {
+                name: "test".into(),
+                digest: "d".repeat(64),
+                status: "failed".into(),
+                exit_code: Some(1),
+            }],
+            status: "failed".into(),
+            evidence_digest: "e".repeat(64),
+            at: "2026-01-01T00:02:00Z".into(),
+        });
+        let mut abandoned = failed.clone();
+        abandoned.state = RunState::Abandoned;
+        abandoned.reason = Some("superseded".into());
+        let history = [
+            transition(start, "tabellio: start r1: (none) -> active"),
+            transition(checkpointed, "tabellio: checkpoint r1: active -> active"),
+            transition(failed, "tabellio: finish r1: active -> validation_failed"),
+            transition(
+                abandoned,
+                "tabellio: abandon r1: validation_failed -> abandoned",
+            ),
+        ];
+        let t = timeline_of(&history).expect("a timeline");
+        let texts: Vec<&str> = t.events.iter().map(|e| e.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                "start from main: t (human:me)",
+                "checkpoint: wip",
+                "attempt 1 failed: test failed (exit 1)",
+                "abandoned: superseded",
+            ]
+        );
+        assert_eq!(t.events[2].status.as_deref(), Some("failed"));
+        assert_eq!(t.run.state, RunState::Abandoned);
+    }
+
+    #[test]
+    fn a_bare_change_of_state_names_its_command() {
+        let start = sample(RunState::Active);
+        let mut done = start.clone();
+        done.state = RunState::Completed;
+        let history = [
+            transition(start, "tabellio: start r1: (none) -> active"),
+            transition(done, "tabellio: restore r1: active -> completed"),
+        ];
+        let t = timeline_of(&history).expect("a timeline");
+        assert_eq!(t.events[1].kind, EventKind::State);
+        assert_eq!(t.events[1].text, "active -> completed (restore)");
+        assert!(timeline_of(&[]).is_none());
+    }
+}
