@@ -21,10 +21,12 @@ pub fn render(runs: &[RunTimeline]) -> String {
         }
     }
     // The run whose landing made a base: `promote` moved the target to it, so later runs start
-    // from it.
+    // from it. A run landed in a batch landed as its own commit; the target went to the top.
     let landed_by = |commit: &str| {
-        runs.iter()
-            .find(|r| r.run.promotion.as_ref().is_some_and(|p| p.new == commit))
+        runs.iter().find(|r| {
+            let p = r.run.promotion.as_ref();
+            r.run.landed.as_deref().or(p.map(|p| p.new.as_str())) == Some(commit)
+        })
     };
     let mut out = String::new();
     let mut continues = false;

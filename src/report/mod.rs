@@ -195,7 +195,9 @@ fn events_between(
         }
     }
     if let Some(r) = &after.restack {
-        if before.is_none_or(|b| b.restack.as_ref() != Some(r)) {
+        // `none`: the target had not moved and the run's own commits landed; nothing to draw.
+        let moved = r.mode != "none" && r.head_before != r.head_after;
+        if moved && before.is_none_or(|b| b.restack.as_ref() != Some(r)) {
             out.push(event(
                 EventKind::Restack,
                 Some(&r.head_after),
@@ -221,9 +223,10 @@ fn events_between(
             } else {
                 "promoted"
             };
+            // A landed run's own commit; the target moved to the top of its batch (`p.new`).
             out.push(event(
                 EventKind::Promoted,
-                Some(&p.new),
+                Some(after.landed.as_deref().unwrap_or(&p.new)),
                 &p.at,
                 format!(
                     "{verb} {} {}..{} ({how})",

@@ -115,6 +115,62 @@ fn log_graph_draws_lanes_off_the_shared_base() {
 }
 
 #[test]
+fn log_graph_shows_land_restacks_refusals_and_landings() {
+    let t = TestEnv::ref_only();
+    t.git(&["switch", "-q", "main"]).ok();
+    t.commit_policy(&policy(&[("readme", &["test", "-f", "README.md"])]));
+    t.git(&["switch", "-q", "elsewhere"]).ok();
+    for (id, file, content) in [
+        ("a-first", "README.md", "first\n"),
+        ("b-clash", "README.md", "clash\n"),
+        ("c-other", "other.txt", "other\n"),
+    ] {
+        t.tab(&["start", id, "--task", id, "--base", "main"]).ok();
+        t.commit_file_in(&t.worktree(id), file, content);
+        t.tab(&["finish", id]).ok();
+    }
+    t.tab(&["land", "--target", "main", "a-first", "b-clash", "c-other"])
+        .code(1);
+    // One batch: main moved once from the base to the top of the stack, c-other on a-first.
+    let main = t.git_out(&["rev-parse", "--short=7", "main"]);
+    let first = t.git_out(&["rev-parse", "--short=7", "main~1"]);
+    let base = t.git_out(&["rev-parse", "--short=7", "main~2"]);
+    let r = t.tab(&["log", "--graph", "c-other", "b-clash", "a-first"]);
+    r.ok();
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    // The replayed run: its landing on top, the restack onto the first run's landing below.
+    assert_eq!(
+        lines[0],
+        format!("* {main} (c-other: promoted) landed on main {base}..{main} (ref)"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        lines[1].starts_with(&format!("* {main} restacked (replay) onto {first}: ")),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("| * ")
+            && l.contains("(b-clash: completed) land onto main")
+            && l.ends_with("refused: conflict in README.md")),
+        "{}",
+        r.stdout
+    );
+    // The first run landed as it was (no restack drawn), at its own commit.
+    let landed = format!("| * {first} (a-first: promoted) landed on main {base}..{main} (ref)");
+    assert!(lines.contains(&landed.as_str()), "{}", r.stdout);
+    assert!(!r.stdout.contains("restacked (none)"), "{}", r.stdout);
+    assert!(
+        r.stdout.ends_with(&format!(
+            "* {base} (main) base of c-other, b-clash, a-first\n"
+        )),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
 fn log_without_a_picture_shows_one_run_and_refuses_more() {
     let t = TestEnv::new();
     t.completed_run("a", "a.txt");
