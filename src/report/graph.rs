@@ -74,13 +74,17 @@ pub fn render(runs: &[RunTimeline]) -> String {
     out
 }
 
-/// `text` on one line: a reason or summary with line breaks would break the lanes.
+/// `text` on one line: a reason or summary with line breaks would break the lanes, and other
+/// control characters (escape sequences from another machine's records) become U+FFFD.
 fn one_line(text: &str) -> String {
     text.split(['\n', '\r'])
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
         .join(" ")
+        .chars()
+        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+        .collect()
 }
 
 #[cfg(test)]
@@ -124,7 +128,11 @@ mod tests {
             "1",
             &[
                 (EventKind::Start, Some("1"), "start from main: t"),
-                (EventKind::Abandoned, None, "abandoned: no\nlonger needed"),
+                (
+                    EventKind::Abandoned,
+                    None,
+                    "abandoned: no\nlonger \u{1b}[1mneeded",
+                ),
             ],
         );
         let c = run(
@@ -137,7 +145,7 @@ mod tests {
             "\
 * aaaaaaa (a: active) checkpoint: wip
 * start from main: t
-| * (b: active) abandoned: no longer needed
+| * (b: active) abandoned: no longer \u{fffd}[1mneeded
 | * start from main: t
 |/
 * 1111111 (main) base of a, b

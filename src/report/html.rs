@@ -13,9 +13,10 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{graph, short, short_ref, RunTimeline};
+use super::{graph, short, short_ref, RunTimeline, Timelines};
 use crate::error::{Error, Result};
 use crate::evidence::read::records_for;
+use crate::lifecycle::manage::UnreadableRun;
 use crate::model::evidence::tool_id;
 use crate::model::loop_state::{LoopIteration, LoopState};
 use crate::model::run::{Attempt, AttemptCheck};
@@ -40,10 +41,10 @@ pub struct AttemptPage {
 }
 
 /// The page for `timelines`: evidence read from the notes, local paths replaced by labels.
-pub fn report(env: &Env, timelines: Vec<RunTimeline>) -> Result<String> {
+pub fn report(env: &Env, timelines: Timelines) -> Result<String> {
     let store = &env.store;
-    let mut pages = Vec::with_capacity(timelines.len());
-    for timeline in timelines {
+    let mut pages = Vec::with_capacity(timelines.runs.len());
+    for timeline in timelines.runs {
         let ledger = store.find_ledger(&timeline.run.run_id)?;
         let workspace = run_workspace(store, &ledger)?;
         let paths = LocalPaths::new(store, workspace.as_deref());
@@ -55,7 +56,16 @@ pub fn report(env: &Env, timelines: Vec<RunTimeline>) -> Result<String> {
             .collect::<Result<Vec<_>>>()?;
         pages.push(scrubbed(RunPage { timeline, attempts }, &paths)?);
     }
-    Ok(render(&store.repository_id(), &pages))
+    let paths = LocalPaths::new(store, None);
+    let unreadable: Vec<UnreadableRun> = timelines
+        .unreadable
+        .into_iter()
+        .map(|u| UnreadableRun {
+            message: paths.apply(&u.message),
+            ..u
+        })
+        .collect();
+    Ok(render(&store.repository_id(), &pages, &unreadable))
 }
 
 /// The attempt's records: for each check, this run's intact record of that check (same name,
@@ -129,8 +139,8 @@ fn relabel<T: Serialize + DeserializeOwned>(value: &T, paths: &LocalPaths) -> Re
         .map_err(|e| Error::internal("could not relabel a record for the report").caused_by(e))
 }
 
-/// The page for `runs` of repository `repository`.
-pub fn render(repository: &str, runs: &[RunPage]) -> String {
+/// The page for `runs` of repository `repository`, naming the ledgers that could not be read.
+pub fn render(repository: &str, runs: &[RunPage], unreadable: &[UnreadableRun]) -> String {
     let mut h = String::with_capacity(16 * 1024);
     let title = match runs {
         [one] => format!(
@@ -173,6 +183,17 @@ pub fn render(repository: &str, runs: &[RunPage]) -> String {
         "<section class=\"overview\">\n<h2>Graph</h2>\n<pre class=\"graph\">{}</pre>\n</section>\n</header>\n<main>\n",
         esc(&graph::render(&timelines))
     ));
+    if !unreadable.is_empty() {
+        h.push_str("<section class=\"unreadable\">\n<h2>Unreadable runs</h2>\n<ul>\n");
+        for u in unreadable {
+            h.push_str(&format!(
+                "<li data-run=\"{id}\"><code>{id}</code>: {}</li>\n",
+                esc(&u.message),
+                id = esc(&u.run_id)
+            ));
+        }
+        h.push_str("</ul>\n</section>\n");
+    }
     for r in runs {
         run_section(&mut h, r);
     }

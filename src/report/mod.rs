@@ -13,6 +13,7 @@ pub mod html;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::lifecycle::manage::UnreadableRun;
 use crate::model::run::{Attempt, CheckpointEntry};
 use crate::model::{RunRecord, RunState};
 use crate::run::{valid_run_id, Env};
@@ -63,38 +64,57 @@ pub struct RunTimeline {
     pub events: Vec<Event>,
 }
 
+/// The runs to draw, and the ledgers that could not be read when every run was asked for.
+#[derive(Debug)]
+pub struct Timelines {
+    pub runs: Vec<RunTimeline>,
+    /// Ledgers of every-run requests that could not be read (an unknown `run.json` schema from
+    /// a newer teammate, a hand-edited ledger): reported, not fatal, as `list` does.
+    pub unreadable: Vec<UnreadableRun>,
+}
+
 /// The timelines of `runs` in the order given, or of every run (newest first, then by id) when
-/// `runs` is empty. A missing run is exit 5 before anything is drawn.
-pub fn timelines(env: &Env, runs: &[String]) -> Result<Vec<RunTimeline>> {
-    let ids: Vec<String> = if runs.is_empty() {
-        env.store
-            .list_ledgers()?
-            .into_iter()
-            .map(|(id, _)| id)
-            .collect()
-    } else {
-        for id in runs {
-            valid_run_id(id)?;
-        }
-        runs.to_vec()
+/// `runs` is empty. A named run that is missing or unreadable fails (exit 5, or the ledger's
+/// own error) before anything is drawn.
+pub fn timelines(env: &Env, runs: &[String]) -> Result<Timelines> {
+    let mut out = Timelines {
+        runs: Vec::new(),
+        unreadable: Vec::new(),
     };
-    let mut out = Vec::with_capacity(ids.len());
-    for id in &ids {
-        let history = env.store.ledger_history(id)?;
-        out.push(timeline_of(&history).ok_or_else(|| {
-            Error::not_found(format!("no run {id:?} in this repository"))
-                .hint("`git tabellio list` shows the runs there are")
-        })?);
-    }
     if runs.is_empty() {
-        out.sort_by(|a, b| {
+        for (id, _) in env.store.list_ledgers()? {
+            match timeline(env, &id) {
+                Ok(t) => out.runs.push(t),
+                Err(e) => out.unreadable.push(UnreadableRun {
+                    run_id: id,
+                    message: e.message,
+                }),
+            }
+        }
+        out.runs.sort_by(|a, b| {
             b.run
                 .created_at
                 .cmp(&a.run.created_at)
                 .then_with(|| a.run.run_id.cmp(&b.run.run_id))
         });
+        return Ok(out);
+    }
+    for id in runs {
+        valid_run_id(id)?;
+    }
+    for id in runs {
+        out.runs.push(timeline(env, id)?);
     }
     Ok(out)
+}
+
+/// The timeline of run `id` from its ledger.
+fn timeline(env: &Env, id: &str) -> Result<RunTimeline> {
+    let history = env.store.ledger_history(id)?;
+    timeline_of(&history).ok_or_else(|| {
+        Error::not_found(format!("no run {id:?} in this repository"))
+            .hint("`git tabellio list` shows the runs there are")
+    })
 }
 
 /// The timeline of one ledger history (oldest transition first); `None` when it is empty.

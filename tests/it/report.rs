@@ -184,6 +184,25 @@ fn log_without_a_picture_shows_one_run_and_refuses_more() {
     let one = t.tab(&["log", "a"]);
     one.ok();
     assert_eq!(one.stdout.lines().count(), 2, "{}", one.desc);
+
+    // A ledger from a newer tool: every-run pictures name it and draw the rest; asked for by
+    // name, it is the error.
+    t.forge_ledger("b", "newer", |run| run["schema"] = "tabellio.run/v9".into());
+    let all = t.tab(&["log", "--graph"]);
+    all.ok();
+    assert!(all.stdout.contains("(a: completed)"), "{}", all.desc);
+    assert!(
+        all.stdout.contains("unreadable run b: ") && all.stdout.contains("tabellio.run/v9"),
+        "{}",
+        all.desc
+    );
+    let (code, j) = t.tab_json(&["log", "--graph"]);
+    assert_eq!(code, 0, "{j:#}");
+    assert_eq!(j["unreadable"][0]["run_id"], "b", "{j:#}");
+    assert_eq!(j["runs"].as_array().unwrap().len(), 1, "{j:#}");
+    let named = t.tab(&["log", "--graph", "b"]);
+    assert_ne!(named.code, 0, "{}", named.desc);
+    assert!(named.stderr.contains("tabellio.run/v9"), "{}", named.desc);
 }
 
 /// A python3 agent for `loop` in HOME (shown as `~/agent.py`): writes `value.txt` = its

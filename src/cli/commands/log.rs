@@ -9,7 +9,7 @@ use tabellio::lifecycle::manage;
 use tabellio::report::{self, RunTimeline};
 use tabellio::{export, Error, Result};
 
-use crate::cli::format::{run_json, short, to_json};
+use crate::cli::format::{printable, run_json, short, to_json};
 use crate::cli::{Ctx, Output};
 
 #[derive(Debug, clap::Args)]
@@ -54,16 +54,23 @@ pub fn cmd_log(ctx: &Ctx, args: &LogArgs) -> Result<Output> {
 fn picture(ctx: &Ctx, args: &LogArgs) -> Result<Output> {
     let env = ctx.env()?;
     let timelines = report::timelines(env, &args.runs)?;
-    let runs: Vec<Value> = timelines.iter().map(run_events).collect();
-    let mut out = json!({ "runs": runs });
+    let runs: Vec<Value> = timelines.runs.iter().map(run_events).collect();
+    let mut out = json!({ "runs": runs, "unreadable": to_json(&timelines.unreadable) });
     let mut human = String::new();
     if args.graph {
-        let graph = report::graph::render(&timelines);
+        let graph = report::graph::render(&timelines.runs);
         human.push_str(&graph);
         out["graph"] = graph.into();
     }
+    for u in &timelines.unreadable {
+        human.push_str(&format!(
+            "unreadable run {}: {}\n",
+            u.run_id,
+            printable(&u.message)
+        ));
+    }
     if let Some(path) = &args.html {
-        let count = timelines.len();
+        let count = timelines.runs.len();
         let page = report::html::report(env, timelines)?;
         export::write_file(path, page.as_bytes(), "--html")?;
         human.push_str(&format!(
