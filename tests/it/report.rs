@@ -331,8 +331,8 @@ fn log_html_is_a_self_contained_page_that_a_browser_renders() {
     }
     let count = |needle: &str| dom.matches(needle).count();
     assert_eq!(count("data-kind=\"start\""), 4, "{dom}");
-    // fix-1, exp-3, and each loop iteration that changed the branch.
-    assert!(count("data-kind=\"checkpoint\"") >= 4, "{dom}");
+    // fix-1, exp-3, and each of the loop's two iterations.
+    assert_eq!(count("data-kind=\"checkpoint\""), 4, "{dom}");
     assert_eq!(
         count("data-kind=\"attempt\" data-status=\"failed\""),
         2,
