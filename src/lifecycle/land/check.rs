@@ -7,6 +7,8 @@
 //! them), never in a user's worktree; passing evidence on the same tree is reused instead of
 //! running (see [`crate::lifecycle::reuse`]). A failing stack is bisected over its prefixes.
 
+use std::collections::HashMap;
+
 use crate::error::{Error, Result};
 use crate::evidence::judge::{evaluate, Verdict};
 use crate::evidence::produce::ResolvedCheck;
@@ -89,6 +91,10 @@ pub struct Checker<'s> {
     signer: Option<RecordSigner>,
     /// The policies (and allowed signers) at the tips stacks are validated on.
     policies: Policies,
+    /// Stack tops whose checks passed but whose evidence does not count under the tip's
+    /// `trust`, with the verdicts (`readme (unsigned)`): a run isolated for one of these is
+    /// refused for its evidence's signatures, not blamed for failing.
+    untrusted: HashMap<gix::ObjectId, Vec<String>>,
 }
 
 impl<'s> Checker<'s> {
@@ -104,6 +110,7 @@ impl<'s> Checker<'s> {
             validations: 0,
             signer: None,
             policies: Policies::default(),
+            untrusted: HashMap::new(),
         }
     }
 
@@ -227,9 +234,22 @@ impl<'s> Checker<'s> {
                 .collect(),
             Some(&trust),
         );
-        Ok(evaluate(self.store, top.head, &reqs)?
+        let refused: Vec<String> = evaluate(self.store, top.head, &reqs)?
             .iter()
-            .all(|v| v.verdict == Verdict::Satisfied))
+            .filter(|v| v.verdict != Verdict::Satisfied)
+            .map(|v| format!("{} ({})", v.name, v.verdict.as_str()))
+            .collect();
+        if refused.is_empty() {
+            return Ok(true);
+        }
+        self.untrusted.insert(top.head, refused);
+        Ok(false)
+    }
+
+    /// Why the stack topped by `head` passed its checks yet did not count: the verdicts of the
+    /// evidence the tip's `trust` refused, if that is why.
+    fn untrusted(&self, head: gix::ObjectId) -> Option<&[String]> {
+        self.untrusted.get(&head).map(Vec::as_slice)
     }
 }
 
@@ -347,6 +367,29 @@ pub fn settle(
                 hi = mid;
             }
         }
+        let mut rest = stack.split_off(hi);
+        let culprit = stack
+            .pop()
+            .expect("hi >= 1: the failing prefix is not empty");
+        if let Some(verdicts) = checker.untrusted(culprit.head) {
+            // Its checks passed; its evidence is not signed as the tip's policy wants. That is
+            // no validation failure: the run stays as it is, refused with the verdicts.
+            let reason = format!(
+                "its evidence does not count under the trust of the policy at {tip}: {}; land signs what it records with `--sign-key <file>` or git's signing key, which must be an allowed signer there",
+                verdicts.join(", ")
+            );
+            settled.accepted.extend(stack);
+            pending = rest.drain(..).map(|s| s.candidate).collect();
+            settled.refused.push(Unstacked {
+                onto: culprit.onto,
+                result: Landing::Refused,
+                commit: None,
+                paths: Vec::new(),
+                reason,
+                candidate: culprit.candidate,
+            });
+            continue;
+        }
         if hi == 1 && settled.accepted.is_empty() {
             // The first run on the tip fails: unless the tip itself passes, no run is to blame.
             // With evidence on the tip (a landed tip has it), this runs nothing.
@@ -358,10 +401,6 @@ pub fn settle(
                 .hint("fix the target first (its failing evidence is noted on it: `git tabellio evidence <tip>`)"));
             }
         }
-        let mut rest = stack.split_off(hi);
-        let culprit = stack
-            .pop()
-            .expect("hi >= 1: the failing prefix is not empty");
         settled.accepted.extend(stack);
         pending = rest.drain(..).map(|s| s.candidate).collect();
         settled.refused.push(Unstacked {
