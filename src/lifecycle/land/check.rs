@@ -18,10 +18,12 @@ use crate::evidence::sign::RecordSigner;
 use crate::model::policy::{self, DEFAULT_EXCERPT_BYTES};
 use crate::model::EvidenceRecord;
 use crate::runner::Stream;
+use crate::store::notes::APPROVALS;
 use crate::store::policy::{policy_at, Policies};
+use crate::store::publish::publish;
 use crate::store::replay;
 use crate::store::Store;
-use crate::trust::approval::judge_run_step;
+use crate::trust::approval::{judge_restacked, judge_run_step};
 use crate::verify::validate::{note_records, run_detached, Detached, DetachedRun};
 
 use super::queue::Candidate;
@@ -282,19 +284,44 @@ fn refuse_unvalidatable(settled: &mut Settled, stack: Vec<Stacked>, tip: gix::Ob
     }
 }
 
-/// A stacked run that changes guarded paths needs an approval of exactly the tree it lands
-/// with, as `promote` judges it (the guarded list at `tip` plus the run's own): refused
-/// otherwise, and the others go on. A restacked run has a new tree, which nobody approved.
+/// A stacked run that changes guarded paths needs an approval of the move it lands with, as
+/// `promote` judges it (the guarded list at `tip` plus the run's own): refused otherwise, and
+/// the others go on. A restacked run has a new tree: its approval carries over only when the
+/// guarded part of the move is exactly the one approved ([`judge_restacked`]), and is then
+/// noted on the restacked head, where the hooks and `verify` judge it the same way.
 fn unapproved(store: &Store, tip: gix::ObjectId, s: &Stacked) -> Result<Option<Unstacked>> {
     let run = &s.candidate.ledger.record;
-    let check = judge_run_step(store, Some(tip), s.onto, s.head, Some(&run.actor))?;
+    let restacked = s.head != s.candidate.head;
+    let check = if restacked {
+        let (check, carried) = judge_restacked(
+            store,
+            Some(tip),
+            (s.onto, s.head),
+            s.candidate.head,
+            Some(&run.actor),
+        )?;
+        if let Some(record) = carried {
+            // A true statement about objects anyone can re-judge; left behind harmlessly if
+            // the landing fails, like the evidence of a stack that did not land.
+            let line = record.to_line();
+            publish(
+                store,
+                None,
+                &[(APPROVALS, vec![(s.head, vec![line])])],
+                &format!("tabellio: land carries {}'s approval", run.run_id),
+            )?;
+        }
+        check
+    } else {
+        judge_run_step(store, Some(tip), s.onto, s.head, Some(&run.actor))?
+    };
     if !check.is_needed() {
         return Ok(None);
     }
-    let restacked = if s.head == s.candidate.head {
-        String::new()
+    let why_restacked = if restacked {
+        "; an approval of the run's head carries over to its restacked commit only when the guarded change is the one approved (same content before and after at every guarded path the restack changes)"
     } else {
-        "; the approval holds for the tree it approved, and restacking made a new one: rebase the run onto the target, finish and approve it again".into()
+        ""
     };
     Ok(Some(Unstacked {
         onto: s.onto,
@@ -302,7 +329,7 @@ fn unapproved(store: &Store, tip: gix::ObjectId, s: &Stacked) -> Result<Option<U
         commit: None,
         paths: check.paths.clone(),
         reason: format!(
-            "{}; approve it with `git tabellio approve {}`{restacked}",
+            "{}; approve it with `git tabellio approve {}`{why_restacked}",
             check.describe(),
             run.run_id
         ),
