@@ -97,7 +97,9 @@ pub fn approve(env: &Env, opts: &ApproveOptions) -> Result<ApproveOutcome> {
         .hint("only changes to the policy's `guarded` paths need an approval"));
     }
     let approver = approver(env, opts.actor.as_deref())?;
-    if guard.as_ref().is_some_and(|g| g.distinct_from_actor) && approver.id == run.actor.id {
+    if guard.as_ref().is_some_and(|g| g.distinct_from_actor)
+        && approver.id.eq_ignore_ascii_case(&run.actor.id)
+    {
         return Err(Error::refused(format!(
             "{} is run {}'s own actor, and the policy says the approver must be someone else",
             approver.id, run.run_id
@@ -109,10 +111,12 @@ pub fn approve(env: &Env, opts: &ApproveOptions) -> Result<ApproveOutcome> {
         schema: SCHEMA.into(),
         run_id: run.run_id.clone(),
         repository: store.repository_id(),
+        base: Some(base.to_string()),
         commit: head.to_string(),
         tree: tree.to_string(),
         paths,
         approver,
+        run_actor: Some(run.actor.clone()),
         reason: super::non_empty(opts.reason.as_deref()),
         at: time::now(),
         tool: tool_id(),
@@ -136,6 +140,16 @@ pub fn approve(env: &Env, opts: &ApproveOptions) -> Result<ApproveOutcome> {
                 )
             })
             .unwrap_or_else(|| record.approver.id.clone());
+        // The signer is who approves under `trust`: it must not be the actor either.
+        if guard.as_ref().is_some_and(|g| g.distinct_from_actor)
+            && principal.eq_ignore_ascii_case(&run.actor.id)
+        {
+            return Err(Error::refused(format!(
+                "the signing key is {principal}'s, run {}'s own actor, and the policy says the approver must be someone else",
+                run.run_id
+            ))
+            .hint("ask another person to run `git tabellio approve` with their own key (approval.distinct_from_actor)"));
+        }
         record.signature = Some(signing.sign_digest(&record.digest, &principal)?);
     }
     let line = record.to_line();

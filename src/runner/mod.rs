@@ -77,7 +77,8 @@ pub enum SigningEnv {
     Inherit,
     /// Without `SSH_AUTH_SOCK`, without configuration injected through the environment
     /// (`GIT_CONFIG_PARAMETERS`, `GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n`), and with git told
-    /// `user.signingKey=` (empty), `commit.gpgSign=false`, `tag.gpgSign=false`: what `loop`
+    /// `user.signingKey=` (empty), `gpg.format=openpgp` (git's default, so no SSH signing
+    /// setup applies), `commit.gpgSign=false`, `tag.gpgSign=false`: what `loop`
     /// gives an agent and its checks. It keeps the key out of casual reach, not out of reach of
     /// a process of the same user that reads the key file or the config files itself.
     Withheld,
@@ -87,6 +88,7 @@ pub enum SigningEnv {
 /// git reads after every config file).
 pub const WITHHELD_GIT_CONFIG: &[(&str, &str)] = &[
     ("user.signingKey", ""),
+    ("gpg.format", "openpgp"),
     ("commit.gpgSign", "false"),
     ("tag.gpgSign", "false"),
 ];

@@ -11,6 +11,8 @@
 //! target's tip: a run cannot loosen its own gate) together with the candidate's own `guarded`
 //! list (a run that adds guarded paths guards them at once). Judging only reads.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -21,7 +23,7 @@ use crate::store::notes_view::NotesView;
 use crate::store::policy::{Policies, PolicyAtError};
 use crate::store::Store;
 
-use super::{judge_signature, AllowedSigners, GuardedPaths, Signature};
+use super::{judge_signature, AllowedSigners, GuardedPaths, Signature, SignatureVerdict};
 
 pub const SCHEMA: &str = "tabellio.approval/v1";
 
@@ -32,6 +34,11 @@ pub struct ApprovalRecord {
     pub schema: String,
     pub run_id: String,
     pub repository: String,
+    /// The run's base commit when approved: the approved change is base → `commit`, so the
+    /// approval can carry over to the run restacked onto another base with the same guarded
+    /// change (docs/land.md). Absent in records of older tools: those never carry over.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub base: Option<String>,
     /// The approved commit (the run's head when approved).
     pub commit: String,
     /// Its tree: the approval holds only for this tree.
@@ -39,6 +46,10 @@ pub struct ApprovalRecord {
     /// The guarded paths the approval covers, sorted.
     pub paths: Vec<String>,
     pub approver: Actor,
+    /// The run's actor as its ledger named it when approved, signed with the rest, so a judge
+    /// without the ledger (a server's pre-receive) can still tell the approver from the actor.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub run_actor: Option<Actor>,
     /// Why, in the approver's words (`-m`).
     pub reason: Option<String>,
     pub at: String,
@@ -160,14 +171,16 @@ impl Guard {
         )
     }
 
-    /// Why `record` does not approve `paths` on `tree`, `None` when it does. `actor` is the
-    /// run's, when known.
+    /// Why `record` does not approve `paths` on `tree`, `None` when it does. `actors` are the
+    /// ids the run's actor is known by (see [`RunActors`]): under `distinct_from_actor` an
+    /// approval counts only when its approver, and under `trust` its signer, is none of them,
+    /// and never when the run's actor is not known at all.
     pub fn refuse(
         &self,
         record: &ApprovalRecord,
         tree: &str,
         paths: &[String],
-        actor: Option<&Actor>,
+        actors: &[String],
     ) -> Option<String> {
         if !record.digest_is_valid() {
             return Some("its digest does not match its content".into());
@@ -186,11 +199,20 @@ impl Guard {
         if !uncovered.is_empty() {
             return Some(format!("it does not cover {}", uncovered.join(", ")));
         }
-        if self.distinct_from_actor && actor.is_some_and(|a| a.id == record.approver.id) {
-            return Some(format!(
-                "{} is the run's own actor, and the policy wants another approver",
-                record.approver.id
-            ));
+        let is_actor = |id: &str| actors.iter().any(|a| a.eq_ignore_ascii_case(id));
+        if self.distinct_from_actor {
+            if actors.is_empty() {
+                return Some(
+                    "the run's actor is not known here (the approval names none and the run's ledger is not here), and the policy wants an approver other than the actor"
+                        .into(),
+                );
+            }
+            if is_actor(&record.approver.id) {
+                return Some(format!(
+                    "{} is the run's own actor, and the policy wants another approver",
+                    record.approver.id
+                ));
+            }
         }
         if let Some(signers) = &self.signers {
             let verdict = judge_signature(
@@ -199,11 +221,129 @@ impl Guard {
                 &record.at,
                 signers,
             );
-            if !verdict.is_trusted() {
-                return Some(format!("{} ({})", verdict.as_str(), verdict.describe()));
+            match verdict {
+                SignatureVerdict::Trusted { principal, .. }
+                    if self.distinct_from_actor && is_actor(&principal) =>
+                {
+                    return Some(format!(
+                        "it is signed by {principal}, the run's own actor, and the policy wants another approver"
+                    ));
+                }
+                SignatureVerdict::Trusted { .. } => {}
+                other => return Some(format!("{} ({})", other.as_str(), other.describe())),
             }
         }
         None
+    }
+
+    /// Why the approval `record` (of the change `record.base` → `record.commit`) does not
+    /// carry over to the move `from` → `to`, `None` when it does: every guarded path the move
+    /// changes is one the approval covers, with the same content before (at `from` as at the
+    /// approved base) and after (at `to` as at the approved commit). Then the guarded part of
+    /// what moves is exactly a part of what was approved, whatever else the tree holds.
+    pub fn carries(
+        &self,
+        store: &Store,
+        record: &ApprovalRecord,
+        from: gix::ObjectId,
+        to: gix::ObjectId,
+    ) -> Result<Option<String>> {
+        let to_tree = store.tree_of(to)?;
+        let Some(base) = &record.base else {
+            return Ok(Some(format!(
+                "it approves tree {}, not {to_tree}, and names no base to carry over from",
+                record.tree
+            )));
+        };
+        let approved = (
+            gix::ObjectId::from_hex(base.as_bytes()).ok(),
+            gix::ObjectId::from_hex(record.commit.as_bytes()).ok(),
+        );
+        let (Some(base), Some(approved)) = approved else {
+            return Ok(Some("its base or commit is not an object id".into()));
+        };
+        let (Ok(base_tree), Ok(approved_tree)) = (store.tree_of(base), store.tree_of(approved))
+        else {
+            return Ok(Some(format!(
+                "it approves tree {}, not {to_tree}, and its commits are not here to compare",
+                record.tree
+            )));
+        };
+        if gix::ObjectId::from_hex(record.tree.as_bytes()).ok() != Some(approved_tree) {
+            return Ok(Some(format!(
+                "its commit {approved} does not have the tree it names"
+            )));
+        }
+        let from_tree = store.tree_of(from)?;
+        let mut differ = Vec::new();
+        for path in self.touched(store, from_tree, to_tree)? {
+            let same = record.paths.contains(&path)
+                && entry_at(store, from_tree, &path)? == entry_at(store, base_tree, &path)?
+                && entry_at(store, to_tree, &path)? == entry_at(store, approved_tree, &path)?;
+            if !same {
+                differ.push(path);
+            }
+        }
+        if differ.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(format!(
+            "it approves tree {}, not {to_tree}, and the change to {} is not the one it approved",
+            record.tree,
+            differ.join(", ")
+        )))
+    }
+}
+
+/// The mode and object at `path` in `tree`, `None` when there is nothing there.
+fn entry_at(
+    store: &Store,
+    tree: gix::ObjectId,
+    path: &str,
+) -> Result<Option<(gix::object::tree::EntryMode, gix::ObjectId)>> {
+    let tree = store
+        .repo
+        .find_tree(tree)
+        .map_err(|e| Error::internal(format!("could not read tree {tree}: {e}")))?;
+    let entry = tree
+        .lookup_entry_by_path(path)
+        .map_err(|e| Error::internal(format!("could not look up {path}: {e}")))?;
+    Ok(entry.map(|e| (e.mode(), e.object_id())))
+}
+
+/// The ids a run's actor is known by, as approvals are judged: the one the caller knows (the
+/// ledger it read), the one an approval record names, and the one in the run's ledger here
+/// (read once per run). Any of them equal to the approver (or its signer) voids an approval
+/// under `distinct_from_actor`: each is a claim someone with write access could make, so the
+/// rule takes all of them rather than trusting one.
+#[derive(Default)]
+pub struct RunActors {
+    ledgers: HashMap<String, Option<String>>,
+}
+
+impl RunActors {
+    /// The ids for `record`'s run, with `known` (the run's actor, when the caller has it).
+    pub fn of(
+        &mut self,
+        store: &Store,
+        record: &ApprovalRecord,
+        known: Option<&Actor>,
+    ) -> Vec<String> {
+        let mut ids: Vec<String> = known.map(|a| a.id.clone()).into_iter().collect();
+        ids.extend(record.run_actor.as_ref().map(|a| a.id.clone()));
+        let from_ledger = self
+            .ledgers
+            .entry(record.run_id.clone())
+            .or_insert_with(|| {
+                // A run id that is not one, or a ledger that cannot be read, names nobody.
+                crate::model::ids::check_run_id(&record.run_id).ok()?;
+                let ledger = store.try_find_ledger(&record.run_id).ok()??;
+                Some(ledger.record.actor.id)
+            });
+        ids.extend(from_ledger.clone());
+        ids.sort();
+        ids.dedup();
+        ids
     }
 }
 
@@ -356,6 +496,12 @@ pub fn judge_chain(
     // The approvals on each commit of the chain, read once, only when a step needs them.
     let mut records: Vec<Option<Vec<ApprovalRecord>>> = vec![None; chain.len()];
     let mut bad_lines: Vec<String> = Vec::new();
+    let mut actors = RunActors::default();
+    // Approvals carried over to a commit of the line with another tree (a run `land`
+    // restacked), by (index of that commit, record digest): the first step the carried move
+    // covers. Later steps of the same run are covered by the same move, not judged alone: a
+    // run's middle commit does not start from the approved base.
+    let mut carried: HashMap<(usize, String), usize> = HashMap::new();
     for (i, (guard, check)) in steps.iter_mut().enumerate() {
         let Some(guard) = guard.as_ref() else {
             continue;
@@ -382,7 +528,34 @@ pub fn judge_chain(
             let tree_hex = tree.to_string();
             for record in records[j].iter().flatten() {
                 let who = format!("{}:{}", record.approver.kind, record.approver.id);
-                match guard.refuse(record, &tree_hex, &check.paths, actor) {
+                let ids = if guard.distinct_from_actor {
+                    actors.of(store, record, actor)
+                } else {
+                    Vec::new()
+                };
+                let mut judged_tree = tree_hex.as_str();
+                if record.tree != tree_hex && steps_of == Steps::FirstParent {
+                    let key = (j, record.digest.clone());
+                    let why = match carried.get(&key) {
+                        Some(&start) if start <= i => None,
+                        _ => {
+                            let step_from = if i == 0 { from } else { chain[i - 1] };
+                            let why = guard.carries(store, record, step_from, chain[j])?;
+                            if why.is_none() {
+                                carried.insert(key, i);
+                            }
+                            why
+                        }
+                    };
+                    match why {
+                        None => judged_tree = record.tree.as_str(),
+                        Some(why) => {
+                            check.not_counted.push(format!("approval by {who}: {why}"));
+                            continue;
+                        }
+                    }
+                }
+                match guard.refuse(record, judged_tree, &check.paths, &ids) {
                     None => {
                         check.approved_by = Some(who);
                         break 'found;
@@ -409,7 +582,8 @@ pub fn judge_chain(
                 for &c in earlier.iter().filter(|c| **c != to) {
                     for line in notes.lines(store, c)? {
                         if let Ok(record) = ApprovalRecord::from_line(&line) {
-                            if let Some(why) = guard.refuse(&record, &tree_hex, &check.paths, actor)
+                            let ids = actors.of(store, &record, actor);
+                            if let Some(why) = guard.refuse(&record, &tree_hex, &check.paths, &ids)
                             {
                                 check.not_counted.push(format!(
                                     "approval by {}:{}: {why}",
@@ -490,6 +664,58 @@ pub fn judge_run_step(
     Ok(fold(&steps))
 }
 
+/// A run `land` restacked: its move `onto` → `landed` judged as one step, with the approvals
+/// of its head before the restack (`approved`) carried over when the guarded change is the one
+/// they approved ([`Guard::carries`]). The record that counts is returned with the check: it
+/// must be noted on `landed`, where the hooks and `verify` look for it and judge it the same way.
+pub fn judge_restacked(
+    store: &Store,
+    gating: Option<gix::ObjectId>,
+    (onto, landed): (gix::ObjectId, gix::ObjectId),
+    approved: gix::ObjectId,
+    actor: Option<&Actor>,
+) -> Result<(ApprovalCheck, Option<ApprovalRecord>)> {
+    let mut check = judge_run_step(store, gating, onto, landed, actor)?;
+    if !check.is_needed() {
+        return Ok((check, None));
+    }
+    let Some(guard) = Guard::for_step(store, &mut Policies::default(), gating, landed)? else {
+        return Ok((check, None));
+    };
+    let mut view = notes(store)?;
+    let mut lines = view.lines(store, approved)?;
+    lines.extend(view.lines(store, store.tree_of(approved)?)?);
+    lines.sort();
+    lines.dedup();
+    let mut actors = RunActors::default();
+    for line in lines {
+        let Ok(record) = ApprovalRecord::from_line(&line) else {
+            continue;
+        };
+        let who = format!("{}:{}", record.approver.kind, record.approver.id);
+        let why = match guard.carries(store, &record, onto, landed)? {
+            Some(why) => Some(why),
+            None => {
+                let ids = actors.of(store, &record, actor);
+                guard.refuse(&record, &record.tree, &check.paths, &ids)
+            }
+        };
+        match why {
+            None => {
+                check.approved_by = Some(who);
+                check.not_counted.clear();
+                return Ok((check, Some(record)));
+            }
+            Some(why) => check
+                .not_counted
+                .push(format!("approval by {who} of {approved}: {why}")),
+        }
+    }
+    check.not_counted.sort();
+    check.not_counted.dedup();
+    Ok((check, None))
+}
+
 /// The error a refused step becomes: exit 3, the paths, and `approve` as the way out.
 pub fn refusal(run_id: &str, check: &ApprovalCheck) -> Error {
     Error::refused(format!("run {run_id}: {}", check.describe())).hint(format!(
@@ -506,6 +732,7 @@ mod tests {
             schema: SCHEMA.into(),
             run_id: "r1".into(),
             repository: "local/demo".into(),
+            base: Some("c".repeat(40)),
             commit: "a".repeat(40),
             tree: "b".repeat(40),
             paths: vec![".tabellio/policy.json".into()],
@@ -513,6 +740,10 @@ mod tests {
                 kind: "human".into(),
                 id: "ada@example.com".into(),
             },
+            run_actor: Some(Actor {
+                kind: "agent".into(),
+                id: "bot".into(),
+            }),
             reason: Some("dropping a flaky check".into()),
             at: "2026-01-01T00:00:00Z".into(),
             tool: "git-tabellio/0.1.0".into(),
@@ -553,26 +784,33 @@ mod tests {
         let rec = sample();
         let tree = "b".repeat(40);
         let paths = vec![".tabellio/policy.json".to_string()];
-        assert_eq!(guard.refuse(&rec, &tree, &paths, None), None);
+        let bot = vec!["bot".to_string()];
+        assert_eq!(guard.refuse(&rec, &tree, &paths, &bot), None);
         assert!(guard
-            .refuse(&rec, &"c".repeat(40), &paths, None)
+            .refuse(&rec, &"c".repeat(40), &paths, &bot)
             .unwrap()
             .contains("not"));
         assert!(guard
-            .refuse(&rec, &tree, &["tests/x.rs".to_string()], None)
+            .refuse(&rec, &tree, &["tests/x.rs".to_string()], &bot)
             .unwrap()
             .contains("does not cover tests/x.rs"));
-        let actor = rec.approver.clone();
+        // The approver is the run's actor by any of the ids it is known by, in any case.
+        let actors = vec!["bot".to_string(), "ADA@example.com".to_string()];
         assert!(guard
-            .refuse(&rec, &tree, &paths, Some(&actor))
+            .refuse(&rec, &tree, &paths, &actors)
             .unwrap()
             .contains("own actor"));
+        // Nobody knows the run's actor: the approval cannot be shown to be someone else's.
+        assert!(guard
+            .refuse(&rec, &tree, &paths, &[])
+            .unwrap()
+            .contains("not known"));
         let trusting = Guard {
             signers: Some(AllowedSigners::default()),
             ..guard
         };
         assert!(trusting
-            .refuse(&rec, &tree, &paths, None)
+            .refuse(&rec, &tree, &paths, &bot)
             .unwrap()
             .starts_with("unsigned"));
     }

@@ -160,15 +160,19 @@ fn a_run_that_touches_no_guarded_path_needs_no_approval_and_cannot_get_one() {
     t.tab(&["promote", "plain"]).ok();
 }
 
+/// A repository under `distinct_from_actor` with run `run`, whose actor is the committer (the
+/// default approver), finished after writing `file`.
+fn run_by_the_committer(run: &str, file: &str) -> TestEnv {
+    let t = guarded_repo(serde_json::json!({"approval": {"distinct_from_actor": true}}));
+    finished_run(&t, run, &["--actor", "human:committer@example.com"], |wt| {
+        write_file(&wt.join(file), "// changed\n")
+    });
+    t
+}
+
 #[test]
 fn the_approver_must_not_be_the_runs_actor_when_the_policy_says_so() {
-    let t = guarded_repo(serde_json::json!({"approval": {"distinct_from_actor": true}}));
-    finished_run(
-        &t,
-        "self",
-        &["--actor", "human:committer@example.com"],
-        |wt| write_file(&wt.join("tests/b.rs"), "// new\n"),
-    );
+    let t = run_by_the_committer("self", "tests/b.rs");
     let before = t.snapshot();
     let r = t.tab(&["approve", "self"]);
     r.code(3);
@@ -354,4 +358,227 @@ fn a_bare_server_reads_the_approvals_the_push_carries() {
     // CI on the server: the protected branch's history verifies, approval included.
     t.tab_in(&server, &["verify", &format!("{server_main}..main")])
         .ok();
+}
+
+/// The approval record noted on `commit`.
+fn approval_on(t: &TestEnv, commit: &str) -> serde_json::Value {
+    let note = t.git_out(&["notes", "--ref=tabellio/approvals", "show", commit]);
+    serde_json::from_str(note.lines().next().unwrap()).unwrap()
+}
+
+/// Replace the approvals notes on `commit` and its tree with `rec`, digest recomputed from its
+/// content, as someone with write access and the source would.
+fn forge_approval(t: &TestEnv, commit: &str, mut rec: serde_json::Value) {
+    rec["digest"] = tabellio::trust::signed_digest(&rec).unwrap().into();
+    let file = t.path().join("approval.txt");
+    write_file(
+        &file,
+        &format!("{}\n", serde_json::to_string(&rec).unwrap()),
+    );
+    let tree = t.git_out(&["rev-parse", &format!("{commit}^{{tree}}")]);
+    for object in [commit, tree.as_str()] {
+        t.git(&[
+            "notes",
+            "--ref=tabellio/approvals",
+            "add",
+            "-f",
+            "-F",
+            file.to_str().unwrap(),
+            object,
+        ])
+        .ok();
+    }
+}
+
+/// `approval.distinct_from_actor` holds wherever a commit is judged, not only in `approve`:
+/// an approval whose approver is the run's actor (written by hand, past `approve`'s refusal)
+/// does not count for the reference-transaction hook, `verify`, `promote` or a server's
+/// pre-receive. The run's actor is known from the approval record itself (signed with it) and
+/// from the run's ledger; where neither names it (a server without the ledger, a record of an
+/// older tool), the approval cannot be shown to be someone else's and does not count either.
+#[test]
+fn an_approval_by_the_runs_own_actor_counts_nowhere() {
+    let t = run_by_the_committer("selfie", "tests/a.rs");
+    let head = head_of(&t, "selfie");
+    t.tab(&["approve", "selfie", "--actor", "human:ada@example.com"])
+        .ok();
+    let good = approval_on(&t, &head);
+    assert_eq!(good["run_actor"]["id"], "committer@example.com", "{good}");
+    assert_eq!(
+        good["base"],
+        t.git_out(&["rev-parse", "main"]).as_str(),
+        "{good}"
+    );
+
+    // The actor approves itself: the record says so, the ledger says so.
+    let mut own = good.clone();
+    own["approver"]["id"] = "committer@example.com".into();
+    // As an older tool wrote it: no `run_actor`; the ledger still names the actor.
+    let mut own_old = own.clone();
+    own_old.as_object_mut().unwrap().remove("run_actor");
+    // The record lies about the run's actor: the ledger still names the real one.
+    let mut lying = own.clone();
+    lying["run_actor"]["id"] = "someone-else@example.com".into();
+
+    t.tab(&["hooks", "install"]).ok();
+    for (case, rec) in [("own", &own), ("own_old", &own_old), ("lying", &lying)] {
+        forge_approval(&t, &head, rec.clone());
+        let (code, v) = t.tab_json(&["verify", &format!("main..{head}")]);
+        assert_ne!(code, 0, "{case}: {v}");
+        let approval = &v["commits"][0]["approval"];
+        assert_eq!(
+            approval["verdict"], "unapproved-guarded-change",
+            "{case}: {v}"
+        );
+        assert!(
+            approval["not_counted"].to_string().contains("own actor"),
+            "{case}: {v}"
+        );
+        let before = t.snapshot();
+        let r = t.git(&["update-ref", "refs/heads/main", &head]);
+        assert_ne!(r.code, 0, "{case}: {}", r.desc);
+        assert!(r.stderr.contains("own actor"), "{case}: {}", r.desc);
+        let err = promote_refused(&t, "selfie", &["tests/a.rs"]);
+        assert!(err.contains("own actor"), "{case}: {err}");
+        assert_eq!(t.snapshot(), before, "{case}");
+    }
+
+    // A server has no ledger: it judges by the record alone.
+    let server = t.path().join("server.git");
+    let server_s = server.to_str().unwrap();
+    t.git_in(t.path(), &["init", "-q", "--bare", "-b", "main", server_s])
+        .ok();
+    t.git(&["remote", "add", "origin", server_s]).ok();
+    t.git(&["push", "-q", "--no-verify", "origin", "main"]).ok();
+    t.tab_in(&server, &["hooks", "install", "--server"]).ok();
+    let server_main = t.git_out_in(&server, &["rev-parse", "main"]);
+    let push = |t: &TestEnv| {
+        t.git(&[
+            "push",
+            "--no-verify",
+            "--atomic",
+            "--force",
+            "origin",
+            &format!("{head}:refs/heads/main"),
+            "refs/notes/tabellio/evidence",
+            "refs/notes/tabellio/approvals",
+        ])
+    };
+    let mut unknown = good.clone();
+    unknown.as_object_mut().unwrap().remove("run_actor");
+    for (case, rec, why) in [
+        ("own", &own, "own actor"),
+        ("unknown", &unknown, "not known"),
+    ] {
+        forge_approval(&t, &head, rec.clone());
+        let r = push(&t);
+        assert_ne!(r.code, 0, "{case}: {}", r.desc);
+        assert!(r.stderr.contains(why), "{case}: {}", r.desc);
+        assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), server_main);
+    }
+    // The genuine approval names the actor, who is not the approver: accepted everywhere.
+    forge_approval(&t, &head, good.clone());
+    push(&t).ok();
+    assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), head);
+    t.tab(&["verify", &format!("main..{head}")]).ok();
+    t.tab(&["promote", "selfie"]).ok();
+}
+
+/// `land` restacks an approved run whose target moved: its approval carries over to the
+/// restacked commit when the guarded part of the change is exactly the one approved (same
+/// content before and after at every guarded path the restack changes). The approval is noted
+/// on the landed commit, so the reference-transaction hook that judges the landing and `verify`
+/// on the branch's history accept it too.
+#[test]
+fn land_carries_an_approval_over_a_restack_that_keeps_the_guarded_change() {
+    let t = guarded_repo(serde_json::json!({}));
+    t.tab(&["hooks", "install"]).ok();
+    // Two commits, both changing the guarded file: every replayed step is covered.
+    finished_run(&t, "a-guarded", &[], |wt| {
+        write_file(&wt.join("tests/a.rs"), "// emptying\n");
+        t.commit_all_in(wt, "first step");
+        write_file(&wt.join("tests/a.rs"), "// emptied, with a reason\n")
+    });
+    finished_run(&t, "b-plain", &[], |wt| {
+        write_file(&wt.join("b.txt"), "b\n")
+    });
+    t.tab(&["approve", "a-guarded", "-m", "a is obsolete"]).ok();
+    let approved_head = head_of(&t, "a-guarded");
+    t.tab(&["land", "b-plain", "--target", "main"]).ok();
+    let before = t.git_out(&["rev-parse", "main"]);
+
+    let (code, j) = t.tab_json(&["land", "a-guarded", "--target", "main"]);
+    assert_eq!(code, 0, "{j}");
+    let landing = &j["runs"][0];
+    assert_eq!(landing["result"], "landed", "{j}");
+    assert_eq!(landing["restack"], "replay", "{j}");
+    let landed = t.git_out(&["rev-parse", "main"]);
+    assert_eq!(landing["landed"], landed.as_str(), "{j}");
+    assert_ne!(landed, approved_head);
+    // The approval of the run's head is noted on the landed commit, unchanged.
+    let carried = approval_on(&t, &landed);
+    assert_eq!(carried["commit"], approved_head.as_str(), "{carried}");
+    assert_eq!(carried["reason"], "a is obsolete", "{carried}");
+    // CI on the protected branch agrees.
+    // (The run's middle commit has no evidence of its own; its guarded step is approved.)
+    let (_, v) = t.tab_json(&["verify", &format!("{before}..main")]);
+    let commits = v["commits"].as_array().unwrap();
+    assert_eq!(commits.len(), 2, "{v}");
+    assert_eq!(commits[0]["verified"], true, "{v}");
+    for c in commits {
+        assert_eq!(c["approval"]["verdict"], "approved", "{v}");
+    }
+    // So does the reference-transaction hook, asked to make the same move with stock git.
+    t.git(&[
+        "-c",
+        "core.hooksPath=/dev/null",
+        "update-ref",
+        "refs/heads/main",
+        &before,
+    ])
+    .ok();
+    t.git(&["update-ref", "refs/heads/main", &landed]).ok();
+    assert_eq!(t.git_out(&["rev-parse", "main"]), landed);
+    t.fsck();
+}
+
+/// A restack that changes the guarded content the approval saw does not carry it over: `land`
+/// refuses the run naming the path and the rule, and nothing moves.
+#[test]
+fn land_refuses_a_restack_that_changes_the_approved_guarded_content() {
+    let t = guarded_repo(serde_json::json!({}));
+    let lines: String = (1..=10).map(|i| format!("// line {i}\n")).collect();
+    t.git(&["checkout", "-q", "main"]).ok();
+    t.write("tests/m.rs", &lines);
+    t.commit_all("a guarded file of ten lines");
+    t.git(&["checkout", "-q", "elsewhere"]).ok();
+    let edited = |line: usize| {
+        let text = lines.replace(
+            &format!("// line {line}\n"),
+            &format!("// line {line} edited\n"),
+        );
+        move |wt: &Path| write_file(&wt.join("tests/m.rs"), &text)
+    };
+    finished_run(&t, "c-first-line", &[], edited(1));
+    finished_run(&t, "e-last-line", &[], edited(10));
+    t.tab(&["approve", "c-first-line"]).ok();
+    t.tab(&["approve", "e-last-line"]).ok();
+    t.tab(&["land", "e-last-line", "--target", "main"]).ok();
+    let main = t.git_out(&["rev-parse", "main"]);
+    let c_head = head_of(&t, "c-first-line");
+    // The restack merges cleanly, but tests/m.rs now holds both edits: not what was approved.
+    let (code, j) = t.tab_json(&["land", "c-first-line", "--target", "main"]);
+    assert_eq!(code, 1, "{j}");
+    let landing = &j["runs"][0];
+    assert_eq!(landing["result"], "refused", "{j}");
+    assert_eq!(landing["state"], "completed", "{j}");
+    let reason = landing["reason"].as_str().unwrap();
+    assert!(reason.contains("tests/m.rs"), "{reason}");
+    assert!(reason.contains("not the one it approved"), "{reason}");
+    assert!(
+        reason.contains("git tabellio approve c-first-line"),
+        "{reason}"
+    );
+    assert_eq!(t.git_out(&["rev-parse", "main"]), main);
+    assert_eq!(head_of(&t, "c-first-line"), c_head);
 }

@@ -248,11 +248,15 @@ fn untrusted_records_are_refused_everywhere_and_nothing_moves() {
     }
     assert_eq!(t.snapshot(), before);
 
-    // `land` without a key cannot launder the forged record into one that counts.
+    // `land` cannot launder an untrusted record into one that counts: it refuses the run up
+    // front, naming the verdict, and nothing moves.
     let main = t.git_out(&["rev-parse", "main"]);
-    let (code, j) = t.tab_json(&["land", "forged", "--target", "main"]);
-    assert_ne!(code, 0, "{j}");
-    assert_ne!(j["runs"][0]["result"], "landed", "{j}");
+    for (run, _, want) in &cases {
+        let (code, j) = t.tab_json(&["land", run, "--target", "main"]);
+        assert_eq!(code, 3, "{run}: {j}");
+        let message = j["error"]["message"].as_str().unwrap();
+        assert!(message.contains(&format!("readme ({want})")), "{run}: {j}");
+    }
     assert_eq!(t.git_out(&["rev-parse", "main"]), main);
 
     // The reference-transaction hook refuses every one of them.
@@ -379,4 +383,232 @@ fn signs_through_a_private_ssh_agent() {
         "{j}"
     );
     assert_eq!(t.snapshot(), before);
+}
+
+/// A run whose own evidence is trusted, restacked by `land` onto a target that moved: the
+/// records land writes for the restacked commit must count too. Without a key, or with a key
+/// the allowed signers do not grant, the run is refused naming the verdict (it did not fail its
+/// checks, so it stays `completed`); with the allowed key it lands.
+#[test]
+fn land_refuses_a_restack_it_cannot_sign_naming_the_verdict() {
+    let Trusted { t, ci, other, .. } = trusted();
+    let head = finished(&t, "good", &["--sign-key", s(&ci)]);
+    assert_eq!(verdict_of(&t, &head).1["verdict"], "satisfied");
+    // The target moves: the run must be restacked, and its restacked tree has no evidence.
+    t.commit_file_in(&t.repo, "moved.txt", "the target moved\n");
+    let main = t.git_out(&["rev-parse", "main"]);
+    for (key, want) in [(None, "unsigned"), (Some(&other), "unknown-signer")] {
+        let mut args = vec!["land", "good", "--target", "main"];
+        if let Some(key) = key {
+            args.extend(["--sign-key", s(key)]);
+        }
+        let (code, j) = t.tab_json(&args);
+        assert_eq!(code, 1, "{want}: {j}");
+        let landing = &j["runs"][0];
+        assert_eq!(landing["result"], "refused", "{want}: {j}");
+        assert_eq!(landing["state"], "completed", "{want}: {j}");
+        let reason = landing["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(&format!("readme ({want})")),
+            "{want}: {reason}"
+        );
+        assert!(reason.contains("--sign-key"), "{want}: {reason}");
+        assert_eq!(t.git_out(&["rev-parse", "main"]), main, "{want}");
+    }
+    let (code, j) = t.tab_json(&["land", "good", "--target", "main", "--sign-key", s(&ci)]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["runs"][0]["result"], "landed", "{j}");
+    let landed = t.git_out(&["rev-parse", "main"]);
+    assert_ne!(landed, main);
+    assert_eq!(verdict_of(&t, &landed).1["verdict"], "satisfied");
+}
+
+/// `loop` keeps the user's signing setup from the agent and from the checks it runs: no
+/// `SSH_AUTH_SOCK`, no configuration injected through the environment, and git, asked from
+/// their own directory, names no signing key and no SSH signing format. The records `loop`
+/// writes are never signed, though a signing key is configured.
+#[test]
+fn loop_withholds_the_signing_setup_and_never_signs() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TestEnv::new();
+    let keys = t.path().join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let ci = keygen(&keys, "ci");
+    // What the agent and the check see, written outside every worktree as `<dir>/<who>.json`.
+    let dump = t.path().join("dump.py");
+    write_file(
+        &dump,
+        &format!(
+            "#!/usr/bin/env python3\n\
+             import json, os, subprocess, sys\n\
+             who = sys.argv[1]\n\
+             def config(key):\n\
+             \x20   r = subprocess.run(['git', 'config', '--get', key], capture_output=True, text=True)\n\
+             \x20   return r.stdout.strip() if r.returncode == 0 else None\n\
+             seen = {{'ssh_auth_sock': os.environ.get('SSH_AUTH_SOCK'),\n\
+             \x20        'config_parameters': os.environ.get('GIT_CONFIG_PARAMETERS'),\n\
+             \x20        'signing_key': config('user.signingKey'),\n\
+             \x20        'gpg_format': config('gpg.format'),\n\
+             \x20        'cwd': os.getcwd()}}\n\
+             open(os.path.join({dir:?}, who + '.json'), 'w').write(json.dumps(seen))\n\
+             if who == 'agent':\n\
+             \x20   open('agent.txt', 'w').write('done\\n')\n",
+            dir = t.path().display().to_string()
+        ),
+    );
+    std::fs::set_permissions(&dump, std::fs::Permissions::from_mode(0o755)).unwrap();
+    t.commit_policy(&policy(&[("envdump", &[s(&dump), "check"])]));
+    t.git(&["config", "gpg.format", "ssh"]).ok();
+    t.git(&["config", "user.signingKey", s(&ci)]).ok();
+    t.tab(&["start", "r1", "--task", "write agent.txt"]).ok();
+    let sock = t.path().join("agent.sock");
+    let injected = format!("'user.signingkey'='{}'", ci.display());
+    let r = t.command_with_env(
+        BIN,
+        &t.repo,
+        &[
+            ("SSH_AUTH_SOCK", sock.as_os_str()),
+            ("GIT_CONFIG_PARAMETERS", std::ffi::OsStr::new(&injected)),
+        ],
+        &["--json", "loop", "r1", "--", s(&dump), "agent"],
+    );
+    r.ok();
+    // The loop's process itself had both: the configuration signs for `finish`.
+    assert_eq!(t.git_out(&["config", "--get", "gpg.format"]), "ssh");
+    let wt = t.worktree("r1");
+    for who in ["agent", "check"] {
+        let text = std::fs::read_to_string(t.path().join(format!("{who}.json")))
+            .unwrap_or_else(|e| panic!("the {who} did not run: {e}; {}", r.desc));
+        let seen: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            std::fs::canonicalize(seen["cwd"].as_str().unwrap()).unwrap(),
+            std::fs::canonicalize(&wt).unwrap(),
+            "{who}: {seen}"
+        );
+        assert_eq!(
+            seen["ssh_auth_sock"],
+            serde_json::Value::Null,
+            "{who}: {seen}"
+        );
+        assert_eq!(
+            seen["config_parameters"],
+            serde_json::Value::Null,
+            "{who}: {seen}"
+        );
+        let key = seen["signing_key"].as_str().unwrap_or("");
+        assert!(key.is_empty(), "{who} sees user.signingKey {key:?}: {seen}");
+        assert_ne!(seen["gpg_format"], "ssh", "{who}: {seen}");
+    }
+    // Every record the loop wrote is unsigned.
+    let head = t.git_out_in(&wt, &["rev-parse", "HEAD"]);
+    let note = t.git_out(&["notes", "--ref=tabellio/evidence", "show", &head]);
+    assert!(!note.trim().is_empty(), "{}", r.desc);
+    for line in note.lines() {
+        let rec: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(rec.get("signature").is_none(), "the loop signed {rec}");
+    }
+}
+
+/// `ssh-keygen -Y verify -n tabellio` over `message`: did it accept `sig` by `principal`?
+fn ssh_keygen_verifies(
+    dir: &Path,
+    signers: &Path,
+    principal: &str,
+    sig: &str,
+    message: &str,
+) -> bool {
+    use std::io::Write;
+    let sig_file = dir.join("statement.sig");
+    std::fs::write(&sig_file, sig).unwrap();
+    let mut verify = Command::new("ssh-keygen")
+        .args(["-Y", "verify", "-n", "tabellio", "-I", principal, "-f"])
+        .arg(signers)
+        .arg("-s")
+        .arg(&sig_file)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("ssh-keygen runs");
+    verify
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(message.as_bytes())
+        .unwrap();
+    verify.wait().unwrap().success()
+}
+
+/// The in-toto statement of a run with signed evidence carries each record's signature, and
+/// stock `ssh-keygen -Y verify` accepts it offline with nothing but the statement and the
+/// allowed-signers file: the message is the check's `evidence_digest`, the principal and the
+/// armored signature are in `signature`. A changed digest or a signature by another key fails.
+#[test]
+fn the_in_toto_statement_verifies_offline_with_ssh_keygen() {
+    let Trusted { t, ci, other, .. } = trusted();
+    let head = finished(&t, "good", &["--sign-key", s(&ci)]);
+    let out = t.path().join("statement.json");
+    t.tab(&["export", "good", "--format", "in-toto", "--out", s(&out)])
+        .ok();
+    // Offline: only the file and a copy of the allowed signers, far from the repository.
+    let offline = t.path().join("offline");
+    std::fs::create_dir_all(&offline).unwrap();
+    let signers = offline.join("allowed_signers");
+    std::fs::copy(t.repo.join(".tabellio/allowed_signers"), &signers).unwrap();
+    let st: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(
+        st["subject"][0]["digest"]["gitCommit"],
+        head.as_str(),
+        "{st}"
+    );
+    let check = &st["predicate"]["checks"][0];
+    assert_eq!(check["name"], "readme", "{st}");
+    let sig = &check["signature"];
+    assert_eq!(sig["format"], "ssh", "{st}");
+    let principal = sig["principal"].as_str().unwrap();
+    assert_eq!(principal, "ci@example.com");
+    let armored = sig["sig"].as_str().unwrap();
+    let digest = check["evidence_digest"].as_str().unwrap();
+    assert!(
+        ssh_keygen_verifies(&offline, &signers, principal, armored, digest),
+        "ssh-keygen refused the statement's signature: {st}"
+    );
+    // The signature is over that digest, that principal, that namespace: nothing else passes.
+    let mut other_digest = digest.to_string();
+    other_digest.replace_range(..1, if digest.starts_with('0') { "1" } else { "0" });
+    assert!(!ssh_keygen_verifies(
+        &offline,
+        &signers,
+        principal,
+        armored,
+        &other_digest
+    ));
+    assert!(!ssh_keygen_verifies(
+        &offline,
+        &signers,
+        "old@example.com",
+        armored,
+        digest
+    ));
+    // The digest is the one of the record in the notes that validated the subject.
+    let rec = record_on(&t, &head);
+    assert_eq!(rec["digest"], digest);
+    assert_eq!(rec["commit"], head.as_str());
+    // A record signed by a key the allowed signers do not know is exported with its
+    // signature too, and ssh-keygen refuses it offline, as `verify` does.
+    let unknown = finished(&t, "unknown", &["--sign-key", s(&other)]);
+    assert!(!unknown.is_empty());
+    let (code, j) = t.tab_json(&["export", "unknown", "--format", "in-toto"]);
+    assert_eq!(code, 0, "{j}");
+    let check = &j["document"]["predicate"]["checks"][0];
+    let sig = &check["signature"];
+    assert!(sig["sig"].is_string(), "{j}");
+    assert!(!ssh_keygen_verifies(
+        &offline,
+        &signers,
+        sig["principal"].as_str().unwrap(),
+        sig["sig"].as_str().unwrap(),
+        check["evidence_digest"].as_str().unwrap()
+    ));
 }

@@ -7,6 +7,8 @@
 //! them), never in a user's worktree; passing evidence on the same tree is reused instead of
 //! running (see [`crate::lifecycle::reuse`]). A failing stack is bisected over its prefixes.
 
+use std::collections::HashMap;
+
 use crate::error::{Error, Result};
 use crate::evidence::judge::{evaluate, Verdict};
 use crate::evidence::produce::ResolvedCheck;
@@ -16,10 +18,12 @@ use crate::evidence::sign::RecordSigner;
 use crate::model::policy::{self, DEFAULT_EXCERPT_BYTES};
 use crate::model::EvidenceRecord;
 use crate::runner::Stream;
+use crate::store::notes::APPROVALS;
 use crate::store::policy::{policy_at, Policies};
+use crate::store::publish::publish;
 use crate::store::replay;
 use crate::store::Store;
-use crate::trust::approval::judge_run_step;
+use crate::trust::approval::{judge_restacked, judge_run_step};
 use crate::verify::validate::{note_records, run_detached, Detached, DetachedRun};
 
 use super::queue::Candidate;
@@ -89,6 +93,10 @@ pub struct Checker<'s> {
     signer: Option<RecordSigner>,
     /// The policies (and allowed signers) at the tips stacks are validated on.
     policies: Policies,
+    /// Stack tops whose checks passed but whose evidence does not count under the tip's
+    /// `trust`, with the verdicts (`readme (unsigned)`): a run isolated for one of these is
+    /// refused for its evidence's signatures, not blamed for failing.
+    untrusted: HashMap<gix::ObjectId, Vec<String>>,
 }
 
 impl<'s> Checker<'s> {
@@ -104,6 +112,7 @@ impl<'s> Checker<'s> {
             validations: 0,
             signer: None,
             policies: Policies::default(),
+            untrusted: HashMap::new(),
         }
     }
 
@@ -227,9 +236,22 @@ impl<'s> Checker<'s> {
                 .collect(),
             Some(&trust),
         );
-        Ok(evaluate(self.store, top.head, &reqs)?
+        let refused: Vec<String> = evaluate(self.store, top.head, &reqs)?
             .iter()
-            .all(|v| v.verdict == Verdict::Satisfied))
+            .filter(|v| v.verdict != Verdict::Satisfied)
+            .map(|v| format!("{} ({})", v.name, v.verdict.as_str()))
+            .collect();
+        if refused.is_empty() {
+            return Ok(true);
+        }
+        self.untrusted.insert(top.head, refused);
+        Ok(false)
+    }
+
+    /// Why the stack topped by `head` passed its checks yet did not count: the verdicts of the
+    /// evidence the tip's `trust` refused, if that is why.
+    fn untrusted(&self, head: gix::ObjectId) -> Option<&[String]> {
+        self.untrusted.get(&head).map(Vec::as_slice)
     }
 }
 
@@ -262,19 +284,44 @@ fn refuse_unvalidatable(settled: &mut Settled, stack: Vec<Stacked>, tip: gix::Ob
     }
 }
 
-/// A stacked run that changes guarded paths needs an approval of exactly the tree it lands
-/// with, as `promote` judges it (the guarded list at `tip` plus the run's own): refused
-/// otherwise, and the others go on. A restacked run has a new tree, which nobody approved.
+/// A stacked run that changes guarded paths needs an approval of the move it lands with, as
+/// `promote` judges it (the guarded list at `tip` plus the run's own): refused otherwise, and
+/// the others go on. A restacked run has a new tree: its approval carries over only when the
+/// guarded part of the move is exactly the one approved ([`judge_restacked`]), and is then
+/// noted on the restacked head, where the hooks and `verify` judge it the same way.
 fn unapproved(store: &Store, tip: gix::ObjectId, s: &Stacked) -> Result<Option<Unstacked>> {
     let run = &s.candidate.ledger.record;
-    let check = judge_run_step(store, Some(tip), s.onto, s.head, Some(&run.actor))?;
+    let restacked = s.head != s.candidate.head;
+    let check = if restacked {
+        let (check, carried) = judge_restacked(
+            store,
+            Some(tip),
+            (s.onto, s.head),
+            s.candidate.head,
+            Some(&run.actor),
+        )?;
+        if let Some(record) = carried {
+            // A true statement about objects anyone can re-judge; left behind harmlessly if
+            // the landing fails, like the evidence of a stack that did not land.
+            let line = record.to_line();
+            publish(
+                store,
+                None,
+                &[(APPROVALS, vec![(s.head, vec![line])])],
+                &format!("tabellio: land carries {}'s approval", run.run_id),
+            )?;
+        }
+        check
+    } else {
+        judge_run_step(store, Some(tip), s.onto, s.head, Some(&run.actor))?
+    };
     if !check.is_needed() {
         return Ok(None);
     }
-    let restacked = if s.head == s.candidate.head {
-        String::new()
+    let why_restacked = if restacked {
+        "; an approval of the run's head carries over to its restacked commit only when the guarded change is the one approved (same content before and after at every guarded path the restack changes)"
     } else {
-        "; the approval holds for the tree it approved, and restacking made a new one: rebase the run onto the target, finish and approve it again".into()
+        ""
     };
     Ok(Some(Unstacked {
         onto: s.onto,
@@ -282,7 +329,7 @@ fn unapproved(store: &Store, tip: gix::ObjectId, s: &Stacked) -> Result<Option<U
         commit: None,
         paths: check.paths.clone(),
         reason: format!(
-            "{}; approve it with `git tabellio approve {}`{restacked}",
+            "{}; approve it with `git tabellio approve {}`{why_restacked}",
             check.describe(),
             run.run_id
         ),
@@ -347,6 +394,29 @@ pub fn settle(
                 hi = mid;
             }
         }
+        let mut rest = stack.split_off(hi);
+        let culprit = stack
+            .pop()
+            .expect("hi >= 1: the failing prefix is not empty");
+        if let Some(verdicts) = checker.untrusted(culprit.head) {
+            // Its checks passed; its evidence is not signed as the tip's policy wants. That is
+            // no validation failure: the run stays as it is, refused with the verdicts.
+            let reason = format!(
+                "its evidence does not count under the trust of the policy at {tip}: {}; land signs what it records with `--sign-key <file>` or git's signing key, which must be an allowed signer there",
+                verdicts.join(", ")
+            );
+            settled.accepted.extend(stack);
+            pending = rest.drain(..).map(|s| s.candidate).collect();
+            settled.refused.push(Unstacked {
+                onto: culprit.onto,
+                result: Landing::Refused,
+                commit: None,
+                paths: Vec::new(),
+                reason,
+                candidate: culprit.candidate,
+            });
+            continue;
+        }
         if hi == 1 && settled.accepted.is_empty() {
             // The first run on the tip fails: unless the tip itself passes, no run is to blame.
             // With evidence on the tip (a landed tip has it), this runs nothing.
@@ -358,10 +428,6 @@ pub fn settle(
                 .hint("fix the target first (its failing evidence is noted on it: `git tabellio evidence <tip>`)"));
             }
         }
-        let mut rest = stack.split_off(hi);
-        let culprit = stack
-            .pop()
-            .expect("hi >= 1: the failing prefix is not empty");
         settled.accepted.extend(stack);
         pending = rest.drain(..).map(|s| s.candidate).collect();
         settled.refused.push(Unstacked {
