@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread;
 
 use super::capture::{OutputCapture, TailRing};
-use super::{CheckCommand, RunOptions, Stream};
+use super::{CheckCommand, Observer, Progress, RunOptions, Stream};
 
 /// Bytes read from a pipe at a time (the default Linux pipe capacity).
 const READ_CHUNK: usize = 64 * 1024;
@@ -95,7 +95,7 @@ pub(super) fn spawn_reader(
     source: Source,
     captured: &Captured,
     events: &Sender<Event>,
-    echo: Option<Echo>,
+    echo: Option<Live>,
 ) -> io::Result<()> {
     let state = Arc::clone(&captured.0);
     let done = DoneGuard(events.clone());
@@ -111,7 +111,7 @@ pub(super) fn spawn_reader(
 }
 
 /// Copies one pipe into the capture until EOF, an error or the capture is closed.
-fn pump(mut pipe: impl Read, source: Source, state: &Mutex<CaptureState>, mut echo: Option<Echo>) {
+fn pump(mut pipe: impl Read, source: Source, state: &Mutex<CaptureState>, mut echo: Option<Live>) {
     let mut buf = vec![0u8; READ_CHUNK];
     loop {
         let n = match pipe.read(&mut buf) {
@@ -143,6 +143,25 @@ fn pump(mut pipe: impl Read, source: Source, state: &Mutex<CaptureState>, mut ec
     }
 }
 
+/// Where one stream goes live, besides the capture.
+pub(super) enum Live {
+    Echo(Echo),
+    /// Every chunk to the observer, unchanged.
+    Observed {
+        observer: &'static dyn Observer,
+        name: String,
+    },
+}
+
+impl Live {
+    fn write(&mut self, chunk: &[u8]) {
+        match self {
+            Live::Echo(echo) => echo.write(chunk),
+            Live::Observed { observer, name } => observer.observe(Progress::Output { name, chunk }),
+        }
+    }
+}
+
 /// Live echo of one stream to our stderr, `[<name>] ` before every line. Not redacted: it
 /// goes where the output would go if the person ran the check by hand.
 pub(super) struct Echo {
@@ -150,12 +169,16 @@ pub(super) struct Echo {
     at_line_start: bool,
 }
 
-pub(super) fn echo_for(cmd: &CheckCommand, opts: &RunOptions) -> Option<Echo> {
+pub(super) fn echo_for(cmd: &CheckCommand, opts: &RunOptions) -> Option<Live> {
     match opts.stream {
         Stream::Quiet => None,
-        Stream::Stderr => Some(Echo {
+        Stream::Stderr => Some(Live::Echo(Echo {
             prefix: format!("[{}] ", cmd.name).into_bytes(),
             at_line_start: true,
+        })),
+        Stream::Observed(observer) => Some(Live::Observed {
+            observer,
+            name: cmd.name.clone(),
         }),
     }
 }
