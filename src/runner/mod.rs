@@ -110,8 +110,6 @@ pub enum Stream {
     /// Nobody: only capture.
     #[default]
     Quiet,
-    /// Also echo every chunk to our stderr as it arrives, each line prefixed `[<name>] `.
-    Stderr,
     /// An observer gets the start, every chunk of output, a `Running` event every
     /// [`Observer::interval`] and the end ([`Progress`]); what to show is its business.
     Observed(&'static dyn Observer),
@@ -122,7 +120,7 @@ impl Stream {
     pub fn observer(self) -> Option<&'static dyn Observer> {
         match self {
             Stream::Observed(observer) => Some(observer),
-            Stream::Quiet | Stream::Stderr => None,
+            Stream::Quiet => None,
         }
     }
 }
@@ -130,7 +128,7 @@ impl Stream {
 impl PartialEq for Stream {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (Stream::Quiet, Stream::Quiet) | (Stream::Stderr, Stream::Stderr) => true,
+            (Stream::Quiet, Stream::Quiet) => true,
             (Stream::Observed(a), Stream::Observed(b)) => std::ptr::addr_eq(*a, *b),
             _ => false,
         }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::capture::excerpt_of;
 use super::observe::Ticker;
-use super::pump::{self, echo_for, spawn_reader, Captured, Event, Source};
+use super::pump::{self, live_for, spawn_reader, Captured, Event, Source};
 use super::redact::Redactor;
 use super::wait::{after, wait_with_timeout, Monitor};
 use super::{
@@ -170,7 +170,7 @@ fn start_threads(
     let mut started = Ok(());
     for (pipe, source) in pipes {
         let Some(pipe) = pipe else { continue };
-        started = spawn_reader(pipe, source, &captured, &events, echo_for(cmd, opts));
+        started = spawn_reader(pipe, source, &captured, &events, live_for(cmd, opts));
         if started.is_err() {
             break;
         }

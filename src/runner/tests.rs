@@ -409,16 +409,6 @@ fn stdout_tail_holds_stdout_only() {
 }
 
 #[test]
-fn live_stream_still_captures() {
-    let opts = RunOptions {
-        stream: Stream::Stderr,
-        ..RunOptions::default()
-    };
-    let outcome = run(&perl(r#"print "streamed line\n""#, secs(60)), &opts);
-    assert_eq!(outcome.output.excerpt, "streamed line\n");
-}
-
-#[test]
 fn enum_strings() {
     let stops = [
         (CommandStop::Exited, "exited"),
@@ -490,7 +480,7 @@ fn an_observer_sees_start_output_ticks_and_end_in_order() {
         ..RunOptions::default()
     };
     let cmd = perl(
-        r#"$|=1; print "a\n"; select(undef, undef, undef, 0.45); print "b\n""#,
+        r#"$|=1; print "a\n"; select(undef, undef, undef, 0.8); print "b\n""#,
         secs(60),
     );
     let outcome = run(&cmd, &opts);
@@ -515,7 +505,7 @@ fn an_observer_sees_start_output_ticks_and_end_in_order() {
         .iter()
         .filter_map(|e| e.strip_prefix("running t ")?.parse().ok())
         .collect();
-    // 450 ms of sleep at a 100 ms interval: at least a few ticks, each after its interval.
+    // 800 ms of sleep at a 100 ms interval: a few ticks (a loaded machine may skip some).
     assert!(ticks.len() >= 2, "{events:?}");
     assert!(ticks.windows(2).all(|w| w[0] < w[1]), "{ticks:?}");
     assert!(ticks.iter().all(|&ms| ms >= 100), "{ticks:?}");
