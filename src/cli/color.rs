@@ -5,14 +5,20 @@
 //! `CLICOLOR_FORCE` is set (not `0`) whatever the stream is — unless `NO_COLOR` is set (not
 //! empty), `CLICOLOR=0` on a terminal, or git's `color.tabellio` (else `color.ui`) says
 //! `never`/`false`. `--json` output is never coloured. The decision is made once per process,
-//! before the command runs; git's configuration is read only when the answer could be yes.
+//! when the first coloured text is asked for; git's configuration is read only when the answer
+//! could be yes.
 //!
 //! Check output is another matter: it comes from programs (and, in evidence, from other
 //! machines), so [`strip_escapes`] removes every escape sequence and control character but
 //! newline and tab from it before it is shown.
 
+use std::cell::OnceCell;
 use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+
+use tabellio::store::Store;
 
 /// What a piece of text means, which decides its colour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,21 +85,59 @@ pub struct Palettes {
     pub stderr: Palette,
 }
 
+/// What the decision needs, given before the command runs.
+struct Setup {
+    json: bool,
+    cwd: PathBuf,
+}
+
+static SETUP: OnceLock<Setup> = OnceLock::new();
 static PALETTES: OnceLock<Palettes> = OnceLock::new();
 
-/// Decide colour for this process (the first call wins; later ones are ignored).
-pub fn init(palettes: Palettes) {
-    let _ = PALETTES.set(palettes);
+/// Say how this process prints (the first call wins). Nothing is decided yet: a command that
+/// prints nothing (a hook letting a ref through) never reads the environment or git's
+/// configuration for colour.
+pub fn init(json: bool, cwd: PathBuf) {
+    let _ = SETUP.set(Setup { json, cwd });
 }
 
-/// The palette for text printed on stdout (off until [`init`]).
+/// The palette for text printed on stdout (off before [`init`] and with `--json`).
 pub fn stdout() -> Palette {
-    PALETTES.get().copied().unwrap_or_default().stdout
+    palettes().stdout
 }
 
-/// The palette for text printed on stderr (off until [`init`]).
+/// The palette for text printed on stderr (off before [`init`] and with `--json`).
 pub fn stderr() -> Palette {
-    PALETTES.get().copied().unwrap_or_default().stderr
+    palettes().stderr
+}
+
+fn palettes() -> Palettes {
+    *PALETTES.get_or_init(|| {
+        let Some(setup) = SETUP.get().filter(|s| !s.json) else {
+            return Palettes::default();
+        };
+        let git = OnceCell::new();
+        let git = || *git.get_or_init(|| git_color(&setup.cwd));
+        let var = |name: &str| std::env::var_os(name);
+        Palettes {
+            stdout: Palette {
+                on: enabled(std::io::stdout().is_terminal(), var, git),
+            },
+            stderr: Palette {
+                on: enabled(std::io::stderr().is_terminal(), var, git),
+            },
+        }
+    })
+}
+
+/// git's colour setting for us (`color.tabellio`, else `color.ui`), from the repository around
+/// `cwd` when there is one.
+fn git_color(cwd: &Path) -> Option<GitColor> {
+    let store = Store::discover(cwd).ok()?;
+    let value = store
+        .config_string("color.tabellio")
+        .or_else(|| store.config_string("color.ui"))?;
+    Some(GitColor::parse(&value))
 }
 
 /// git's colour setting for us: `never` turns colour off, anything else leaves it to the

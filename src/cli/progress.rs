@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tabellio::runner::{CommandStop, Observer, Progress, RunOutcome, Stream};
 
-use super::color::{Palette, Style};
+use super::color::{self, Palette, Style};
 
 /// Seconds between heartbeats off a terminal, unless `TABELLIO_HEARTBEAT_SECS` says otherwise.
 pub const HEARTBEAT_SECS: u64 = 30;
@@ -41,7 +41,8 @@ pub enum Mode {
 /// The progress view: an [`Observer`] that prints to stderr.
 pub struct View {
     mode: Mode,
-    palette: Palette,
+    /// Asked at each event: the colour decision is made when something is first shown.
+    palette: fn() -> Palette,
     state: Mutex<State>,
 }
 
@@ -59,7 +60,7 @@ struct State {
 static VIEW: OnceLock<View> = OnceLock::new();
 
 /// The stream commands run their checks with: progress on stderr, or none (`-q`, `--json`).
-pub fn stream(json: bool, quiet: bool, palette: Palette) -> Stream {
+pub fn stream(json: bool, quiet: bool) -> Stream {
     if json || quiet {
         return Stream::Quiet;
     }
@@ -70,7 +71,7 @@ pub fn stream(json: bool, quiet: bool, palette: Palette) -> Stream {
             heartbeat: heartbeat(std::env::var(HEARTBEAT_ENV).ok().as_deref()),
         }
     };
-    Stream::Observed(VIEW.get_or_init(|| View::new(mode, palette)))
+    Stream::Observed(VIEW.get_or_init(|| View::new(mode, color::stderr)))
 }
 
 /// The heartbeat interval from the variable's value: whole seconds, at least 1; anything else
@@ -84,7 +85,7 @@ fn heartbeat(value: Option<&str>) -> Duration {
 }
 
 impl View {
-    pub fn new(mode: Mode, palette: Palette) -> View {
+    pub fn new(mode: Mode, palette: fn() -> Palette) -> View {
         View {
             mode,
             palette,
@@ -102,8 +103,8 @@ impl View {
         // A panic while printing progress must not hide the rest of it.
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         match self.mode {
-            Mode::Terminal => render_terminal(&mut state, event, self.palette),
-            Mode::Log { .. } => render_log(event, self.palette),
+            Mode::Terminal => render_terminal(&mut state, event, (self.palette)()),
+            Mode::Log { .. } => render_log(event, (self.palette)()),
         }
     }
 }
@@ -179,7 +180,7 @@ fn render_terminal(state: &mut State, event: Progress<'_>, palette: Palette) -> 
 fn draw_status(state: &mut State, palette: Palette, out: &mut String) {
     out.push_str(&palette.paint(
         Style::Hint,
-        &format!("running {} … {}", state.name, elapsed(state.elapsed)),
+        &format!("running {} … {}", state.name, whole(state.elapsed)),
     ));
     state.drawn = true;
 }
@@ -188,7 +189,7 @@ fn render_log(event: Progress<'_>, palette: Palette) -> String {
     match event {
         Progress::Started { name } => format!("running {name} …\n"),
         Progress::Output { .. } => String::new(),
-        Progress::Running { name, elapsed: e } => format!("running {name} … {}\n", elapsed(e)),
+        Progress::Running { name, elapsed } => format!("running {name} … {}\n", whole(elapsed)),
         Progress::Finished {
             name,
             outcome: Some(o),
@@ -215,11 +216,17 @@ fn how(o: &RunOutcome) -> String {
     }
 }
 
-/// `0.4s`, `12s`, `1m30s`, `2h05m00s`: tenths under ten seconds, whole seconds above.
+/// A command's duration: `0.4s`, `12s`, `1m30s`, `2h05m00s` (tenths under ten seconds).
 pub fn elapsed(d: Duration) -> String {
     if d < Duration::from_secs(10) {
         return format!("{:.1}s", d.as_secs_f64());
     }
+    whole(d)
+}
+
+/// Time so far, in whole seconds (it is shown every second or every heartbeat): `0s`, `12s`,
+/// `1m30s`, `2h05m00s`.
+pub fn whole(d: Duration) -> String {
     let s = d.as_secs();
     match (s / 3600, s / 60 % 60, s % 60) {
         (0, 0, s) => format!("{s}s"),
@@ -265,6 +272,8 @@ mod tests {
         assert_eq!(elapsed(secs(12)), "12s");
         assert_eq!(elapsed(secs(90)), "1m30s");
         assert_eq!(elapsed(secs(3600 + 5 * 60)), "1h05m00s");
+        assert_eq!(whole(Duration::from_millis(1_900)), "1s");
+        assert_eq!(whole(secs(90)), "1m30s");
     }
 
     #[test]
@@ -282,7 +291,7 @@ mod tests {
             Mode::Log {
                 heartbeat: secs(30),
             },
-            Palette::default(),
+            Palette::default,
         );
         let passed = outcome(CheckStatus::Passed, Some(0), 95_000);
         let failed = outcome(CheckStatus::Failed, Some(101), 1_200);
@@ -327,16 +336,16 @@ mod tests {
 
     #[test]
     fn a_terminal_gets_a_status_line_redrawn_around_the_output_and_cleared_at_the_end() {
-        let view = View::new(Mode::Terminal, Palette::default());
+        let view = View::new(Mode::Terminal, Palette::default);
         let passed = outcome(CheckStatus::Passed, Some(0), 2_000);
         let steps: [(Progress<'_>, &str); 6] = [
-            (Progress::Started { name: "t" }, "running t … 0.0s"),
+            (Progress::Started { name: "t" }, "running t … 0s"),
             (
                 Progress::Running {
                     name: "t",
                     elapsed: secs(1),
                 },
-                "\r\x1b[2Krunning t … 1.0s",
+                "\r\x1b[2Krunning t … 1s",
             ),
             // Output clears the status line, and redraws it after a whole line.
             (
@@ -359,7 +368,7 @@ mod tests {
                     name: "t",
                     chunk: b"o\n",
                 },
-                "o\nrunning t … 2.0s",
+                "o\nrunning t … 2s",
             ),
             (
                 Progress::Finished {
@@ -377,10 +386,10 @@ mod tests {
 
     #[test]
     fn a_terminal_ends_a_half_written_line_and_colours_when_asked() {
-        let view = View::new(Mode::Terminal, Palette { on: true });
+        let view = View::new(Mode::Terminal, || Palette { on: true });
         assert_eq!(
             view.render(Progress::Started { name: "t" }),
-            "\x1b[2mrunning t … 0.0s\x1b[0m"
+            "\x1b[2mrunning t … 0s\x1b[0m"
         );
         view.render(Progress::Output {
             name: "t",

@@ -145,7 +145,7 @@ fn off_a_terminal_each_check_gets_a_start_line_heartbeats_and_its_outcome() {
     let beat = [("TABELLIO_HEARTBEAT_SECS", "1")];
     let r = tab_env(&t, &t.repo, &beat, &["finish", "r1"]);
     r.ok();
-    assert!(r.stderr.contains("running slow … 1."), "{}", r.desc);
+    assert!(r.stderr.contains("running slow … 1s\n"), "{}", r.desc);
     insta::assert_snapshot!(
         "progress_off_terminal",
         dedup_lines(&normalise(&t, &r.stderr))
@@ -233,4 +233,63 @@ fn colour_only_when_forced_and_not_vetoed() {
     let r = tab_env(&t, &t.repo, &[("CLICOLOR_FORCE", "1")], &["status", "nope"]);
     r.code(5);
     assert!(r.stderr.starts_with("\x1b[31merror:\x1b[0m "), "{}", r.desc);
+}
+
+/// What a terminal shows of `git-tabellio <args>` run in `t.repo` under a pseudo-terminal
+/// (stdin, stdout and stderr all on it), through Python's `pty.spawn` (no shell). `None` when
+/// there is no `python3` to make the terminal.
+fn on_a_terminal(t: &TestEnv, env: &[(&str, &str)], args: &[&str]) -> Option<String> {
+    let python = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("python3"))
+            .find(|f| f.is_file())
+    })?;
+    let mut cmd = std::process::Command::new(python);
+    cmd.args(["-c", "import pty, sys; pty.spawn(sys.argv[1:])", BIN])
+        .args(args)
+        .current_dir(&t.repo)
+        .stdin(std::process::Stdio::null());
+    hermetic(&mut cmd, &t.home);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run python3's pty.spawn");
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn a_terminal_gets_live_output_under_a_status_line_and_colour() {
+    let t = TestEnv::new();
+    let slow: &[&str] = &[
+        "perl",
+        "-e",
+        "$|=1; print qq(hello\\n); select(undef, undef, undef, 1.5)",
+    ];
+    t.commit_policy(&policy(&[("slow", slow)]));
+    t.started_run("r1", "a.txt");
+    let Some(screen) = on_a_terminal(&t, &[], &["finish", "r1"]) else {
+        eprintln!("no python3: the terminal path is covered by the renderer's unit tests only");
+        return;
+    };
+    // The status line (dimmed), the check's output under it, the line cleared at the end, the
+    // verdict in colour; no log lines.
+    for want in [
+        "\x1b[2mrunning slow … 0s\x1b[0m",
+        "[slow] hello\r\n",
+        "\r\x1b[2K",
+        "\x1b[32mpassed\x1b[0m",
+    ] {
+        assert!(screen.contains(want), "{want:?} not in {screen:?}");
+    }
+    assert!(!screen.contains("running slow …\r\n"), "{screen:?}");
+
+    // NO_COLOR: the same status line, without colour.
+    let screen = on_a_terminal(&t, &[("NO_COLOR", "1")], &["finish", "r1", "--no-reuse"])
+        .expect("python3 was there a moment ago");
+    assert!(screen.contains("running slow … "), "{screen:?}");
+    assert!(screen.contains("[slow] hello\r\n"), "{screen:?}");
+    assert!(
+        !screen.contains("\x1b[3") && !screen.contains("\x1b[2m"),
+        "{screen:?}"
+    );
 }
