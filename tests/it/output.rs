@@ -293,3 +293,27 @@ fn a_terminal_gets_live_output_under_a_status_line_and_colour() {
         "{screen:?}"
     );
 }
+
+#[test]
+fn land_and_loop_show_their_checks_and_the_agent_running() {
+    let t = TestEnv::ref_only();
+    t.git(&["switch", "-q", "main"]).ok();
+    t.commit_policy(&policy(&[("unit", &["true"])]));
+    t.git(&["switch", "-q", "elsewhere"]).ok();
+    for id in ["a", "b"] {
+        t.started_run(id, &format!("{id}.txt"));
+        t.tab(&["finish", id]).ok();
+    }
+    t.tab(&["land", "a"]).ok();
+    // `b`, replayed onto `a`, is a new tree: its check runs in the scratch worktree.
+    let r = t.tab(&["land", "b"]);
+    r.ok();
+    assert!(r.stderr.contains("running unit …\n"), "{}", r.desc);
+    assert!(r.stderr.contains("passed unit (exit 0) in "), "{}", r.desc);
+
+    t.tab(&["start", "r1", "--task", "t", "--base", "main"])
+        .ok();
+    let r = t.tab(&["loop", "r1", "--max-loops", "1", "--", "true"]);
+    assert!(r.stderr.contains("running agent …\n"), "{}", r.desc);
+    assert!(r.stderr.contains("passed agent (exit 0) in "), "{}", r.desc);
+}

@@ -90,14 +90,17 @@ pub fn cmd_finish(ctx: &Ctx, args: &FinishArgs) -> Result<Output> {
             Some(&o.run.run_id),
             &o.attempt.commit,
         ));
-        // What status would say now (the plan gate's fix, or finish again after a fix).
-        let next = status::status(ctx.env()?, Some(&o.run.run_id))?.next_action;
-        human.push_str(&next_line(
-            &next.action,
-            if next.blocking { " (blocking)" } else { "" },
-            &next.reason,
-            next.command.as_deref(),
-        ));
+        // What status would say now (the plan gate's fix, or finish again after a fix). Only
+        // advice: the attempt is recorded, so failing to read it back must not fail finish.
+        if let Ok(st) = status::status(ctx.env()?, Some(&o.run.run_id)) {
+            let next = st.next_action;
+            human.push_str(&next_line(
+                &next.action,
+                if next.blocking { " (blocking)" } else { "" },
+                &next.reason,
+                next.command.as_deref(),
+            ));
+        }
     }
     let extra = json!({"attempt": to_json(&o.attempt), "evidence": to_json(&o.evidence), "verdict": verdict_word(passed)});
     Ok(Output::new(run_json(&o.run, Some(&o.workspace), extra), human).verdict(passed))
