@@ -90,6 +90,15 @@ fn a_failed_check_says_why_where_its_output_is_and_what_next() {
 }
 
 #[test]
+fn a_failed_validate_says_why_and_where() {
+    let t = TestEnv::new();
+    t.commit_policy(&policy(&[("unit", &["perl", "-e", NOISY_FAILURE])]));
+    let r = t.tab(&["validate"]);
+    r.code(1);
+    insta::assert_snapshot!("validate_failed_check", normalise(&t, &r.stdout));
+}
+
+#[test]
 fn missing_required_checks_are_the_reason_when_every_check_that_ran_passed() {
     let t = TestEnv::new();
     t.commit_policy(&policy(&[("unit", &["true"]), ("lint", &["true"])]));

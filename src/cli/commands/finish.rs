@@ -3,10 +3,8 @@
 use serde_json::json;
 
 use tabellio::evidence::produce::CheckSelection;
-use tabellio::lifecycle::finish;
+use tabellio::lifecycle::{finish, status};
 use tabellio::Result;
-
-use tabellio::lifecycle::status;
 
 use crate::cli::color;
 use crate::cli::format::{
