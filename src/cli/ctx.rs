@@ -2,7 +2,6 @@
 //! once and only by the commands that need one (`demo` and `plans --dir` work anywhere).
 
 use std::cell::OnceCell;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 // The one place the CLI names the environment type: commands reach it through `Ctx::env`.
@@ -11,6 +10,9 @@ use tabellio::runner::Stream;
 use tabellio::store::Store;
 use tabellio::{Error, Result};
 
+use super::color;
+use super::progress;
+
 pub struct Ctx {
     /// The directory the command was started in (after `git -C`).
     pub cwd: PathBuf,
@@ -18,8 +20,8 @@ pub struct Ctx {
     pub json: bool,
     /// `-q`: nothing but errors.
     pub quiet: bool,
-    /// Where live progress (check output, loop events) goes: a terminal's stderr, or nowhere
-    /// when the output is for a program.
+    /// Where live progress of the checks goes: stderr ([`progress`]), or nowhere with `-q`
+    /// and `--json`.
     pub stream: Stream,
     env: OnceCell<Env>,
 }
@@ -28,11 +30,8 @@ impl Ctx {
     pub fn new(json: bool, quiet: bool) -> Result<Ctx> {
         let cwd = std::env::current_dir()
             .map_err(|e| Error::internal(format!("cannot read the current directory: {e}")))?;
-        let stream = if !quiet && !json && std::io::stderr().is_terminal() {
-            Stream::Stderr
-        } else {
-            Stream::Quiet
-        };
+        color::init(json, cwd.clone());
+        let stream = progress::stream(json, quiet);
         Ok(Ctx {
             cwd,
             json,

@@ -2,6 +2,8 @@
 
 use serde_json::{Map, Value};
 
+use super::color::{self, strip_escapes, Style};
+
 /// Any serializable value as JSON (`null` if it cannot be: it never fails for our records).
 pub fn to_json<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
@@ -25,13 +27,17 @@ pub fn run_json(
     Value::Object(m)
 }
 
-/// One line per evidence record, with the tail of the output of each that did not pass.
+/// One line per evidence record, with the tail of the output of each that did not pass (its
+/// escape sequences stripped: check output never drives the terminal). Status words are
+/// coloured when stdout is.
 pub fn evidence_lines(records: &[tabellio::model::EvidenceRecord]) -> String {
+    let palette = color::stdout();
     let mut human = String::new();
     for r in records {
         if r.reused_from.is_some() {
             human.push_str(&format!(
-                "reused    {} (tree {} passed at {})\n",
+                "{} {} (tree {} passed at {})\n",
+                palette.status("reused", 9),
                 r.check.name,
                 short(&r.tree),
                 r.finished_at
@@ -47,17 +53,65 @@ pub fn evidence_lines(records: &[tabellio::model::EvidenceRecord]) -> String {
             .as_deref()
             .map_or(String::new(), |t| format!(", {t}"));
         human.push_str(&format!(
-            "{:<9} {} ({how}{why} in {} ms)\n",
-            r.status, r.check.name, r.duration_ms
+            "{} {} ({how}{why} in {} ms)\n",
+            palette.status(&r.status, 9),
+            r.check.name,
+            r.duration_ms
         ));
         if !r.passed() && !r.output.excerpt.is_empty() {
-            let tail: Vec<&str> = r.output.excerpt.lines().rev().take(10).collect();
+            let excerpt = strip_escapes(&r.output.excerpt);
+            let tail: Vec<&str> = excerpt.lines().rev().take(10).collect();
             for l in tail.into_iter().rev() {
                 human.push_str(&format!("  | {l}\n"));
             }
         }
     }
     human
+}
+
+/// Why checks that ran did not validate: `run.reason` when the run has one (required checks
+/// missing, the plan gate), else the checks that did not pass and how each ended.
+pub fn failure_reason(
+    reason: Option<&str>,
+    records: &[tabellio::model::EvidenceRecord],
+) -> Option<String> {
+    if let Some(reason) = reason {
+        return Some(reason.to_string());
+    }
+    let failed: Vec<String> = records
+        .iter()
+        .filter(|r| !r.passed())
+        .map(|r| {
+            let how = match (r.stopped.tabellio.as_deref(), r.exit_code) {
+                (Some(t), _) => t.to_string(),
+                (None, Some(c)) => format!("exit {c}"),
+                (None, None) => r.stopped.command.clone(),
+            };
+            format!("{} {} ({how})", r.check.name, r.status)
+        })
+        .collect();
+    (!failed.is_empty()).then(|| format!("check {}", failed.join(", check ")))
+}
+
+/// The lines that say why validation failed and where the failing output is: `why: …` and
+/// `output: …` (the packet with the excerpts for a run, the records on the commit), dimmed
+/// detail when stdout is coloured.
+pub fn failure_lines(why: Option<&str>, run_id: Option<&str>, commit: &str) -> String {
+    let palette = color::stdout();
+    let mut text = String::new();
+    if let Some(why) = why {
+        text.push_str(&format!("{} {why}\n", palette.paint(Style::Failed, "why:")));
+    }
+    let records = format!("git tabellio evidence {}", short(commit));
+    let where_ = match run_id {
+        Some(id) => format!("`git tabellio context {id}` (excerpts), `{records}` (records)"),
+        None => format!("the excerpts above, `{records}` (records)"),
+    };
+    text.push_str(&format!(
+        "output: {}\n",
+        palette.paint(Style::Hint, &where_)
+    ));
+    text
 }
 
 /// Text from records (which may come from other machines) as the terminal should see it:

@@ -1,10 +1,12 @@
 //! The command line: parsing (clap), one file per subcommand under `commands/`, and the one
 //! renderer that prints human text or one JSON object and decides the exit code.
 
+pub mod color;
 pub mod commands;
 pub mod ctx;
 pub mod examples;
 pub mod format;
+pub mod progress;
 pub mod render;
 
 use clap::{Parser, Subcommand};

@@ -9,6 +9,8 @@ use serde_json::{Map, Value};
 
 use tabellio::{Error, ErrorKind};
 
+use super::color::{self, Palette, Style};
+
 /// What a command produced: the JSON object (without `ok`), the text for a person, and how it
 /// ended, which decides the exit code.
 pub struct Output {
@@ -201,11 +203,23 @@ fn error_json(err: &Error, code_name: &str, exit: u8) -> Value {
     Value::Object(m)
 }
 
-/// `error: …`, `hint: …` and a `caused by: …` line per cause.
+/// `error: …`, `hint: …` and a `caused by: …` line per cause; the `error:` red and the hint
+/// dimmed when stderr is coloured.
 fn error_text(err: &Error) -> String {
-    let mut text = format!("error: {}\n", err.message);
+    error_text_in(err, color::stderr())
+}
+
+fn error_text_in(err: &Error, palette: Palette) -> String {
+    let mut text = format!(
+        "{} {}\n",
+        palette.paint(Style::Failed, "error:"),
+        err.message
+    );
     if let Some(h) = &err.hint {
-        text.push_str(&format!("hint: {h}\n"));
+        text.push_str(&format!(
+            "{}\n",
+            palette.paint(Style::Hint, &format!("hint: {h}"))
+        ));
     }
     for c in causes(err) {
         text.push_str(&format!("caused by: {c}\n"));
@@ -283,6 +297,19 @@ mod tests {
             error_json(&caused, "internal", 70),
             json!({"code": "internal", "exit_code": 70, "message": "could not write y",
                    "hint": null, "causes": ["permission denied"]})
+        );
+    }
+
+    #[test]
+    fn errors_are_red_and_hints_dim_only_when_coloured() {
+        let err = Error::usage("bad").hint("do x");
+        assert_eq!(
+            error_text_in(&err, Palette { on: true }),
+            "\x1b[31merror:\x1b[0m bad\n\x1b[2mhint: do x\x1b[0m\n"
+        );
+        assert_eq!(
+            error_text_in(&err, Palette { on: false }),
+            "error: bad\nhint: do x\n"
         );
     }
 

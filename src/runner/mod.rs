@@ -23,10 +23,12 @@
 //! ([`RunOutcome::pipes_held_open`]) instead of waiting for it.
 //!
 //! Layout: `spawn` starts the check and judges how it ended, `pump` holds the reader threads,
-//! `wait` the deadline and grace period, `capture` the bounded hashing capture and `redact` the
+//! `observe` the progress events a caller may watch ([`Stream::Observed`]), `wait` the deadline
+//! and grace period, `capture` the bounded hashing capture and `redact` the
 //! secret redaction. Process groups and signals are [`crate::sys::process`]'s.
 
 mod capture;
+mod observe;
 mod pump;
 mod redact;
 mod spawn;
@@ -39,6 +41,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 pub use capture::{excerpt_of, omission_marker, OutputCapture, TailRing};
+pub use observe::{Observer, Progress};
 pub use redact::{is_secret_name, Redactor, Rule, MIN_SECRET_CHARS, REDACTED, RULES};
 pub use spawn::run_command;
 
@@ -103,15 +106,38 @@ pub struct CheckCommand {
     pub timeout: Duration,
 }
 
-/// Whether the check's output is echoed live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Who sees the command while it runs.
+#[derive(Debug, Clone, Copy, Default)]
 pub enum Stream {
-    /// Only capture.
+    /// Nobody: only capture.
     #[default]
     Quiet,
-    /// Also echo every chunk to our stderr as it arrives, each line prefixed `[<name>] `.
-    Stderr,
+    /// An observer gets the start, every chunk of output, a `Running` event every
+    /// [`Observer::interval`] and the end ([`Progress`]); what to show is its business.
+    Observed(&'static dyn Observer),
 }
+
+impl Stream {
+    /// The observer of [`Stream::Observed`].
+    pub fn observer(self) -> Option<&'static dyn Observer> {
+        match self {
+            Stream::Observed(observer) => Some(observer),
+            Stream::Quiet => None,
+        }
+    }
+}
+
+impl PartialEq for Stream {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Stream::Quiet, Stream::Quiet) => true,
+            (Stream::Observed(a), Stream::Observed(b)) => std::ptr::addr_eq(*a, *b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Stream {}
 
 /// How [`run_command`] runs a check.
 #[derive(Debug, Clone, PartialEq, Eq)]

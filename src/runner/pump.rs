@@ -1,18 +1,18 @@
 //! The reader threads: one per pipe (stdout, stderr), each copying its pipe into the shared,
-//! bounded capture and, when asked, echoing it live to our stderr.
+//! bounded capture and, when asked, handing every chunk to the caller's observer.
 //!
 //! A reader reports [`Event::ReaderDone`] however it ends, panics included; once the capture
 //! is frozen ([`Captured::freeze`]) a reader still attached to a pipe held open from outside
 //! the check's group stops at its next chunk instead of changing what we hash and report.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::mem;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread;
 
 use super::capture::{OutputCapture, TailRing};
-use super::{CheckCommand, RunOptions, Stream};
+use super::{CheckCommand, Observer, Progress, RunOptions, Stream};
 
 /// Bytes read from a pipe at a time (the default Linux pipe capacity).
 const READ_CHUNK: usize = 64 * 1024;
@@ -95,7 +95,7 @@ pub(super) fn spawn_reader(
     source: Source,
     captured: &Captured,
     events: &Sender<Event>,
-    echo: Option<Echo>,
+    live: Option<Live>,
 ) -> io::Result<()> {
     let state = Arc::clone(&captured.0);
     let done = DoneGuard(events.clone());
@@ -105,13 +105,13 @@ pub(super) fn spawn_reader(
     };
     thread::Builder::new().name(name.into()).spawn(move || {
         let _done = done;
-        pump(pipe, source, &state, echo);
+        pump(pipe, source, &state, live);
     })?;
     Ok(())
 }
 
 /// Copies one pipe into the capture until EOF, an error or the capture is closed.
-fn pump(mut pipe: impl Read, source: Source, state: &Mutex<CaptureState>, mut echo: Option<Echo>) {
+fn pump(mut pipe: impl Read, source: Source, state: &Mutex<CaptureState>, mut live: Option<Live>) {
     let mut buf = vec![0u8; READ_CHUNK];
     loop {
         let n = match pipe.read(&mut buf) {
@@ -137,67 +137,35 @@ fn pump(mut pipe: impl Read, source: Source, state: &Mutex<CaptureState>, mut ec
                 state.stdout_tail.push(chunk);
             }
         }
-        if let Some(echo) = echo.as_mut() {
-            echo.write(chunk);
+        if let Some(live) = live.as_mut() {
+            live.write(chunk);
         }
     }
 }
 
-/// Live echo of one stream to our stderr, `[<name>] ` before every line. Not redacted: it
-/// goes where the output would go if the person ran the check by hand.
-pub(super) struct Echo {
-    prefix: Vec<u8>,
-    at_line_start: bool,
+/// Who sees one stream live, besides the capture: the observer of [`Stream::Observed`].
+pub(super) struct Live {
+    observer: &'static dyn Observer,
+    name: String,
 }
 
-pub(super) fn echo_for(cmd: &CheckCommand, opts: &RunOptions) -> Option<Echo> {
+impl Live {
+    /// Every chunk to the observer, unchanged (not redacted: it goes where the output would go
+    /// if the person ran the check by hand).
+    fn write(&mut self, chunk: &[u8]) {
+        self.observer.observe(Progress::Output {
+            name: &self.name,
+            chunk,
+        });
+    }
+}
+
+pub(super) fn live_for(cmd: &CheckCommand, opts: &RunOptions) -> Option<Live> {
     match opts.stream {
         Stream::Quiet => None,
-        Stream::Stderr => Some(Echo {
-            prefix: format!("[{}] ", cmd.name).into_bytes(),
-            at_line_start: true,
+        Stream::Observed(observer) => Some(Live {
+            observer,
+            name: cmd.name.clone(),
         }),
-    }
-}
-
-impl Echo {
-    /// Best effort: a closed or broken terminal must not fail the check.
-    fn write(&mut self, chunk: &[u8]) {
-        let stderr = io::stderr();
-        // Bounded buffer, and the lock keeps a chunk's lines together.
-        let mut out = io::BufWriter::with_capacity(8 * 1024, stderr.lock());
-        let _ = write_prefixed(&mut out, &self.prefix, chunk, &mut self.at_line_start);
-        let _ = out.flush();
-    }
-}
-
-fn write_prefixed(
-    out: &mut impl Write,
-    prefix: &[u8],
-    chunk: &[u8],
-    at_line_start: &mut bool,
-) -> io::Result<()> {
-    for line in chunk.split_inclusive(|&b| b == b'\n') {
-        if *at_line_start {
-            out.write_all(prefix)?;
-        }
-        out.write_all(line)?;
-        *at_line_start = line.ends_with(b"\n");
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn echo_prefixes_every_line_across_chunks() {
-        let mut out = Vec::new();
-        let mut at_line_start = true;
-        for chunk in [&b"one\ntw"[..], b"o\n", b"\nthree"] {
-            write_prefixed(&mut out, b"[c] ", chunk, &mut at_line_start).expect("write");
-        }
-        assert_eq!(out, b"[c] one\n[c] two\n[c] \n[c] three");
     }
 }

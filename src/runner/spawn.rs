@@ -11,12 +11,13 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::capture::excerpt_of;
-use super::pump::{self, echo_for, spawn_reader, Captured, Event, Source};
+use super::observe::Ticker;
+use super::pump::{self, live_for, spawn_reader, Captured, Event, Source};
 use super::redact::Redactor;
 use super::wait::{after, wait_with_timeout, Monitor};
 use super::{
-    scrubbed_env_keys, CheckCommand, CheckStatus, CommandStop, RunError, RunOptions, RunOutcome,
-    SigningEnv, WITHHELD_GIT_CONFIG,
+    scrubbed_env_keys, CheckCommand, CheckStatus, CommandStop, Progress, RunError, RunOptions,
+    RunOutcome, SigningEnv, WITHHELD_GIT_CONFIG,
 };
 use crate::sys::process::{wait_exited_unreaped, ProcessGroup};
 
@@ -27,8 +28,22 @@ const DRAIN_AFTER_KILL: Duration = Duration::from_secs(2);
 /// Runs `cmd` as described in the module docs.
 ///
 /// A check that cannot be started (not found, not executable) is an `Ok` outcome with
-/// [`CheckStatus::Error`]; `Err` means we could not run or observe it.
+/// [`CheckStatus::Error`]; `Err` means we could not run or observe it. With
+/// [`super::Stream::Observed`] the observer sees it start and end, whichever way it ends.
 pub fn run_command(cmd: &CheckCommand, opts: &RunOptions) -> Result<RunOutcome, RunError> {
+    let Some(observer) = opts.stream.observer() else {
+        return run_and_judge(cmd, opts);
+    };
+    observer.observe(Progress::Started { name: &cmd.name });
+    let result = run_and_judge(cmd, opts);
+    observer.observe(Progress::Finished {
+        name: &cmd.name,
+        outcome: result.as_ref().ok(),
+    });
+    result
+}
+
+fn run_and_judge(cmd: &CheckCommand, opts: &RunOptions) -> Result<RunOutcome, RunError> {
     let program = cmd.argv.first().ok_or_else(|| RunError::EmptyArgv {
         check: cmd.name.clone(),
     })?;
@@ -44,6 +59,10 @@ pub fn run_command(cmd: &CheckCommand, opts: &RunOptions) -> Result<RunOutcome, 
     // `process_group(0)` makes the group id the child's pid.
     let group = ProcessGroup::led_by(child.id());
     let (captured, mut monitor) = start_threads(cmd, opts, group, &mut child)?;
+    monitor.ticker = opts
+        .stream
+        .observer()
+        .and_then(|observer| Ticker::new(observer, &cmd.name, clock));
 
     let wait_error = |source| RunError::Wait {
         check: cmd.name.clone(),
@@ -59,6 +78,8 @@ pub fn run_command(cmd: &CheckCommand, opts: &RunOptions) -> Result<RunOutcome, 
     };
     let finished_at = SystemTime::now();
     let duration = clock.elapsed();
+    // The command has ended: what follows is our cleanup, not its running time.
+    monitor.ticker = None;
     let drained = stop_leftovers(&mut monitor, group, timed_out, opts.grace);
     let status = child.wait().map_err(wait_error)?;
 
@@ -149,7 +170,7 @@ fn start_threads(
     let mut started = Ok(());
     for (pipe, source) in pipes {
         let Some(pipe) = pipe else { continue };
-        started = spawn_reader(pipe, source, &captured, &events, echo_for(cmd, opts));
+        started = spawn_reader(pipe, source, &captured, &events, live_for(cmd, opts));
         if started.is_err() {
             break;
         }

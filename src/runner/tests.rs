@@ -409,16 +409,6 @@ fn stdout_tail_holds_stdout_only() {
 }
 
 #[test]
-fn live_stream_still_captures() {
-    let opts = RunOptions {
-        stream: Stream::Stderr,
-        ..RunOptions::default()
-    };
-    let outcome = run(&perl(r#"print "streamed line\n""#, secs(60)), &opts);
-    assert_eq!(outcome.output.excerpt, "streamed line\n");
-}
-
-#[test]
 fn enum_strings() {
     let stops = [
         (CommandStop::Exited, "exited"),
@@ -445,5 +435,99 @@ fn enum_strings() {
     assert_eq!(
         (defaults.stream, defaults.keep_stdout_tail),
         (Stream::Quiet, 0)
+    );
+}
+
+/// Records every progress event as a line.
+struct Recorder {
+    interval: Option<Duration>,
+    events: std::sync::Mutex<Vec<String>>,
+}
+
+impl Observer for Recorder {
+    fn interval(&self) -> Option<Duration> {
+        self.interval
+    }
+    fn observe(&self, event: Progress<'_>) {
+        let line = match event {
+            Progress::Started { name } => format!("started {name}"),
+            Progress::Output { name, chunk } => {
+                format!("output {name} {}", String::from_utf8_lossy(chunk))
+            }
+            Progress::Running { name, elapsed } => {
+                format!("running {name} {}", elapsed.as_millis())
+            }
+            Progress::Finished { name, outcome } => {
+                format!("finished {name} {:?}", outcome.map(|o| o.status))
+            }
+        };
+        self.events.lock().unwrap().push(line);
+    }
+}
+
+fn recorder(interval: Option<Duration>) -> &'static Recorder {
+    Box::leak(Box::new(Recorder {
+        interval,
+        events: std::sync::Mutex::new(Vec::new()),
+    }))
+}
+
+#[test]
+fn an_observer_sees_start_output_ticks_and_end_in_order() {
+    let rec = recorder(Some(Duration::from_millis(100)));
+    let opts = RunOptions {
+        stream: Stream::Observed(rec),
+        ..RunOptions::default()
+    };
+    let cmd = perl(
+        r#"$|=1; print "a\n"; select(undef, undef, undef, 0.8); print "b\n""#,
+        secs(60),
+    );
+    let outcome = run(&cmd, &opts);
+    assert_eq!(outcome.output.excerpt, "a\nb\n");
+    let events = rec.events.lock().unwrap().clone();
+    assert_eq!(
+        events.first().map(String::as_str),
+        Some("started t"),
+        "{events:?}"
+    );
+    assert_eq!(
+        events.last().map(String::as_str),
+        Some("finished t Some(Passed)"),
+        "{events:?}"
+    );
+    let output: String = events
+        .iter()
+        .filter_map(|e| e.strip_prefix("output t "))
+        .collect();
+    assert_eq!(output, "a\nb\n", "{events:?}");
+    let ticks: Vec<u128> = events
+        .iter()
+        .filter_map(|e| e.strip_prefix("running t ")?.parse().ok())
+        .collect();
+    // 800 ms of sleep at a 100 ms interval: a few ticks (a loaded machine may skip some).
+    assert!(ticks.len() >= 2, "{events:?}");
+    assert!(ticks.windows(2).all(|w| w[0] < w[1]), "{ticks:?}");
+    assert!(ticks.iter().all(|&ms| ms >= 100), "{ticks:?}");
+}
+
+#[test]
+fn an_observer_without_an_interval_gets_no_ticks_and_sees_a_command_that_never_started() {
+    let rec = recorder(None);
+    let opts = RunOptions {
+        stream: Stream::Observed(rec),
+        ..RunOptions::default()
+    };
+    run(&perl("select(undef, undef, undef, 0.2)", secs(60)), &opts);
+    run(&check(&["tabellio-no-such-command"], secs(60)), &opts);
+    let events = rec.events.lock().unwrap().clone();
+    assert_eq!(
+        events,
+        [
+            "started t",
+            "finished t Some(Passed)",
+            "started t",
+            "finished t Some(Error)"
+        ]
     );
 }

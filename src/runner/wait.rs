@@ -3,12 +3,14 @@
 //!
 //! The threads (two readers, one waiter blocked in `waitid(WNOWAIT)`) report over one channel,
 //! which the calling thread reads with `recv_timeout` — the only timed waits are the check's
-//! own deadline, the grace period and the final drain.
+//! own deadline, the grace period, the final drain and, for an observer that asks for them,
+//! the `Running` progress events while the main process runs.
 
 use std::io;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+use super::observe::Ticker;
 use super::pump::Event;
 use crate::sys::process::ProcessGroup;
 
@@ -19,6 +21,8 @@ pub(super) struct Monitor {
     wait_error: Option<io::Error>,
     disconnected: bool,
     pub(super) open_readers: usize,
+    /// Sends `Running` progress while set.
+    pub(super) ticker: Option<Ticker>,
 }
 
 impl Monitor {
@@ -29,6 +33,7 @@ impl Monitor {
             wait_error: None,
             disconnected: false,
             open_readers: 0,
+            ticker: None,
         }
     }
 
@@ -61,20 +66,32 @@ impl Monitor {
             if self.disconnected {
                 return false;
             }
-            let event = match until {
+            // Wake for the next progress tick too, without mistaking it for `until`.
+            let wake = match (until, self.ticker.as_ref().map(Ticker::next)) {
+                (Some(until), Some(tick)) => Some(until.min(tick)),
+                (until, tick) => until.or(tick),
+            };
+            let event = match wake {
                 None => self
                     .events
                     .recv()
                     .map_err(|_| RecvTimeoutError::Disconnected),
-                Some(until) => self
+                Some(wake) => self
                     .events
-                    .recv_timeout(until.saturating_duration_since(Instant::now())),
+                    .recv_timeout(wake.saturating_duration_since(Instant::now())),
             };
+            if let Some(ticker) = self.ticker.as_mut() {
+                ticker.tick_if_due();
+            }
             match event {
                 Ok(Event::ChildExited(Ok(()))) => self.exited = true,
                 Ok(Event::ChildExited(Err(err))) => self.wait_error = Some(err),
                 Ok(Event::ReaderDone) => self.open_readers = self.open_readers.saturating_sub(1),
-                Err(RecvTimeoutError::Timeout) => return false,
+                Err(RecvTimeoutError::Timeout) => {
+                    if until.is_some_and(|until| Instant::now() >= until) {
+                        return false;
+                    }
+                }
                 Err(RecvTimeoutError::Disconnected) => self.disconnected = true,
             }
         }

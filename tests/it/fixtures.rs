@@ -60,6 +60,17 @@ impl TestEnv {
         self.commit_all("policy");
     }
 
+    /// Commit a policy requiring `ok` (`true`) and plan hygiene (the finish gate on plans).
+    pub fn commit_hygiene_policy(&self) {
+        let policy = serde_json::json!({
+            "schema": "tabellio.policy/v1",
+            "checks": {"ok": {"argv": ["true"], "timeout_s": 30}},
+            "required": ["ok"],
+            "plans": {"require_hygiene": true}
+        });
+        self.commit_policy(&policy.to_string());
+    }
+
     /// Start run `id`, commit `file` with `content` in its worktree.
     pub fn start_with_commit(&self, id: &str, file: &str, content: &str) -> PathBuf {
         self.tab(&["start", id, "--task", "test task"]).ok();

@@ -21,6 +21,7 @@ mod lib_evidence;
 mod lib_promote;
 mod lib_status;
 mod lifecycle;
+mod output;
 mod plans;
 mod promote;
 mod pull;

@@ -40,13 +40,7 @@ fn status_counts_plans_and_tasks() {
 #[test]
 fn reconcile_moves_commits_and_the_finish_gate_follows() {
     let t = TestEnv::new();
-    let policy = serde_json::json!({
-        "schema": "tabellio.policy/v1",
-        "checks": {"ok": {"argv": ["true"], "timeout_s": 30}},
-        "required": ["ok"],
-        "plans": {"require_hygiene": true}
-    });
-    t.commit_policy(&policy.to_string());
+    t.commit_hygiene_policy();
     t.tab(&["start", "r1", "--task", "t"]).ok();
     let wt = t.worktree("r1");
     write_file(&wt.join("plans/done.md"), &plan(0, 2));

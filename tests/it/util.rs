@@ -61,9 +61,19 @@ fn describe(cmd: &Command, out: &Output) -> String {
 }
 
 /// The shared hermetic environment, plus what only the integration tests need: no inherited
-/// test marker, a fixed user and the built binary first on `PATH` (so `git tabellio` finds it).
+/// test marker, no colour or progress settings of the outer terminal, a fixed user and the
+/// built binary first on `PATH` (so `git tabellio` finds it).
 pub fn hermetic(cmd: &mut Command, home: &Path) {
     crate::hermetic::apply(cmd, home);
+    for key in [
+        "NO_COLOR",
+        "CLICOLOR",
+        "CLICOLOR_FORCE",
+        "TERM",
+        "TABELLIO_HEARTBEAT_SECS",
+    ] {
+        cmd.env_remove(key);
+    }
     cmd.env_remove("TABELLIO_TEST_INHERITED")
         .env("USER", "tester")
         .env("PATH", path_with_binary());

@@ -5,6 +5,7 @@ use serde_json::json;
 use tabellio::harness::context;
 use tabellio::{Error, Result};
 
+use crate::cli::color::strip_escapes;
 use crate::cli::format::run_json;
 use crate::cli::{Ctx, Output};
 
@@ -27,7 +28,8 @@ pub fn cmd_context(ctx: &Ctx, args: &ContextArgs) -> Result<Output> {
     let o = context::context(ctx.env()?, args.run.as_deref())?;
     let markdown = context::to_markdown(&o.packet);
     let human = match args.format {
-        ContextFormat::Markdown => markdown.clone(),
+        // Excerpts hold whatever the checks printed: no escape sequence reaches the terminal.
+        ContextFormat::Markdown => strip_escapes(&markdown),
         ContextFormat::Json => serde_json::to_string_pretty(&o.packet)
             .map_err(|e| Error::internal(format!("could not render the packet: {e}")))?,
     };

@@ -3,6 +3,7 @@
 use tabellio::lifecycle::manage;
 use tabellio::Result;
 
+use crate::cli::color;
 use crate::cli::format::{short, to_json};
 use crate::cli::{Ctx, Output};
 
@@ -27,8 +28,8 @@ pub fn cmd_evidence(ctx: &Ctx, args: &EvidenceArgs) -> Result<Output> {
     for e in &o.records {
         match &e.record {
             Some(r) => human.push_str(&format!(
-                "{:<9} {:<16} {} {}{}\n",
-                r.status,
+                "{} {:<16} {} {}{}\n",
+                color::stdout().status(&r.status, 9),
                 r.check.name,
                 r.finished_at,
                 r.run_id.as_deref().unwrap_or("-"),

@@ -3,10 +3,14 @@
 use serde_json::json;
 
 use tabellio::evidence::produce::CheckSelection;
-use tabellio::lifecycle::finish;
+use tabellio::lifecycle::{finish, status};
 use tabellio::Result;
 
-use crate::cli::format::{evidence_lines, run_json, short, to_json, verdict_word};
+use crate::cli::color;
+use crate::cli::format::{
+    evidence_lines, failure_lines, failure_reason, next_line, run_json, short, to_json,
+    verdict_word,
+};
 use crate::cli::{Ctx, Output};
 
 #[derive(Debug, clap::Args)]
@@ -70,12 +74,31 @@ pub fn cmd_finish(ctx: &Ctx, args: &FinishArgs) -> Result<Output> {
     human.push_str(&format!(
         "run {} is {} (attempt {} on {})",
         o.run.run_id,
-        o.run.state,
+        color::stdout().status(o.run.state.as_str(), 0),
         o.attempt.n,
         short(&o.attempt.commit)
     ));
     if passed {
         human.push_str(&format!("\nnext: `git tabellio promote {}`", o.run.run_id));
+    } else if !ctx.json {
+        human.push('\n');
+        let why = failure_reason(o.run.reason.as_deref(), &o.evidence);
+        human.push_str(&failure_lines(
+            why.as_deref(),
+            Some(&o.run.run_id),
+            &o.attempt.commit,
+        ));
+        // What status would say now (the plan gate's fix, or finish again after a fix). Only
+        // advice: the attempt is recorded, so failing to read it back must not fail finish.
+        if let Ok(st) = status::status(ctx.env()?, Some(&o.run.run_id)) {
+            let next = st.next_action;
+            human.push_str(&next_line(
+                &next.action,
+                if next.blocking { " (blocking)" } else { "" },
+                &next.reason,
+                next.command.as_deref(),
+            ));
+        }
     }
     let extra = json!({"attempt": to_json(&o.attempt), "evidence": to_json(&o.evidence), "verdict": verdict_word(passed)});
     Ok(Output::new(run_json(&o.run, Some(&o.workspace), extra), human).verdict(passed))

@@ -8,7 +8,7 @@ use serde_json::json;
 use tabellio::harness::{self, LoopOptions};
 use tabellio::{Error, Result};
 
-use crate::cli::format::{next_line, run_json, to_json};
+use crate::cli::format::{failure_lines, next_line, run_json, to_json};
 use crate::cli::{Ctx, Output};
 
 #[derive(Debug, clap::Args)]
@@ -114,6 +114,11 @@ pub fn cmd_loop(ctx: &Ctx, args: &LoopArgs) -> Result<Output> {
     }
     if let Some(reason) = &o.run.reason {
         human.push_str(&format!("\n{reason}"));
+    }
+    // The run's last attempt failed: where its output is.
+    if let Some(attempt) = o.run.attempts.last().filter(|a| a.status != "passed") {
+        human.push('\n');
+        human.push_str(failure_lines(None, Some(&o.run.run_id), &attempt.commit).trim_end());
     }
     let next = &o.next_action;
     human.push('\n');

@@ -7,7 +7,10 @@ use tabellio::verify::{interrupt, validate::ValidateOptions};
 use tabellio::Result;
 
 use super::finish::ChecksArgs;
-use crate::cli::format::{evidence_lines, short, to_json, verdict_word};
+use crate::cli::color;
+use crate::cli::format::{
+    evidence_lines, failure_lines, failure_reason, short, to_json, verdict_word,
+};
 use crate::cli::{render, Ctx, Output};
 
 #[derive(Debug, clap::Args)]
@@ -40,11 +43,17 @@ pub fn cmd_validate(ctx: &Ctx, args: &ValidateArgs) -> Result<Output> {
         }
     };
     let mut human = evidence_lines(&o.evidence);
+    let palette = color::stdout();
     human.push_str(&format!(
         "{} {}: evidence noted on the commit and its tree in refs/notes/tabellio/evidence",
-        if o.passed { "validated" } else { "FAILED" },
+        palette.status(if o.passed { "validated" } else { "FAILED" }, 0),
         short(&o.commit)
     ));
+    if !o.passed {
+        human.push('\n');
+        let why = failure_reason(None, &o.evidence);
+        human.push_str(&failure_lines(why.as_deref(), None, &o.commit));
+    }
     let json = json!({
         "commit": o.commit, "tree": o.tree,
         "verdict": verdict_word(o.passed),
