@@ -198,6 +198,24 @@ fn restart_after_the_target_moved_is_a_command_that_runs_as_printed() {
         .code(2);
 }
 
+#[test]
+fn a_torn_start_is_repaired_by_the_command_status_prints() {
+    let t = TestEnv::new();
+    let lock = crate::hardening2::torn_start(&t, "r1");
+    let st = t.tab(&["--json", "status", "r1"]).json();
+    assert_eq!(st["next_action"]["action"], "start", "{st:#}");
+    let cmd = st["next_action"]["command"].as_str().unwrap().to_string();
+    assert_eq!(cmd, "git tabellio start r1 --task-from r1");
+    paste(&t, &t.repo, &cmd).ok();
+    assert!(!lock.exists());
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(st["state"], "active", "{st:#}");
+    assert_eq!(
+        st["run"]["task"]["text"], "t",
+        "the task it was started with"
+    );
+}
+
 /// The entries of `status --json`'s `sync_divergence` as `(ref, relation)`.
 fn divergence(t: &TestEnv, run: &str) -> Vec<(String, String)> {
     let st = t.tab(&["--json", "status", run]);

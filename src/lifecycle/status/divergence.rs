@@ -110,7 +110,8 @@ pub fn divergences(store: &Store, run: &RunRecord) -> Result<Vec<Divergence>> {
             ));
         }
         for (local_ref, tracking) in pairs {
-            let Some(remote_tip) = store.ref_target(&tracking)? else {
+            // A remote whose name cannot be part of a ref name has no tracking refs.
+            let Some(remote_tip) = store.ref_target(&tracking).ok().flatten() else {
                 continue;
             };
             let local = store.ref_target(&local_ref)?;
@@ -143,7 +144,7 @@ pub fn branch_divergence(store: &Store, branch: &str) -> Result<Option<Divergenc
     let Some((remote, tracking)) = tracking_branch(store, branch, short) else {
         return Ok(None);
     };
-    let Some(remote_tip) = store.ref_target(&tracking)? else {
+    let Some(remote_tip) = store.ref_target(&tracking).ok().flatten() else {
         return Ok(None);
     };
     let local = store.ref_target(branch)?;
