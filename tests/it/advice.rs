@@ -302,6 +302,13 @@ fn status_shows_where_this_clone_and_the_remote_differ_with_the_fix() {
         "{:?}",
         divergence(&b, "r1")
     );
+    // Both moved the run since they last agreed: diverged, and sync is what reports it.
+    b.tab(&["abandon", "r1"]).ok();
+    let st = b.tab(&["--json", "status", "r1"]).json();
+    let d = &st["sync_divergence"][0];
+    assert_eq!(d["ref"], "refs/tabellio/runs/r1", "{st:#}");
+    assert_eq!(d["relation"], "diverged", "{st:#}");
+    assert_eq!(d["fix"], "git tabellio sync origin", "{st:#}");
     paste(&a, &a.repo, &fix).ok();
     assert!(
         !divergence(&a, "r1")

@@ -27,16 +27,6 @@ pub enum Relation {
     Diverged,
 }
 
-impl Relation {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Relation::Ahead => "ahead",
-            Relation::Behind => "behind",
-            Relation::Diverged => "diverged",
-        }
-    }
-}
-
 /// One local ref that differs from a remote's copy of it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Divergence {
