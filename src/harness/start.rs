@@ -111,7 +111,21 @@ pub(super) fn start(
         .hint("rebase the run branch onto its base, or start a new run"));
     }
     // The checks must be resolvable now; the agent's commits may change them later (the policy
-    // is read from the commit being validated, as `finish` does).
+    // is read from the commit being validated, as `finish` does). The loop has no ad-hoc check:
+    // its argv after `--` is the agent, so without a policy there is nothing to validate with.
+    if matches!(crate::store::policy::policy_at(store, head), Ok(None)) {
+        return Err(Error::usage(format!(
+            "no checks for the loop: no {} at the run head {head}",
+            crate::model::policy::PATH
+        ))
+        .hint(format!(
+            "the loop validates with the policy's checks (the command after `--` is the agent, not a check): \
+             commit a {} that defines them on the run branch, for example \
+             {{\"schema\": \"tabellio.policy/v1\", \"checks\": {{\"test\": {{\"argv\": [\"cargo\", \"test\"], \"timeout_s\": 600}}}}, \"required\": [\"test\"]}}, \
+             then `git tabellio loop {id} -- <agent command>` (`--check <name>` picks among its checks)",
+            crate::model::policy::PATH
+        )));
+    }
     let sel = CheckSelection {
         names: opts.checks.clone(),
         ..CheckSelection::default()
@@ -121,8 +135,10 @@ pub(super) fn start(
     // Stored without secrets and without this machine's directories; `argv_sha256` pins the
     // exact command for `--resume`.
     let redactor = runner::Redactor::from_env();
-    let paths =
-        crate::store::paths::LocalPaths::new(store, run_workspace(store, &ledger)?.as_deref());
+    let paths = crate::store::paths::LocalPaths::repository_only(
+        store,
+        run_workspace(store, &ledger)?.as_deref(),
+    );
     let stored_argv: Vec<String> = redactor
         .redact_argv(&opts.agent_argv)
         .iter()

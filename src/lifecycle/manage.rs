@@ -1,6 +1,6 @@
 //! `abandon`, `cleanup`, `list`, `log` and `evidence`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -11,6 +11,7 @@ use crate::store::ledger::{self, Transition};
 use crate::store::repo::CommitOrTree;
 use crate::store::tx::{self, Cas};
 use crate::store::worktree;
+use crate::store::Store;
 
 use crate::run::{resolve_run, run_workspace, Env};
 
@@ -34,10 +35,11 @@ pub fn abandon(env: &Env, run: Option<&str>, why: Option<&str>) -> Result<RunOut
     })?;
     let rec = &ledger.record;
     if rec.state.is_terminal() {
+        let from = cleanup_from(store, &env.cwd, run_workspace(store, &ledger)?.as_deref());
         return Err(
             Error::refused(format!("run {} is already {}", rec.run_id, rec.state)).hint(format!(
-                "`git tabellio cleanup {}` removes its worktree and branch",
-                rec.run_id
+                "`{}` removes its worktree and branch",
+                cleanup_command(from.as_deref(), &rec.run_id, false)
             )),
         );
     }
@@ -84,7 +86,7 @@ fn cleanup_unreadable(env: &Env, id: &str) -> Result<CleanupOutcome> {
         if env.cwd.starts_with(&path) {
             return Err(
                 Error::refused("cannot remove the worktree the command runs in")
-                    .hint("run cleanup from the main worktree"),
+                    .hint(run_it_elsewhere(store, id, true)),
             );
         }
         if worktree::broken_reason(&path).is_some() {
@@ -123,6 +125,45 @@ fn cleanup_unreadable(env: &Env, id: &str) -> Result<CleanupOutcome> {
     })
 }
 
+/// Where `cleanup` of a run must be run from when `cwd` lies inside the run's worktree (which
+/// cleanup removes, so it refuses to run there): the main worktree (the git directory of a bare
+/// repository), as one shell word for `git -C`. `None` when `cwd` is elsewhere, so the plain
+/// command works.
+pub fn cleanup_from(store: &Store, cwd: &Path, workspace: Option<&Path>) -> Option<String> {
+    let workspace = workspace?;
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    if !(cwd.starts_with(workspace) || canonical(cwd).starts_with(canonical(workspace))) {
+        return None;
+    }
+    Some(main_dir(store))
+}
+
+/// The main worktree (a bare repository: its git directory) as one shell word.
+fn main_dir(store: &Store) -> String {
+    let main = match store.main_workdir() {
+        Ok(Some(main)) => main,
+        _ => store.repo.common_dir().to_path_buf(),
+    };
+    crate::error::shell_path(&main)
+}
+
+/// The command that cleans up run `id`, run from `from` (see [`cleanup_from`]) when given.
+pub fn cleanup_command(from: Option<&str>, id: &str, force: bool) -> String {
+    let force = if force { " --force" } else { "" };
+    match from {
+        Some(dir) => format!("git -C {dir} tabellio cleanup {id}{force}"),
+        None => format!("git tabellio cleanup {id}{force}"),
+    }
+}
+
+/// The hint of a cleanup refused because it runs inside the worktree it would remove.
+fn run_it_elsewhere(store: &Store, id: &str, force: bool) -> String {
+    format!(
+        "run it from the main worktree: `{}`",
+        cleanup_command(Some(&main_dir(store)), id, force)
+    )
+}
+
 /// Remove the worktree and run branch of a promoted or abandoned run. The ledger stays: the run's
 /// history is kept.
 pub fn cleanup(env: &Env, run: &str, force: bool) -> Result<CleanupOutcome> {
@@ -159,7 +200,7 @@ pub fn cleanup(env: &Env, run: &str, force: bool) -> Result<CleanupOutcome> {
         if env.cwd.starts_with(path) {
             return Err(
                 Error::refused("cannot remove the worktree the command runs in")
-                    .hint("run cleanup from the main worktree"),
+                    .hint(run_it_elsewhere(store, &rec.run_id, force)),
             );
         }
         if worktree::broken_reason(path).is_some() {

@@ -1,6 +1,7 @@
 //! Plan hygiene for runs: where a run's plans stand, mechanical reconciling, and the completion
 //! gate of `plans.require_hygiene`. The rules themselves live in [`crate::plans`].
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use gix::bstr::ByteSlice;
@@ -114,19 +115,41 @@ pub fn fault_summary(report: &PlanReport) -> String {
 pub struct Reconciled {
     pub path: PathBuf,
     pub outcome: ReconcileOutcome,
+    /// With `--commit`: moves an earlier reconcile staged without committing, committed now
+    /// with the new ones.
+    pub staged: Vec<Move>,
     /// The commit made with `--commit`, when anything tracked moved.
     pub commit: Option<String>,
 }
 
 pub fn reconcile(env: &Env, target: PlanTarget<'_>, commit: bool) -> Result<Reconciled> {
     let (path, run) = locate(env, target)?;
+    let mut staged = Vec::new();
     if commit {
-        // The commit must hold the moves and nothing else: start from a clean worktree.
+        // The commit must hold the moves and nothing else: start from a clean worktree, but
+        // for the moves an earlier plain reconcile staged (they are the same moves).
+        staged = plans::staged_moves(&path)?;
         let ws = worktree::inspect(&path)?;
-        if !ws.changed.is_empty() {
+        let own: HashSet<&str> = staged
+            .iter()
+            .flat_map(|m| [m.from.as_str(), m.to.as_str()])
+            .collect();
+        let others: Vec<&str> = ws
+            .changed
+            .iter()
+            .map(String::as_str)
+            .filter(|p| !own.contains(p))
+            .collect();
+        if !others.is_empty() {
             return Err(Error::refused(format!(
-                "{} has uncommitted changes to tracked files",
-                path.display()
+                "{} has uncommitted changes to tracked files: {}",
+                path.display(),
+                others
+                    .iter()
+                    .take(10)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ))
             .hint("commit them first, or reconcile without --commit"));
         }
@@ -134,14 +157,17 @@ pub fn reconcile(env: &Env, target: PlanTarget<'_>, commit: bool) -> Result<Reco
     let outcome = plans::reconcile(&path).map_err(|e| {
         Error::refused(e.to_string()).hint("fix the worktree and run reconcile again")
     })?;
-    let commit = if commit && !outcome.moved.is_empty() {
-        commit_moves(&path, &outcome.moved, run.as_deref())?.map(|c| c.to_string())
+    let mut moves = staged.clone();
+    moves.extend(outcome.moved.iter().cloned());
+    let commit = if commit && !moves.is_empty() {
+        commit_moves(&path, &moves, run.as_deref())?.map(|c| c.to_string())
     } else {
         None
     };
     Ok(Reconciled {
         path,
         outcome,
+        staged,
         commit,
     })
 }

@@ -34,6 +34,8 @@ pub struct StartOutcome {
     /// The symbolic ref the base was named by (`refs/heads/main` → `refs/heads/trunk`), when
     /// it was one; the run records the branch it names.
     pub base_via: Option<String>,
+    /// What the person should know although the run started (the base is behind its remote).
+    pub warnings: Vec<String>,
 }
 
 pub(crate) fn parse_actor(spec: Option<&str>) -> Result<Actor> {
@@ -65,6 +67,27 @@ pub(crate) fn parse_actor(spec: Option<&str>) -> Result<Actor> {
         kind: kind.into(),
         id: id.into(),
     })
+}
+
+/// The task of run `run`, verbatim, for `start --task-from`: the same words in a new run (the
+/// way to go on after the target moved under a run that does not replay onto it). The text must
+/// still match the SHA-256 pinned beside it.
+pub fn task_of(env: &Env, run: &str) -> Result<String> {
+    let ledger = crate::run::resolve_run(env, Some(run)).map_err(|e| {
+        let hint = e.hint.clone();
+        e.hint(match hint {
+            Some(h) => format!("{h}; --task-from names the run whose task to take"),
+            None => "--task-from names the run whose task to take".to_string(),
+        })
+    })?;
+    let task = ledger.record.task;
+    if sha256_hex(task.text.as_bytes()) != task.sha256 {
+        return Err(Error::refused(format!(
+            "the task text of run {run} does not match its pinned SHA-256"
+        ))
+        .hint("give the task yourself with --task or --task-file"));
+    }
+    Ok(task.text)
 }
 
 /// The first line of the task, shortened, as its summary.
@@ -242,6 +265,7 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
     }
     check_branch_free(store, &branch)?;
     let (base_ref, base_via, base_commit) = resolve_base(store, opts.base.as_deref())?;
+    let warnings = stale_base_warning(store, &base_ref).into_iter().collect();
     check_worktree_root(&store.worktree_root()?)?;
     refuse_root_link(store)?;
     let worktree = store.worktree_root()?.join(&run_id);
@@ -301,7 +325,33 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
         run: record,
         workspace: worktree,
         base_via,
+        warnings,
     })
+}
+
+/// A warning when the base branch is behind (or diverged from) its remote-tracking branch as
+/// last fetched: after `promote --remote` or a promotion on another machine the local branch
+/// stays where it was, and a run started from it would start from a stale commit. A warning,
+/// not a refusal: starting from an older commit is sometimes what a person wants, and this
+/// clone may simply not have pulled yet. One that cannot be computed is no warning.
+fn stale_base_warning(store: &Store, base_ref: &str) -> Option<String> {
+    use crate::lifecycle::status::divergence::{branch_divergence, Relation};
+    let d = branch_divergence(store, base_ref).ok().flatten()?;
+    if d.relation == Relation::Ahead {
+        return None;
+    }
+    let short = |hex: &str| hex[..hex.len().min(12)].to_string();
+    Some(format!(
+        "the base {base_ref} ({}) is {} {} ({}), as last fetched: the run starts from the older commit; \
+         bring the branch up to date with `{}` (and the runs and evidence with `git tabellio sync {}`), \
+         then start runs from it",
+        d.local.as_deref().map_or_else(|| "-".to_string(), short),
+        if d.relation == Relation::Behind { "behind" } else { "diverged from" },
+        d.tracking,
+        short(&d.remote_tip),
+        d.fix,
+        crate::error::shell_quote(&d.remote),
+    ))
 }
 
 /// The run's worktree path must be free: not a symbolic link, and empty if it exists.

@@ -72,6 +72,7 @@ mod markdown;
 mod reconcile;
 mod report;
 mod scan;
+mod staged;
 #[cfg(test)]
 mod tests;
 
@@ -79,6 +80,7 @@ pub use markdown::{count_tasks, TaskCount};
 pub use reconcile::{reconcile, Move, ReconcileError, ReconcileOutcome};
 pub use report::{PathKind, PlanClass, PlanCounts, PlanError, PlanFile, PlanReport};
 pub use scan::{scan_dir, scan_tree, ScanTreeError};
+pub use staged::staged_moves;
 
 /// The folder holding plans that still have work to do.
 pub const PLANS_DIR: &str = "plans";

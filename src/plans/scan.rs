@@ -8,7 +8,7 @@ use gix::bstr::{BStr, ByteSlice as _};
 
 use super::{count_tasks, Folder, PathKind, PlanClass, PlanError, PlanFile, PlanReport, NOT_PLANS};
 
-fn is_plan_name(name: &str) -> bool {
+pub(super) fn is_plan_name(name: &str) -> bool {
     name.ends_with(".md") && !name.starts_with('.') && !NOT_PLANS.contains(&name)
 }
 

@@ -3,10 +3,16 @@
 //! repository knows about are replaced by labels: the run worktree by `<worktree>`, the main
 //! worktree by `<repository>`, the git directory (the common one: a linked worktree's own git
 //! dir reads `<git-dir>/worktrees/<id>`) by `<git-dir>`, the worktree root by `<worktrees>`, the
-//! home directory by `~`. Each is known as given, canonicalized, and as spelled through the
-//! symlinks of the logical `$PWD` the command was started from. A directory is only replaced
-//! where a path component ends (`/home/u` is not a prefix of `/home/user2`). Paths elsewhere (a
-//! script in `/opt`) are the user's own command line and stay.
+//! home directory by `~`. Beyond the repository's own, [`LocalPaths::new`] also replaces the
+//! temporary directories (`$TMPDIR`, `/tmp`, `/var/tmp`) by `<tmp>` and every absolute path
+//! that is the value of an environment variable (`CARGO_TARGET_DIR=/srv/t` → `<env:CARGO_TARGET_DIR>`),
+//! but for the system's own directories (`/usr`, `/bin`, `/etc`, …), which say nothing about a
+//! machine, and the shell's `PWD`, `OLDPWD` and `_`, which only say where a command was typed.
+//! Each is known as given, canonicalized, and as spelled through the symlinks of the logical
+//! `$PWD` the command was started from. A directory is only replaced where a path component
+//! ends (`/home/u` is not a prefix of `/home/user2`); where two labels name the same directory,
+//! the repository's own label wins over `<tmp>`, and `<tmp>` over an environment variable's.
+//! Paths elsewhere (a script in `/opt`) are the user's own command line and stay.
 
 use std::path::{Path, PathBuf};
 
@@ -14,35 +20,71 @@ use serde_json::Value;
 
 use super::Store;
 
+/// The temporary directories every machine has, beside `$TMPDIR`.
+const TEMP_ROOTS: [&str; 2] = ["/tmp", "/var/tmp"];
+
+/// Top-level directories of the system itself: a path below them names the same thing on
+/// every machine, so an environment variable pointing there is not replaced.
+const SYSTEM_ROOTS: [&str; 11] = [
+    "bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "usr",
+];
+
+/// Environment variables whose paths say where a command was typed, not how a machine is laid
+/// out; the directories they name are labelled by what they are (`<worktree>`, …) instead.
+const ENV_NOT_REPLACED: [&str; 3] = ["PWD", "OLDPWD", "_"];
+
 /// The local directories to replace, longest first so the most specific label wins.
 pub struct LocalPaths {
-    pairs: Vec<(String, &'static str)>,
+    pairs: Vec<(String, String)>,
 }
 
 impl LocalPaths {
+    /// Every local directory: the repository's own, home, the temporary directories and the
+    /// environment's paths. For everything that is stored, exported or handed to an agent.
     pub fn new(store: &Store, workspace: Option<&Path>) -> Self {
-        let mut known: Vec<(PathBuf, &'static str)> = Vec::new();
+        let mut known = Self::repository_dirs(store, workspace);
+        for tmp in temp_roots() {
+            known.push((tmp, "<tmp>".to_string()));
+        }
+        known.extend(env_paths(std::env::vars_os()));
+        Self::from_known(known)
+    }
+
+    /// Only the repository's own directories and home: for the agent command a loop stores to
+    /// run again on `--resume`, which must stay runnable as given unless it names the
+    /// repository (a script in `/tmp` is the user's own command line; it is still scrubbed
+    /// wherever the record is exported or handed on).
+    pub fn repository_only(store: &Store, workspace: Option<&Path>) -> Self {
+        Self::from_known(Self::repository_dirs(store, workspace))
+    }
+
+    fn repository_dirs(store: &Store, workspace: Option<&Path>) -> Vec<(PathBuf, String)> {
+        let mut known: Vec<(PathBuf, String)> = Vec::new();
         if let Some(w) = workspace {
-            known.push((w.to_path_buf(), "<worktree>"));
+            known.push((w.to_path_buf(), "<worktree>".into()));
         }
         if let Ok(Some(main)) = store.main_workdir() {
-            known.push((main, "<repository>"));
+            known.push((main, "<repository>".into()));
         }
         // Only the common dir: a linked worktree's own git dir lies below it and so reads
         // `<git-dir>/worktrees/<id>`, which says more than a bare `<git-dir>`.
-        known.push((store.repo.common_dir().to_path_buf(), "<git-dir>"));
+        known.push((store.repo.common_dir().to_path_buf(), "<git-dir>".into()));
         if let Ok(root) = store.worktree_root() {
-            known.push((root, "<worktrees>"));
+            known.push((root, "<worktrees>".into()));
         }
         if let Some(home) = std::env::var_os("HOME") {
-            known.push((PathBuf::from(home), "~"));
+            known.push((PathBuf::from(home), "~".into()));
         }
+        known
+    }
 
-        let mut spellings: Vec<(PathBuf, &'static str)> = Vec::new();
+    /// Each directory as given, canonicalized and through the logical `$PWD`.
+    fn from_known(known: Vec<(PathBuf, String)>) -> Self {
+        let mut spellings: Vec<(PathBuf, String)> = Vec::new();
         for (path, label) in &known {
-            spellings.push((path.clone(), label));
+            spellings.push((path.clone(), label.clone()));
             if let Ok(canonical) = std::fs::canonicalize(path) {
-                spellings.push((canonical, label));
+                spellings.push((canonical, label.clone()));
             }
         }
         if let Some((physical, logical)) = logical_cwd() {
@@ -58,13 +100,14 @@ impl LocalPaths {
     }
 
     /// The replacements `(directory, label)`; a trailing `/` is ignored, `/` itself is never
-    /// replaced.
-    fn from_pairs(pairs: Vec<(String, &'static str)>) -> Self {
-        let mut pairs: Vec<(String, &'static str)> = pairs
+    /// replaced. Of two labels for one directory the earlier in `pairs` wins.
+    fn from_pairs(pairs: Vec<(String, String)>) -> Self {
+        let mut pairs: Vec<(String, String)> = pairs
             .into_iter()
             .map(|(p, label)| (p.trim_end_matches('/').to_string(), label))
             .filter(|(p, _)| p.len() > 1)
             .collect();
+        // Stable: equal directories keep their order, so the dedup keeps the first label.
         pairs.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
         pairs.dedup_by(|a, b| a.0 == b.0);
         LocalPaths { pairs }
@@ -122,6 +165,41 @@ impl LocalPaths {
     }
 }
 
+/// `$TMPDIR` (or the platform's temporary directory) and the usual temporary roots.
+fn temp_roots() -> Vec<PathBuf> {
+    let mut roots = vec![std::env::temp_dir()];
+    roots.extend(TEMP_ROOTS.iter().map(PathBuf::from));
+    roots
+}
+
+/// The environment variables whose value is one absolute path outside the system's own
+/// directories, as `(path, "<env:NAME>")`, sorted by name. A list (`PATH`, with `:`) is not one
+/// path; its entries are mostly system directories, or below home.
+fn env_paths(
+    vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(PathBuf, String)> {
+    let mut out: Vec<(PathBuf, String)> = vars
+        .filter_map(|(name, value)| {
+            let name = name.into_string().ok()?;
+            let value = value.into_string().ok()?;
+            if ENV_NOT_REPLACED.contains(&name.as_str())
+                || !value.starts_with('/')
+                || value.contains([':', '\n'])
+            {
+                return None;
+            }
+            let first = Path::new(&value).components().nth(1)?;
+            let first = first.as_os_str().to_str()?;
+            if SYSTEM_ROOTS.contains(&first) {
+                return None;
+            }
+            Some((PathBuf::from(value), format!("<env:{name}>")))
+        })
+        .collect();
+    out.sort_by(|a, b| a.1.cmp(&b.1));
+    out
+}
+
 /// Does a directory that matched just before `rest` end a path component there? Only when what
 /// follows cannot continue the component: the end, `/`, whitespace, a quote, a bracket or
 /// punctuation that separates words. A `.` ends it only before the end or whitespace (the full
@@ -154,10 +232,10 @@ fn logical_cwd() -> Option<(PathBuf, PathBuf)> {
 /// repository `/srv/repo` is also `/tmp/link/repo`. A spelling is only kept when it resolves to
 /// the same directory.
 fn logical_spellings(
-    known: &[(PathBuf, &'static str)],
+    known: &[(PathBuf, String)],
     physical: &Path,
     logical: &Path,
-) -> Vec<(PathBuf, &'static str)> {
+) -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
     for (path, label) in known {
         let candidate = if let Ok(below) = path.strip_prefix(physical) {
@@ -177,7 +255,7 @@ fn logical_spellings(
         if candidate != *path
             && std::fs::canonicalize(&candidate).ok() == std::fs::canonicalize(path).ok()
         {
-            out.push((candidate, *label));
+            out.push((candidate, label.clone()));
         }
     }
     out
@@ -188,7 +266,12 @@ mod tests {
     use super::*;
 
     fn paths(pairs: &[(&str, &'static str)]) -> LocalPaths {
-        LocalPaths::from_pairs(pairs.iter().map(|(p, l)| (p.to_string(), *l)).collect())
+        LocalPaths::from_pairs(
+            pairs
+                .iter()
+                .map(|(p, l)| (p.to_string(), l.to_string()))
+                .collect(),
+        )
     }
 
     #[test]
@@ -271,21 +354,66 @@ mod tests {
         let link = real.join("link");
         std::os::unix::fs::symlink(&real, &link).expect("symlink");
         let known = vec![
-            (repo.clone(), "<repository>"),
-            (wt.clone(), "<worktree>"),
-            (real.join("elsewhere"), "~"),
+            (repo.clone(), "<repository>".to_string()),
+            (wt.clone(), "<worktree>".to_string()),
+            (real.join("elsewhere"), "~".to_string()),
         ];
         let logical = link.join("repo").join("sub");
         let found = logical_spellings(&known, &sub, &logical);
         assert_eq!(
             found,
             vec![
-                (link.join("repo"), "<repository>"),
-                (link.join("repo").join("sub").join("wt"), "<worktree>"),
+                (link.join("repo"), "<repository>".to_string()),
+                (
+                    link.join("repo").join("sub").join("wt"),
+                    "<worktree>".to_string()
+                ),
             ]
         );
         // A `$PWD` that does not end like the physical directory gives no spelling above it.
         let odd = logical_spellings(&known[..1], &sub, &link.join("repo").join("other"));
         assert!(odd.is_empty(), "{odd:?}");
+    }
+
+    #[test]
+    fn environment_paths_but_the_system_and_the_shell_are_labelled_by_name() {
+        let vars = [
+            ("CARGO_TARGET_DIR", "/srv/build/target"),
+            ("SHELL", "/bin/bash"),
+            ("EDITOR", "/usr/bin/vi"),
+            ("PATH", "/srv/tools/bin:/usr/bin"),
+            ("PWD", "/srv/build"),
+            ("OLDPWD", "/srv"),
+            ("_", "/srv/tools/bin/x"),
+            ("LANG", "C.UTF-8"),
+            ("A_DIR", "/opt/a"),
+            ("ROOT", "/"),
+        ]
+        .map(|(k, v)| (k.into(), v.into()));
+        let found = env_paths(vars.into_iter());
+        assert_eq!(
+            found,
+            vec![
+                (PathBuf::from("/opt/a"), "<env:A_DIR>".to_string()),
+                (
+                    PathBuf::from("/srv/build/target"),
+                    "<env:CARGO_TARGET_DIR>".to_string()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn of_two_labels_for_one_directory_the_first_wins() {
+        let p = paths(&[
+            ("/tmp/r", "<repository>"),
+            ("/tmp", "<tmp>"),
+            ("/tmp/r", "<env:R>"),
+            ("/tmp/r/target", "<env:CARGO_TARGET_DIR>"),
+        ]);
+        assert_eq!(
+            p.apply("/tmp/r/src /tmp/r/target/debug /tmp/x.txt"),
+            "<repository>/src <env:CARGO_TARGET_DIR>/debug <tmp>/x.txt"
+        );
     }
 }

@@ -187,7 +187,7 @@ fn a_symbolic_base_resolves_to_the_branch_it_names() {
 
 /// What a `start` killed inside its ref transaction leaves: the ledger of `id` written, its
 /// branch not, the branch's `.lock` file still there, no worktree. The lock's path.
-fn torn_start(t: &TestEnv, id: &str) -> std::path::PathBuf {
+pub(crate) fn torn_start(t: &TestEnv, id: &str) -> std::path::PathBuf {
     t.tab(&["start", id, "--task", "t"]).ok();
     let wt = t.worktree(id);
     t.git(&["worktree", "remove", "--force", wt.to_str().unwrap()])

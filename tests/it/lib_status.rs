@@ -203,7 +203,7 @@ fn a_moved_or_deleted_target_restarts_the_run() {
     );
     assert_eq!(
         s.next_action.command.as_deref(),
-        Some("git tabellio start --base main --task-file <the task>")
+        Some("git tabellio start --base main --task-from r1")
     );
     assert!(!s.allowed_actions.contains(&"promote".to_string()));
     t.git(&["update-ref", "-d", "refs/heads/main"]).ok();

@@ -5,6 +5,7 @@
 #[path = "../support/hermetic.rs"]
 mod hermetic;
 
+mod advice;
 mod approvals;
 mod crash;
 mod docs;

@@ -60,7 +60,7 @@ fn someone_elses_edit_in_the_target_is_never_taken_for_a_leftover() {
         r.json()["error"]["hint"]
             .as_str()
             .unwrap()
-            .starts_with("if they are yours"),
+            .starts_with("refs/heads/main is the protected target: do not commit there"),
         "{}",
         r.desc
     );

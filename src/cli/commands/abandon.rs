@@ -18,12 +18,14 @@ pub struct AbandonArgs {
 }
 
 pub fn cmd_abandon(ctx: &Ctx, args: &AbandonArgs) -> Result<Output> {
-    let o = manage::abandon(ctx.env()?, Some(&args.run), args.message.as_deref())?;
+    let env = ctx.env()?;
+    let o = manage::abandon(env, Some(&args.run), args.message.as_deref())?;
+    let from = manage::cleanup_from(&env.store, &env.cwd, o.workspace.as_deref());
     let human = format!(
-        "run {} abandoned (was {}); `git tabellio cleanup {}` removes its worktree and branch",
+        "run {} abandoned (was {}); `{}` removes its worktree and branch",
         o.run.run_id,
         o.run.previous_state.map_or("-", |s| s.as_str()),
-        o.run.run_id
+        manage::cleanup_command(from.as_deref(), &o.run.run_id, false)
     );
     Ok(Output::new(
         run_json(&o.run, o.workspace.as_deref(), json!({})),

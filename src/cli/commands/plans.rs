@@ -67,13 +67,16 @@ pub fn cmd_plans(ctx: &Ctx, args: &PlansArgs) -> Result<Output> {
 fn reconcile(ctx: &Ctx, r: &ReconcileArgs) -> Result<Output> {
     let done = run_plans::reconcile(ctx.env()?, target(&r.target), r.commit)?;
     let mut human = String::new();
+    for m in &done.staged {
+        human.push_str(&format!("staged earlier {} -> {}\n", m.from, m.to));
+    }
     for m in &done.outcome.moved {
         human.push_str(&format!("moved {} -> {}\n", m.from, m.to));
     }
     for e in &done.outcome.errors {
         human.push_str(&format!("error: {}: {}\n", e.path(), e.message()));
     }
-    if done.outcome.moved.is_empty() && done.outcome.errors.is_empty() {
+    if done.outcome.moved.is_empty() && done.outcome.errors.is_empty() && done.staged.is_empty() {
         human.push_str("nothing to move: every plan is where it belongs\n");
     }
     if let Some(c) = &done.commit {
@@ -81,6 +84,7 @@ fn reconcile(ctx: &Ctx, r: &ReconcileArgs) -> Result<Output> {
     }
     let mut j = done.outcome.to_json();
     j["commit"] = json!(done.commit);
+    j["staged"] = json!(done.staged);
     j["path"] = json!(done.path.display().to_string());
     let clean = done.outcome.errors.is_empty();
     Ok(Output::new(j, human.trim_end().to_string()).verdict(clean))

@@ -18,13 +18,16 @@ pub struct StartArgs {
     /// The task, verbatim.
     #[arg(
         long,
-        conflicts_with = "task_file",
-        required_unless_present = "task_file"
+        conflicts_with_all = ["task_file", "task_from"],
+        required_unless_present_any = ["task_file", "task_from"]
     )]
     pub task: Option<String>,
     /// Read the task from a file (`-` for standard input).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "task_from")]
     pub task_file: Option<PathBuf>,
+    /// Take the task of an existing run, verbatim (to start it again from a new base).
+    #[arg(long, value_name = "RUN")]
+    pub task_from: Option<String>,
     /// The branch to start from and promote into (default: the current branch).
     #[arg(long)]
     pub base: Option<String>,
@@ -37,7 +40,10 @@ pub struct StartArgs {
 }
 
 pub fn cmd_start(ctx: &Ctx, args: &StartArgs) -> Result<Output> {
-    let task = read_task(args)?;
+    let task = match &args.task_from {
+        Some(run) => start::task_of(ctx.env()?, run)?,
+        None => read_task(args)?,
+    };
     let o = start::start(
         ctx.env()?,
         StartOptions {
@@ -48,6 +54,11 @@ pub fn cmd_start(ctx: &Ctx, args: &StartArgs) -> Result<Output> {
             actor: args.actor.clone(),
         },
     )?;
+    if !ctx.json && !ctx.quiet {
+        for w in &o.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
     let via = o
         .base_via
         .as_ref()
@@ -66,15 +77,16 @@ pub fn cmd_start(ctx: &Ctx, args: &StartArgs) -> Result<Output> {
             &o.run,
             Some(&o.workspace),
             match &o.base_via {
-                Some(via) => json!({ "base_via": via }),
-                None => json!({}),
+                Some(via) => json!({ "base_via": via, "warnings": o.warnings }),
+                None => json!({ "warnings": o.warnings }),
             },
         ),
         human,
     ))
 }
 
-/// The task from `--task`, `--task-file <file>` or `--task-file -` (standard input).
+/// The task from `--task`, `--task-file <file>` or `--task-file -` (standard input);
+/// `--task-from` is read from the repository.
 fn read_task(args: &StartArgs) -> Result<String> {
     match (&args.task, &args.task_file) {
         (Some(t), _) => Ok(t.clone()),
@@ -89,8 +101,7 @@ fn read_task(args: &StartArgs) -> Result<String> {
             Error::usage(format!("could not read the task file {}: {e}", f.display()))
                 .hint("give a readable UTF-8 text file")
         }),
-        (None, None) => {
-            Err(Error::usage("a task is required").hint("--task <text> or --task-file <file>"))
-        }
+        (None, None) => Err(Error::usage("a task is required")
+            .hint("--task <text>, --task-file <file> or --task-from <run>")),
     }
 }

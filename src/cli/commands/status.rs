@@ -61,6 +61,9 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
     if let Some(paths) = &o.approval_needed {
         human.push_str(&format!("approval needed: {}\n", paths.join(", ")));
     }
+    for d in &o.sync_divergence {
+        human.push_str(&format!("sync: {}\n", d.describe()));
+    }
     let next = &o.next_action;
     human.push_str(&next_line(
         &next.action,
@@ -73,6 +76,7 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
         "allowed_actions": o.allowed_actions, "next_action": to_json(&o.next_action),
         "satisfied_evidence": o.satisfied_evidence, "missing_evidence": o.missing_evidence,
         "live": to_json(&o.live), "plans": o.plans,
+        "sync_divergence": to_json(&o.sync_divergence),
     });
     // Present only when an approval is needed, so other runs' output is unchanged.
     if let (Some(paths), Some(map)) = (&o.approval_needed, extra.as_object_mut()) {

@@ -288,7 +288,13 @@ pub fn check_target_worktree(
                 .collect::<Vec<_>>()
                 .join(", ")
         ))
-        .hint("if they are yours, commit or stash them there, then promote again"));
+        // Committing them there would put an unvalidated commit on the protected target (and
+        // move it off the frozen base): the edits have to leave the target instead.
+        .hint(format!(
+            "{target} is the protected target: do not commit there; put the edits aside with \
+             `git -C {wt} stash`, promote again, then bring them back with `git -C {wt} stash pop`",
+            wt = crate::error::shell_path(path)
+        )));
     }
     if ws.head != Some(base) {
         return Err(Error::refused(format!(

@@ -4,10 +4,11 @@
 //! [`observe`] reads the ledger and the live repository into plain values; [`next_action`]
 //! decides on them without reading anything.
 
+pub mod divergence;
 pub mod next_action;
 pub mod observe;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -34,16 +35,26 @@ pub struct StatusOutcome {
     pub plans: Option<serde_json::Value>,
     /// The guarded paths the run changes that still need a person's approval.
     pub approval_needed: Option<Vec<String>>,
+    /// Where the run's ledger, the shared notes or the target differ from a remote's copy, as
+    /// far as the last fetch knows, each with its fix.
+    pub sync_divergence: Vec<divergence::Divergence>,
 }
 
 pub fn status(env: &Env, run: Option<&str>) -> Result<StatusOutcome> {
     let ledger = resolve_run(env, run)?;
-    status_of(&env.store, &ledger)
+    status_at(&env.store, &ledger, Some(&env.cwd))
 }
 
+/// The status of a run, its commands as typed anywhere outside the run worktree.
 pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
+    status_at(store, ledger, None)
+}
+
+/// The status of a run, its commands runnable from `cwd` (`None`: from outside the run
+/// worktree).
+fn status_at(store: &Store, ledger: &Ledger, cwd: Option<&Path>) -> Result<StatusOutcome> {
     let run = &ledger.record;
-    let seen = observe::observe(store, ledger)?;
+    let seen = observe::observe(store, ledger, cwd)?;
     let next_action = next_action::next_action(run, &seen.live, &seen.conditions);
     let mut allowed = next_action::allowed_actions(run, &seen.live, &seen.conditions);
     // The next action already asked promote's own preconditions: agree with it.
@@ -72,5 +83,6 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
             .and_then(|w| crate::lifecycle::plans::report_if_any(&w.path))
             .map(|r| r.to_json()),
         live: seen.live,
+        sync_divergence: divergence::divergences(store, run)?,
     })
 }

@@ -69,6 +69,9 @@ pub struct Conditions {
     pub lands_cleanly: bool,
     /// The run worktree as one shell word, for commands to copy.
     pub workspace: String,
+    /// Where `cleanup` must run from (`git -C <dir>`) because the command runs inside the run
+    /// worktree, which cleanup removes; `None` when the plain command works where it runs.
+    pub cleanup_from: Option<String>,
     /// The run's start was killed inside its ref transaction: the stale lock on its branch
     /// (see [`crate::lifecycle::start::torn_start_lock`]).
     pub torn_start_lock: Option<String>,
@@ -91,16 +94,15 @@ pub fn next_action(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAct
     let wt = &c.workspace;
     if run.state.is_terminal() {
         return if live.worktree_exists || c.branch_exists || live.worktree_broken.is_some() {
-            let force = if live.worktree_broken.is_some() {
-                " --force"
-            } else {
-                ""
-            };
             next(
                 "cleanup",
                 false,
                 format!("the run is {}; its worktree and branch can go", run.state),
-                Some(format!("git tabellio cleanup {id}{force}")),
+                Some(crate::lifecycle::manage::cleanup_command(
+                    c.cleanup_from.as_deref(),
+                    id,
+                    live.worktree_broken.is_some(),
+                )),
             )
         } else {
             next(
@@ -119,7 +121,7 @@ pub fn next_action(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAct
                 "the start of {id} was interrupted inside its ref transaction: the ledger was written, the branch {} was not, and its lock {lock} is left behind; starting the run again removes the stale lock and starts it afresh",
                 run.branch
             ),
-            Some(format!("git tabellio start {id} --task-file <the task>")),
+            Some(format!("git tabellio start {id} --task-from {id}")),
         );
     }
     if !c.branch_exists {
@@ -309,7 +311,7 @@ fn completed(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
                     .map_or_else(String::new, |p| p.describe())
             ),
             Some(format!(
-                "git tabellio start --base {} --task-file <the task>",
+                "git tabellio start --base {} --task-from {id}",
                 run.base.reference.trim_start_matches("refs/heads/")
             )),
         );
@@ -533,6 +535,13 @@ mod tests {
             broken.worktree_broken = Some("no .git".into());
             let (_, _, cmd) = decide(&rec, &broken, &cond());
             assert_eq!(cmd.as_deref(), Some("git tabellio cleanup r1 --force"));
+            // From inside the run worktree, which cleanup removes: from the main worktree.
+            let inside = Conditions {
+                cleanup_from: Some("'/r e'".into()),
+                ..cond()
+            };
+            let (_, _, cmd) = decide(&rec, &live(), &inside);
+            assert_eq!(cmd.as_deref(), Some("git -C '/r e' tabellio cleanup r1"));
             let mut gone = live();
             gone.worktree_exists = false;
             let c = Conditions {
@@ -697,7 +706,7 @@ mod tests {
         assert_eq!((a.as_str(), blocking), ("restart", true));
         assert_eq!(
             cmd.as_deref(),
-            Some("git tabellio start --base main --task-file <the task>")
+            Some("git tabellio start --base main --task-from r1")
         );
         let c = Conditions {
             missing: vec!["test".into()],

@@ -5,7 +5,7 @@
 //! head: the ledger's word is never enough. A policy that cannot be read is observed, not
 //! fatal: status is where a person learns that it must be fixed.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::evidence::judge::{evaluate, Verdict};
@@ -82,8 +82,9 @@ fn head_evidence(
     Ok(out)
 }
 
-/// Read the run's worktree, branch, target and evidence.
-pub fn observe(store: &Store, ledger: &Ledger) -> Result<Observed> {
+/// Read the run's worktree, branch, target and evidence. `cwd` is where the commands to copy
+/// will be typed (`None`: unknown, the plain commands).
+pub fn observe(store: &Store, ledger: &Ledger, cwd: Option<&Path>) -> Result<Observed> {
     let run = &ledger.record;
     let workspace = run_workspace(store, ledger)?;
     // A worktree left unusable (an interrupted start) is reported, not fatal.
@@ -152,6 +153,9 @@ pub fn observe(store: &Store, ledger: &Ledger) -> Result<Observed> {
         lands_cleanly: run.state == RunState::Completed
             && live.target_moved.is_some()
             && crate::lifecycle::land::would_land(store, run).unwrap_or(false),
+        cleanup_from: cwd.and_then(|cwd| {
+            crate::lifecycle::manage::cleanup_from(store, cwd, workspace.as_deref())
+        }),
         // Commands for a person to copy: the path is one shell word.
         workspace: workspace
             .as_ref()
