@@ -5,7 +5,7 @@ use serde_json::json;
 use tabellio::lifecycle::manage;
 use tabellio::Result;
 
-use crate::cli::format::run_json;
+use crate::cli::format::{run_json, short, to_json};
 use crate::cli::{Ctx, Output};
 
 #[derive(Debug, clap::Args)]
@@ -19,14 +19,27 @@ pub struct AbandonArgs {
 
 pub fn cmd_abandon(ctx: &Ctx, args: &AbandonArgs) -> Result<Output> {
     let o = manage::abandon(ctx.env()?, Some(&args.run), args.message.as_deref())?;
+    let id = &o.run.run_id;
+    let (was, extra) = match &o.replaced_ledger {
+        Some(r) => (
+            format!(
+                "its unreadable ledger {} (a {} {}) is replaced by a fresh one",
+                r.name,
+                r.object,
+                short(&r.target)
+            ),
+            json!({ "replaced_ledger": to_json(r) }),
+        ),
+        None => (
+            format!("was {}", o.run.previous_state.map_or("-", |s| s.as_str())),
+            json!({}),
+        ),
+    };
     let human = format!(
-        "run {} abandoned (was {}); `git tabellio cleanup {}` removes its worktree and branch",
-        o.run.run_id,
-        o.run.previous_state.map_or("-", |s| s.as_str()),
-        o.run.run_id
+        "run {id} abandoned ({was}); `git tabellio cleanup {id}` removes its worktree and branch"
     );
     Ok(Output::new(
-        run_json(&o.run, o.workspace.as_deref(), json!({})),
+        run_json(&o.run, o.workspace.as_deref(), extra),
         human,
     ))
 }
