@@ -168,6 +168,7 @@ fn abandon_replaces_a_ledger_that_is_not_a_ledger_and_cleanup_finishes_the_job()
         assert_eq!(run["state"], "abandoned");
         assert_eq!(run["base"]["commit"], "");
         assert_eq!(run["branch"], "refs/heads/tabellio/r1");
+        t.fsck();
         // Abandon's own contract: worktree and branch stay; status says cleanup.
         assert!(wt.exists());
         assert_eq!(t.git_out(&["rev-parse", "refs/heads/tabellio/r1"]), branch);
