@@ -176,6 +176,9 @@ fn abandon_replaces_a_ledger_that_is_not_a_ledger_and_cleanup_finishes_the_job()
         assert_eq!(code, 0, "{st}");
         assert_eq!(st["state"], "abandoned");
         assert_eq!(st["next_action"]["action"], "cleanup", "{st}");
+        assert!(t.tab(&["status", "r1"]).stdout.contains("base: unknown\n"));
+        // Nothing to tell an agent about a run nobody knows the base of: refused, not exit 70.
+        t.tab(&["context", "r1"]).code(3);
         let log = t.tab_json(&["log", "r1"]).1;
         assert_eq!(log["log"].as_array().map(Vec::len), Some(1), "{log}");
         // A second abandon is the usual refusal of a terminal run.

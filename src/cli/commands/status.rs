@@ -19,15 +19,18 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
         StatusReport::Run(o) => o,
         StatusReport::Unreadable(u) => return Ok(unreadable_status(&u)),
     };
+    // A ledger `abandon` rebuilt from an unreadable one knows no base.
+    let base = match o.run.base.reference.as_str() {
+        "" => "unknown".to_string(),
+        reference => format!("{reference} at {}", short(&o.run.base.commit)),
+    };
     let mut human = format!(
-        "run {}: {}{}\ntask: {}\nbase: {} at {}\nbranch: {}\n",
+        "run {}: {}{}\ntask: {}\nbase: {base}\nbranch: {}\n",
         o.run.run_id,
         o.state,
         o.previous_state
             .map_or(String::new(), |p| format!(" (was {p})")),
         printable(&o.run.task.summary),
-        o.run.base.reference,
-        short(&o.run.base.commit),
         o.run.branch
     );
     if let Some(w) = &o.workspace {
