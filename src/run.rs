@@ -101,7 +101,7 @@ fn linked_worktree_name(store: &Store) -> Option<String> {
 }
 
 /// The run whose default worktree directory contains the current directory.
-fn run_id_from_path(env: &Env) -> Option<String> {
+pub(crate) fn run_id_from_path(env: &Env) -> Option<String> {
     let root = env.store.worktree_root().ok()?;
     let root = std::fs::canonicalize(root).ok()?;
     let cwd = std::fs::canonicalize(&env.cwd).ok()?;

@@ -147,6 +147,19 @@ pub fn next_line(action: &str, blocking: &str, reason: &str, command: Option<&st
     )
 }
 
+/// One `unreadable:` line per ref that cannot be read, with its repair commands indented below.
+pub fn unreadable_ref_lines(refs: &[tabellio::lifecycle::status::UnreadableRef]) -> String {
+    let mut out = String::new();
+    for r in refs {
+        out.push_str(&format!("unreadable: {}\n", r.message));
+        for (i, command) in r.repair.iter().enumerate() {
+            let label = if i == 0 { "repair:" } else { "    or:" };
+            out.push_str(&format!("  {label} {command}\n"));
+        }
+    }
+    out
+}
+
 /// `passed` or `failed`: the `verdict` field of a command that runs checks.
 pub fn verdict_word(passed: bool) -> &'static str {
     if passed {

@@ -15,24 +15,40 @@ use crate::store::Store;
 
 use crate::run::{resolve_run, run_workspace, Env};
 
+use super::abandon::{abandon_unreadable, ReplacedLedger};
+use super::status::unreadable::{diagnose_ledger, UnreadableLedger};
+
 #[derive(Debug, Serialize)]
 pub struct RunOutcome {
     pub run: RunRecord,
     pub workspace: Option<PathBuf>,
+    /// The unreadable ledger value `abandon` replaced, when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replaced_ledger: Option<ReplacedLedger>,
 }
 
+/// Move a run to `abandoned`. A ledger ref that is not a ledger at all (a blob, a tree, a commit
+/// without `run.json`) is replaced by a fresh abandoned ledger (see [`super::abandon`]).
 pub fn abandon(env: &Env, run: Option<&str>, why: Option<&str>) -> Result<RunOutcome> {
     let store = &env.store;
-    // Nothing is written on top of a ledger that cannot be read: that would bury it.
-    let ledger = resolve_run(env, run).map_err(|e| match run {
-        Some(id) if unreadable_ledger(env, id) => {
-            let hint = e.hint.clone().unwrap_or_default();
-            e.hint(format!(
-                "{hint}; or give the run up: `git tabellio cleanup {id} --force` removes its worktree and branch"
-            ))
+    let ledger = match resolve_run(env, run) {
+        Ok(ledger) => ledger,
+        Err(e) => {
+            let Some(bad) = run
+                .map(|id| unreadable_ledger(env, id))
+                .transpose()?
+                .flatten()
+            else {
+                return Err(e);
+            };
+            let (ledger, workspace, replaced) = abandon_unreadable(env, &bad, why, e)?;
+            return Ok(RunOutcome {
+                run: ledger.record,
+                workspace,
+                replaced_ledger: Some(replaced),
+            });
         }
-        _ => e,
-    })?;
+    };
     let rec = &ledger.record;
     if rec.state.is_terminal() {
         let from = cleanup_from(store, &env.cwd, run_workspace(store, &ledger)?.as_deref());
@@ -49,6 +65,7 @@ pub fn abandon(env: &Env, run: Option<&str>, why: Option<&str>) -> Result<RunOut
     Ok(RunOutcome {
         workspace: run_workspace(store, &ledger)?,
         run: advanced.record,
+        replaced_ledger: None,
     })
 }
 
@@ -63,14 +80,13 @@ pub struct CleanupOutcome {
     pub ledger_left: Option<String>,
 }
 
-/// The ledger ref of `id` exists and cannot be read (a blob, a tree, an unrelated commit).
-fn unreadable_ledger(env: &Env, id: &str) -> bool {
-    crate::run::valid_run_id(id).is_ok()
-        && env
-            .store
-            .ref_target(&ledger::ref_name(id))
-            .is_ok_and(|t| t.is_some())
-        && env.store.try_find_ledger(id).is_err()
+/// The ledger ref of `id` when it exists and cannot be read (a blob, a tree, an unrelated
+/// commit, a record this version cannot use); `None` for a readable, missing or invalid one.
+fn unreadable_ledger(env: &Env, id: &str) -> Result<Option<UnreadableLedger>> {
+    if crate::run::valid_run_id(id).is_err() {
+        return Ok(None);
+    }
+    diagnose_ledger(&env.store, id)
 }
 
 /// `cleanup --force` of a run whose ledger cannot be read: the run's worktree at its usual
@@ -170,14 +186,16 @@ pub fn cleanup(env: &Env, run: &str, force: bool) -> Result<CleanupOutcome> {
     let store = &env.store;
     let ledger = match resolve_run(env, Some(run)) {
         Ok(ledger) => ledger,
-        Err(_) if force && unreadable_ledger(env, run) => return cleanup_unreadable(env, run),
-        Err(e) if unreadable_ledger(env, run) => {
-            let hint = e.hint.clone().unwrap_or_default();
-            return Err(e.hint(format!(
-                "{hint}; or `git tabellio cleanup {run} --force` removes its worktree and branch, leaving the ledger ref"
-            )));
-        }
-        Err(e) => return Err(e),
+        Err(e) => match unreadable_ledger(env, run)? {
+            Some(_) if force => return cleanup_unreadable(env, run),
+            Some(_) => {
+                let hint = e.hint.clone().unwrap_or_default();
+                return Err(e.hint(format!(
+                    "{hint}; or `git tabellio cleanup {run} --force` removes its worktree and branch, leaving the ledger ref"
+                )));
+            }
+            None => return Err(e),
+        },
     };
     let rec = &ledger.record;
     if !rec.state.is_terminal() {
@@ -223,10 +241,14 @@ pub fn cleanup(env: &Env, run: &str, force: bool) -> Result<CleanupOutcome> {
     if let Some(tip) = branch_tip {
         // Branch tips of abandoned runs are work that `git gc` would lose once the branch goes.
         if rec.state == RunState::Abandoned && !force {
-            let base_tip = store.ref_target(&rec.base.reference)?;
-            let merged = match base_tip {
-                Some(b) => store.is_ancestor(tip, b)?,
-                None => false,
+            let merged = match rec.base.reference.as_str() {
+                // An abandoned ledger rebuilt from an unreadable one names no base: its branch
+                // is judged against every other branch.
+                "" => on_another_branch(store, &rec.branch, tip)?,
+                reference => match store.ref_target(reference)? {
+                    Some(b) => store.is_ancestor(tip, b)?,
+                    None => false,
+                },
             };
             if !merged {
                 return Err(Error::refused(format!("the branch {} of abandoned run {} has commits that are on no other branch", rec.branch, rec.run_id))
@@ -264,6 +286,20 @@ pub fn cleanup(env: &Env, run: &str, force: bool) -> Result<CleanupOutcome> {
     })
 }
 
+/// Whether `tip` of `branch` is reachable from another local branch.
+fn on_another_branch(
+    store: &crate::store::Store,
+    branch: &str,
+    tip: gix::ObjectId,
+) -> Result<bool> {
+    for (name, other) in store.refs_under("refs/heads/")? {
+        if name != branch && store.is_ancestor(tip, other)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 #[derive(Debug, Serialize)]
 pub struct ListEntry {
     pub run_id: String,
@@ -283,6 +319,28 @@ pub struct ListEntry {
 pub struct UnreadableRun {
     pub run_id: String,
     pub message: String,
+    /// The ledger ref.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// The commands that repair it, as `status <run>` lists them (empty when the object
+    /// itself is damaged: git has to get it back).
+    pub repair: Vec<String>,
+}
+
+impl UnreadableRun {
+    /// The run `id` whose ledger failed to read with `message`, with the repairs `status` lists.
+    pub fn of(store: &Store, id: String, message: String) -> Self {
+        let repair = match diagnose_ledger(store, &id) {
+            Ok(Some(bad)) => bad.report(store).repair,
+            _ => Vec::new(),
+        };
+        UnreadableRun {
+            reference: ledger::ref_name(&id),
+            run_id: id,
+            message,
+            repair,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -314,10 +372,8 @@ pub fn list(env: &Env, state: Option<&str>) -> Result<ListOutcome> {
         let rec = match env.store.read_ledger_record(&id, tip) {
             Ok(rec) => rec,
             Err(e) => {
-                out.unreadable.push(UnreadableRun {
-                    run_id: id,
-                    message: e.message,
-                });
+                out.unreadable
+                    .push(UnreadableRun::of(&env.store, id, e.message));
                 continue;
             }
         };

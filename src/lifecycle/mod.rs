@@ -6,6 +6,7 @@
 //! compare-and-swap transaction (see [`crate::store::tx`]). A refused command leaves refs,
 //! worktrees and files exactly as they were.
 
+pub mod abandon;
 pub mod approve;
 pub mod checkpoint;
 pub mod finish;

@@ -1,11 +1,13 @@
 //! What `land` adds to `run.json`: the restack a landed run went through, and the landing
-//! attempts a conflict refused. Both are optional additions to `tabellio.run/v1` (readers that
-//! do not know them ignore them; records without them are byte-identical to before).
+//! attempts a conflict refused. Both are optional additions to `tabellio.run/v1` (records
+//! without them are byte-identical to before). Unknown fields inside them are refused, as
+//! everywhere in `run.json`.
 
 use serde::{Deserialize, Serialize};
 
 /// How a landed run was put on the target's tip.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Restack {
     /// `none` (the target had not moved: the run's own commits landed), `replay` (each commit
     /// cherry-picked) or `squash` (one commit).
@@ -22,6 +24,7 @@ pub struct Restack {
 
 /// A landing that a conflict refused; the run stayed `completed`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LandAttempt {
     /// The target and the tip the run was to be stacked on.
     pub target: String,

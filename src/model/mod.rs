@@ -12,6 +12,8 @@ pub mod ids;
 pub mod land;
 pub mod loop_state;
 pub mod policy;
+#[cfg(test)]
+mod properties;
 pub mod run;
 pub mod signature;
 pub mod time;

@@ -85,10 +85,9 @@ pub fn timelines(env: &Env, runs: &[String]) -> Result<Timelines> {
         for (id, _) in env.store.list_ledgers()? {
             match timeline(env, &id) {
                 Ok(t) => out.runs.push(t),
-                Err(e) => out.unreadable.push(UnreadableRun {
-                    run_id: id,
-                    message: e.message,
-                }),
+                Err(e) => out
+                    .unreadable
+                    .push(UnreadableRun::of(&env.store, id, e.message)),
             }
         }
         out.runs.sort_by(|a, b| {

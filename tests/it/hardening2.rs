@@ -258,12 +258,11 @@ fn cleanup_force_removes_the_worktree_and_branch_of_a_run_whose_ledger_is_unread
     let ledger = "refs/tabellio/runs/r1";
     let tree = t.git_out(&["rev-parse", "main^{tree}"]);
     t.git(&["update-ref", ledger, &tree]).ok();
-    // Nothing is written on top of a ledger nobody can read; the hint names the way out.
-    let r = t.tab(&["--json", "abandon", "r1"]);
+    // Without --force, cleanup refuses and names the way out.
+    let r = t.tab(&["--json", "cleanup", "r1"]);
     r.code(3);
     let hint = r.json()["error"]["hint"].as_str().unwrap().to_string();
     assert!(hint.contains("cleanup r1 --force"), "{}", r.desc);
-    t.tab(&["cleanup", "r1"]).code(3);
     let r = t.tab(&["--json", "cleanup", "r1", "--force"]);
     r.ok();
     let v = r.json();

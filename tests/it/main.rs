@@ -13,6 +13,7 @@ mod export;
 mod fixtures;
 mod hardening;
 mod hardening2;
+mod hardening3;
 mod harness;
 mod help;
 mod hooks;

@@ -132,9 +132,7 @@ fn a_ledger_naming_another_run_is_refused() {
     let wt = t.start_with_commit("a", "a.txt", "a\n");
     t.forge_ledger("a", "edited by hand", |run| run["run_id"] = "zz".into());
     for (cwd, args) in [
-        (&t.repo, &["status", "a"][..]),
-        (&wt, &["status"]),
-        (&t.repo, &["checkpoint", "a"]),
+        (&t.repo, &["checkpoint", "a"][..]),
         (&t.repo, &["finish", "a", "--", "true"]),
         (&t.repo, &["abandon", "a"]),
     ] {
@@ -146,6 +144,24 @@ fn a_ledger_naming_another_run_is_refused() {
         );
         let hint = j["error"]["hint"].as_str().unwrap();
         assert!(hint.contains("edited by hand"), "{hint}");
+    }
+    // status reports it instead, named or from the run's worktree, with the ways out.
+    for (cwd, args) in [
+        (&t.repo, &["--json", "status", "a"][..]),
+        (&wt, &["--json", "status"]),
+    ] {
+        let r = t.tab_in(cwd, args);
+        r.ok();
+        let bad = &r.json()["unreadable_refs"][0];
+        let message = bad["message"].as_str().unwrap();
+        assert!(
+            message.contains("refs/tabellio/runs/a") && message.contains("\"zz\""),
+            "{args:?}: {message}"
+        );
+        assert!(
+            bad["repair"].to_string().contains("cleanup a --force"),
+            "{bad}"
+        );
     }
     let (code, list) = t.tab_json(&["list"]);
     assert_eq!(code, 0, "{list}");

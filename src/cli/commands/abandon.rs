@@ -5,7 +5,7 @@ use serde_json::json;
 use tabellio::lifecycle::manage;
 use tabellio::Result;
 
-use crate::cli::format::run_json;
+use crate::cli::format::{run_json, short, to_json};
 use crate::cli::{Ctx, Output};
 
 #[derive(Debug, clap::Args)]
@@ -21,14 +21,28 @@ pub fn cmd_abandon(ctx: &Ctx, args: &AbandonArgs) -> Result<Output> {
     let env = ctx.env()?;
     let o = manage::abandon(env, Some(&args.run), args.message.as_deref())?;
     let from = manage::cleanup_from(&env.store, &env.cwd, o.workspace.as_deref());
+    let id = &o.run.run_id;
+    let (was, extra) = match &o.replaced_ledger {
+        Some(r) => (
+            format!(
+                "its unreadable ledger {} (a {} {}) is replaced by a fresh one",
+                r.name,
+                r.object,
+                short(&r.target)
+            ),
+            json!({ "replaced_ledger": to_json(r) }),
+        ),
+        None => (
+            format!("was {}", o.run.previous_state.map_or("-", |s| s.as_str())),
+            json!({}),
+        ),
+    };
     let human = format!(
-        "run {} abandoned (was {}); `{}` removes its worktree and branch",
-        o.run.run_id,
-        o.run.previous_state.map_or("-", |s| s.as_str()),
-        manage::cleanup_command(from.as_deref(), &o.run.run_id, false)
+        "run {id} abandoned ({was}); `{}` removes its worktree and branch",
+        manage::cleanup_command(from.as_deref(), id, false)
     );
     Ok(Output::new(
-        run_json(&o.run, o.workspace.as_deref(), json!({})),
+        run_json(&o.run, o.workspace.as_deref(), extra),
         human,
     ))
 }

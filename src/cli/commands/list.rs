@@ -31,11 +31,12 @@ pub fn cmd_list(ctx: &Ctx, args: &ListArgs) -> Result<Output> {
                     .map_or(String::new(), |c| format!(" (landed as {})", short(c)))
             )
         })
-        .chain(
-            o.unreadable
-                .iter()
-                .map(|u| format!("{:<24} {:<18} {}", u.run_id, "unreadable", u.message)),
-        )
+        .chain(o.unreadable.iter().map(|u| {
+            format!(
+                "{:<24} {:<18} {}; `git tabellio status {}` shows how to repair it",
+                u.run_id, "unreadable", u.message, u.run_id
+            )
+        }))
         .collect::<Vec<_>>()
         .join("\n");
     Ok(Output::new(

@@ -2,10 +2,10 @@
 
 use serde_json::json;
 
-use tabellio::lifecycle::status;
+use tabellio::lifecycle::status::{self, StatusReport, UnreadableRunStatus};
 use tabellio::Result;
 
-use crate::cli::format::{next_line, printable, run_json, short, to_json};
+use crate::cli::format::{next_line, printable, run_json, short, to_json, unreadable_ref_lines};
 use crate::cli::{Ctx, Output};
 
 #[derive(Debug, clap::Args)]
@@ -15,16 +15,22 @@ pub struct StatusArgs {
 }
 
 pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
-    let o = status::status(ctx.env()?, args.run.as_deref())?;
+    let o = match status::status(ctx.env()?, args.run.as_deref())? {
+        StatusReport::Run(o) => o,
+        StatusReport::Unreadable(u) => return Ok(unreadable_status(&u)),
+    };
+    // A ledger `abandon` rebuilt from an unreadable one knows no base.
+    let base = match o.run.base.reference.as_str() {
+        "" => "unknown".to_string(),
+        reference => format!("{reference} at {}", short(&o.run.base.commit)),
+    };
     let mut human = format!(
-        "run {}: {}{}\ntask: {}\nbase: {} at {}\nbranch: {}\n",
+        "run {}: {}{}\ntask: {}\nbase: {base}\nbranch: {}\n",
         o.run.run_id,
         o.state,
         o.previous_state
             .map_or(String::new(), |p| format!(" (was {p})")),
         printable(&o.run.task.summary),
-        o.run.base.reference,
-        short(&o.run.base.commit),
         o.run.branch
     );
     if let Some(w) = &o.workspace {
@@ -64,6 +70,7 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
     for d in &o.sync_divergence {
         human.push_str(&format!("sync: {}\n", d.describe()));
     }
+    human.push_str(&unreadable_ref_lines(&o.unreadable_refs));
     let next = &o.next_action;
     human.push_str(&next_line(
         &next.action,
@@ -82,8 +89,38 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
     if let (Some(paths), Some(map)) = (&o.approval_needed, extra.as_object_mut()) {
         map.insert("approval_needed".into(), json!({ "paths": paths }));
     }
+    if let (false, Some(map)) = (o.unreadable_refs.is_empty(), extra.as_object_mut()) {
+        map.insert("unreadable_refs".into(), to_json(&o.unreadable_refs));
+    }
     Ok(Output::new(
         run_json(&o.run, o.workspace.as_deref(), extra),
         human,
     ))
+}
+
+/// A run whose ledger cannot be read: reported (exit 0), with the ref and its repairs. `run`
+/// and `state` are null: nothing says what they were.
+fn unreadable_status(u: &UnreadableRunStatus) -> Output {
+    let mut human = format!("run {}: unreadable\n", u.run_id);
+    if let Some(w) = &u.workspace {
+        human.push_str(&format!("worktree: {}\n", w.display()));
+    }
+    human.push_str(&unreadable_ref_lines(&u.unreadable_refs));
+    let next = &u.next_action;
+    human.push_str(&next_line(
+        &next.action,
+        " (blocking)",
+        &next.reason,
+        next.command.as_deref(),
+    ));
+    let extra = json!({
+        "run_id": u.run_id, "state": null, "previous_state": null,
+        "allowed_actions": u.allowed_actions, "next_action": to_json(&u.next_action),
+        "satisfied_evidence": [], "missing_evidence": [], "live": null, "plans": null,
+        "sync_divergence": [], "unreadable_refs": to_json(&u.unreadable_refs),
+    });
+    Output::new(
+        run_json(&serde_json::Value::Null, u.workspace.as_deref(), extra),
+        human,
+    )
 }

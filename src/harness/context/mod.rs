@@ -236,6 +236,17 @@ pub fn build(store: &Store, ledger: &Ledger, audience: Audience) -> Result<Conte
         .as_deref()
         .map(|h| store.parse_oid(h))
         .transpose()?;
+    // `abandon` of a ledger that was not a ledger records no base: nothing to tell an agent.
+    if run.base.commit.is_empty() {
+        return Err(Error::refused(format!(
+            "run {} has no base: it was abandoned with an unreadable ledger",
+            run.run_id
+        ))
+        .hint(format!(
+            "`git tabellio cleanup {}` removes its worktree and branch",
+            run.run_id
+        )));
+    }
     let base = store.parse_oid(&run.base.commit)?;
     let target_tip = store.ref_target(&run.base.reference)?;
 

@@ -2,11 +2,14 @@
 //! next. It is the one place a person, an agent or CI learns the next action.
 //!
 //! [`observe`] reads the ledger and the live repository into plain values; [`next_action`]
-//! decides on them without reading anything.
+//! decides on them without reading anything. A ref of ours that cannot be read (a ledger or a
+//! notes ref at a blob or a tree) is reported by [`unreadable`] with its repair, never a reason
+//! for status to fail.
 
 pub mod divergence;
 pub mod next_action;
 pub mod observe;
+pub mod unreadable;
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +22,9 @@ use crate::store::ledger::Ledger;
 use crate::store::Store;
 
 pub use next_action::{loop_next_action, LiveState, NextAction};
+pub use unreadable::UnreadableRef;
+
+use observe::EvidenceNotes;
 
 #[derive(Debug, Serialize)]
 pub struct StatusOutcome {
@@ -38,11 +44,107 @@ pub struct StatusOutcome {
     /// Where the run's ledger, the shared notes or the target differ from a remote's copy, as
     /// far as the last fetch knows, each with its fix.
     pub sync_divergence: Vec<divergence::Divergence>,
+    /// Notes refs that cannot be read, each with its repair; empty when all read.
+    pub unreadable_refs: Vec<UnreadableRef>,
 }
 
-pub fn status(env: &Env, run: Option<&str>) -> Result<StatusOutcome> {
-    let ledger = resolve_run(env, run)?;
-    status_at(&env.store, &ledger, Some(&env.cwd))
+/// A run whose ledger cannot be read: what status can still say about it.
+#[derive(Debug, Serialize)]
+pub struct UnreadableRunStatus {
+    pub run_id: String,
+    /// The run's worktree at its usual place, when there is one.
+    pub workspace: Option<PathBuf>,
+    pub allowed_actions: Vec<String>,
+    /// Always `repair`, blocking, with the first repair as its command.
+    pub next_action: NextAction,
+    /// The ledger ref first, then any notes ref that cannot be read either.
+    pub unreadable_refs: Vec<UnreadableRef>,
+}
+
+/// What `status` reports: a run, or a run whose ledger cannot be read.
+#[derive(Debug)]
+pub enum StatusReport {
+    Run(Box<StatusOutcome>),
+    Unreadable(UnreadableRunStatus),
+}
+
+impl StatusReport {
+    /// What to do next, for a run or for one whose ledger cannot be read.
+    pub fn next_action(&self) -> &NextAction {
+        match self {
+            StatusReport::Run(o) => &o.next_action,
+            StatusReport::Unreadable(u) => &u.next_action,
+        }
+    }
+}
+
+/// The status of `run` (or of the run whose worktree the command runs in). A ledger that cannot
+/// be read is reported, not refused: status is where a person learns how to repair it.
+pub fn status(env: &Env, run: Option<&str>) -> Result<StatusReport> {
+    let ledger = match resolve_run(env, run) {
+        Ok(ledger) => ledger,
+        Err(e) => {
+            let Some(id) = run.map(str::to_string).or_else(|| run_here(env)) else {
+                return Err(e);
+            };
+            if crate::run::valid_run_id(&id).is_err() {
+                return Err(e);
+            }
+            return match unreadable::diagnose_ledger(&env.store, &id)? {
+                Some(bad) => Ok(StatusReport::Unreadable(unreadable_run(env, &bad)?)),
+                None => Err(e),
+            };
+        }
+    };
+    Ok(StatusReport::Run(Box::new(status_at(
+        &env.store,
+        &ledger,
+        Some(&env.cwd),
+    )?)))
+}
+
+/// The run the current directory belongs to by its path or its branch, whether or not its
+/// ledger reads (the run id [`resolve_run`] would have tried).
+fn run_here(env: &Env) -> Option<String> {
+    crate::run::run_id_from_path(env).or_else(|| {
+        crate::run::current_branch(&env.store)?
+            .strip_prefix("refs/heads/tabellio/")
+            .map(str::to_string)
+    })
+}
+
+fn unreadable_run(env: &Env, bad: &unreadable::UnreadableLedger) -> Result<UnreadableRunStatus> {
+    let store = &env.store;
+    let ledger_ref = bad.report(store);
+    let next_action = NextAction {
+        action: "repair".into(),
+        blocking: true,
+        reason: match bad.damage {
+            unreadable::LedgerDamage::NotALedger => format!(
+                "{}; nothing in it says what the run was: restore the ledger, or give the run up (`abandon` records it as abandoned in a fresh ledger, `cleanup --force` removes its worktree and branch)",
+                bad.error_message
+            ),
+            unreadable::LedgerDamage::UnusableRecord => format!(
+                "{}; restore the ledger, or remove the run (`cleanup --force` removes its worktree and branch, `git update-ref -d` its ledger)",
+                bad.error_message
+            ),
+        },
+        command: ledger_ref.repair.first().cloned(),
+    };
+    let allowed_actions = match bad.damage {
+        unreadable::LedgerDamage::NotALedger => vec!["abandon".into(), "cleanup".into()],
+        unreadable::LedgerDamage::UnusableRecord => vec!["cleanup".into()],
+    };
+    let usual = store.worktree_root()?.join(&bad.run_id);
+    let mut refs = vec![ledger_ref];
+    refs.extend(unreadable::notes_refs(store)?);
+    Ok(UnreadableRunStatus {
+        run_id: bad.run_id.clone(),
+        workspace: std::fs::symlink_metadata(&usual).is_ok().then_some(usual),
+        allowed_actions,
+        next_action,
+        unreadable_refs: refs,
+    })
 }
 
 /// The status of a run, its commands as typed anywhere outside the run worktree.
@@ -54,9 +156,32 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
 /// worktree).
 fn status_at(store: &Store, ledger: &Ledger, cwd: Option<&Path>) -> Result<StatusOutcome> {
     let run = &ledger.record;
-    let seen = observe::observe(store, ledger, cwd)?;
-    let next_action = next_action::next_action(run, &seen.live, &seen.conditions);
+    let broken_notes = unreadable::notes_refs(store)?;
+    let evidence_notes = if broken_notes
+        .iter()
+        .any(|r| r.name == crate::store::notes::EVIDENCE)
+    {
+        EvidenceNotes::Unreadable
+    } else {
+        EvidenceNotes::Readable
+    };
+    let seen = observe::observe(store, ledger, cwd, evidence_notes)?;
+    let mut next_action = next_action::next_action(run, &seen.live, &seen.conditions);
     let mut allowed = next_action::allowed_actions(run, &seen.live, &seen.conditions);
+    if let Some(first) = broken_notes.first() {
+        // Every command that reads or writes notes refuses until the ref is repaired: that
+        // comes first, and only what needs no notes is offered meanwhile.
+        allowed.retain(|a| a == "abandon" || a == "cleanup");
+        next_action = NextAction {
+            action: "repair".into(),
+            blocking: true,
+            reason: format!(
+                "{}; the commands that read or write {} refuse until it is repaired",
+                first.message, first.name
+            ),
+            command: first.repair.first().cloned(),
+        };
+    }
     // The next action already asked promote's own preconditions: agree with it.
     if next_action.action == "unblock-promote" || next_action.action == "approve" {
         allowed.retain(|a| a != "promote");
@@ -84,5 +209,6 @@ fn status_at(store: &Store, ledger: &Ledger, cwd: Option<&Path>) -> Result<Statu
             .map(|r| r.to_json()),
         live: seen.live,
         sync_divergence: divergence::divergences(store, run)?,
+        unreadable_refs: broken_notes,
     })
 }

@@ -19,6 +19,14 @@ use crate::store::Store;
 
 use super::next_action::{Conditions, LiveState, PlanFaults};
 
+/// Whether the evidence notes can be read. When they cannot (the ref points at a blob or a
+/// tree), every required check is missing: nothing is judged on notes nobody can read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvidenceNotes {
+    Readable,
+    Unreadable,
+}
+
 /// Everything observed about one run.
 pub struct Observed {
     pub workspace: Option<PathBuf>,
@@ -41,6 +49,7 @@ fn head_evidence(
     store: &Store,
     run: &RunRecord,
     head: Option<gix::ObjectId>,
+    notes: EvidenceNotes,
 ) -> Result<HeadEvidence> {
     let mut out = HeadEvidence {
         satisfied: Vec::new(),
@@ -48,10 +57,14 @@ fn head_evidence(
         plan_faults: None,
         policy_error: None,
     };
-    let Some(h) = head.filter(|h| *h != run.base.commit) else {
+    // An empty base is a ledger `abandon` rebuilt from nothing: no base, nothing to judge.
+    let Some(h) = head.filter(|h| *h != run.base.commit && !run.base.commit.is_empty()) else {
         return Ok(out);
     };
     match required_at(store, h, Claim::RunHead(run)) {
+        Ok(reqs) if notes == EvidenceNotes::Unreadable => {
+            out.missing.extend(reqs.into_iter().map(|r| r.name));
+        }
         Ok(reqs) => {
             // Signatures are judged as promotion judges them: by the target tip's signers.
             let trust = crate::store::policy::trust_at_tip(store, &run.base.reference)?;
@@ -84,7 +97,12 @@ fn head_evidence(
 
 /// Read the run's worktree, branch, target and evidence. `cwd` is where the commands to copy
 /// will be typed (`None`: unknown, the plain commands).
-pub fn observe(store: &Store, ledger: &Ledger, cwd: Option<&Path>) -> Result<Observed> {
+pub fn observe(
+    store: &Store,
+    ledger: &Ledger,
+    cwd: Option<&Path>,
+    notes: EvidenceNotes,
+) -> Result<Observed> {
     let run = &ledger.record;
     let workspace = run_workspace(store, ledger)?;
     // A worktree left unusable (an interrupted start) is reported, not fatal.
@@ -101,7 +119,10 @@ pub fn observe(store: &Store, ledger: &Ledger, cwd: Option<&Path>) -> Result<Obs
     };
     let branch_tip = store.ref_target(&run.branch)?;
     let head = ws.as_ref().and_then(|w| w.head).or(branch_tip);
-    let target_tip = store.ref_target(&run.base.reference)?;
+    let target_tip = match run.base.reference.as_str() {
+        "" => None,
+        reference => store.ref_target(reference)?,
+    };
     let target_moved = match (target_tip, run.state) {
         (_, RunState::Promoted) => None,
         (Some(t), _) if t != run.base.commit => Some(t),
@@ -113,7 +134,7 @@ pub fn observe(store: &Store, ledger: &Ledger, cwd: Option<&Path>) -> Result<Obs
         }
         _ => None,
     };
-    let evidence = head_evidence(store, run, head)?;
+    let evidence = head_evidence(store, run, head, notes)?;
     let live = LiveState {
         worktree_exists: ws.is_some(),
         head: head.map(|h| h.to_string()),
@@ -128,7 +149,9 @@ pub fn observe(store: &Store, ledger: &Ledger, cwd: Option<&Path>) -> Result<Obs
             _ => false,
         },
         target_moved: target_moved.map(|t| t.to_string()),
-        target_deleted: target_tip.is_none() && run.state != RunState::Promoted,
+        target_deleted: target_tip.is_none()
+            && run.state != RunState::Promoted
+            && !run.base.reference.is_empty(),
         merge_preview,
         policy_error: evidence.policy_error,
         worktree_broken,

@@ -18,6 +18,8 @@ pub use rules::{Rule, RULES};
 
 mod argv;
 mod patterns;
+#[cfg(test)]
+mod properties;
 mod rules;
 
 /// What a secret is replaced by.

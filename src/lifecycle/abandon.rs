@@ -1,0 +1,110 @@
+//! `abandon` of a run whose ledger ref points at something that is not a ledger (a blob, a
+//! tree, a tag, a missing object, a commit without `run.json`).
+//!
+//! Nothing in such a ref says what the run was, so nothing is buried by replacing it: the ref
+//! is moved, by compare-and-swap on the value it has now, to a fresh ledger of one commit whose
+//! `run.json` says `abandoned` and names the value it replaced. What is not known is not made
+//! up: the task, the base and the actor are recorded as unknown (empty, `system:unknown`), the
+//! branch as the run's default one. The worktree and the branch stay, as after any `abandon`;
+//! `cleanup` removes them. A ledger commit whose `run.json` exists but cannot be used (a newer
+//! schema, an unknown field) is someone's record: it is never written over.
+
+use crate::error::{Error, Result};
+use crate::model::canonical::sha256_hex;
+use crate::model::run::{Actor, Base, Task};
+use crate::model::{self, RunRecord, RunState};
+use crate::run::{run_workspace, Env};
+use crate::store::ledger::{self, Ledger};
+use crate::store::tx::{self, Cas};
+
+use super::status::unreadable::{LedgerDamage, UnreadableLedger};
+
+/// What `abandon` replaced.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReplacedLedger {
+    #[serde(rename = "ref")]
+    pub name: String,
+    /// The value it had: the object id.
+    pub target: String,
+    /// What that object is (`blob`, `tree`, `tag`, `commit`, `missing`).
+    pub object: String,
+}
+
+/// Abandon the run of the unreadable ledger `bad`: one compare-and-swap of its ledger ref, from
+/// the value it has to a fresh `abandoned` ledger commit. `refusal` is what reading the ledger
+/// said; it is the answer when the ledger holds a record (which is never written over).
+pub fn abandon_unreadable(
+    env: &Env,
+    bad: &UnreadableLedger,
+    why: Option<&str>,
+    refusal: Error,
+) -> Result<(Ledger, Option<std::path::PathBuf>, ReplacedLedger)> {
+    let store = &env.store;
+    let id = &bad.run_id;
+    let name = ledger::ref_name(id);
+    if bad.damage != LedgerDamage::NotALedger {
+        // Someone's record this version cannot use: the reader's refusal, and the way out.
+        let hint = refusal.hint.clone().unwrap_or_default();
+        return Err(refusal.hint(format!(
+            "{hint}; abandon does not write over it, but `git tabellio cleanup {id} --force` \
+             removes the run's worktree and branch, and `git update-ref -d {name} {}` its ledger",
+            bad.tip
+        )));
+    }
+    let replaced = ReplacedLedger {
+        name: name.clone(),
+        target: bad.tip.to_string(),
+        object: bad.object.clone(),
+    };
+    let now = model::time::now();
+    let why = super::non_empty(why).unwrap_or_else(|| "abandoned".into());
+    let record = RunRecord {
+        schema: model::run::SCHEMA.into(),
+        run_id: id.clone(),
+        state: RunState::Abandoned,
+        previous_state: None,
+        task: Task {
+            summary: "(unknown: the ledger was unreadable)".into(),
+            text: String::new(),
+            sha256: sha256_hex(b""),
+        },
+        actor: Actor {
+            kind: "system".into(),
+            id: "unknown".into(),
+        },
+        repository: store.repository_id(),
+        base: Base {
+            reference: String::new(),
+            commit: String::new(),
+        },
+        branch: format!("refs/heads/tabellio/{id}"),
+        checkpoints: Vec::new(),
+        attempts: Vec::new(),
+        validated: None,
+        promotion: None,
+        loop_state: None,
+        reason: Some(format!(
+            "{why} (its ledger {name} was unreadable: it pointed at {} {})",
+            bad.object, bad.tip
+        )),
+        landed: None,
+        restack: None,
+        land_attempts: Vec::new(),
+        created_at: now.clone(),
+        updated_at: now,
+    };
+    let tip = store.write_ledger_commit(None, &record, "abandon")?;
+    tx::apply(
+        store,
+        &[Cas::update(
+            &name,
+            Some(bad.tip),
+            tip,
+            format!("tabellio: abandon {id} (replacing an unreadable ledger)"),
+        )],
+    )
+    .map_err(|e| e.into_error())?;
+    let ledger = Ledger { tip, record };
+    let workspace = run_workspace(store, &ledger)?;
+    Ok((ledger, workspace, replaced))
+}
