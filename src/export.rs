@@ -6,7 +6,8 @@
 //! `in-toto` is an in-toto Statement v1 whose subject is the validated commit and whose
 //! predicate names the checks that validated it and the digests of their evidence records; the
 //! task text is left out (its SHA-256 stays), as an attestation is published more widely than
-//! the repository. A signed record's `signature` is carried with its digest.
+//! the repository. A signed record's `signature` is carried with its digest and the record
+//! itself, so the statement can be checked offline.
 //!
 //! Guarantees: a document names no local path (every string but the verbatim task is scrubbed
 //! as [`crate::store::paths`] does for records), `integrity` is reproducible by anyone with a
@@ -249,9 +250,12 @@ fn in_toto_statement(store: &Store, run: &RunRecord) -> Result<Value> {
                 "finished_at": r.finished_at,
             });
             // The record's SSH signature over `evidence_digest`, so the statement can be
-            // checked offline with `ssh-keygen -Y verify -n tabellio` (docs/export.md).
+            // checked offline with `ssh-keygen -Y verify -n tabellio` (docs/export.md), and the
+            // signed record itself: without it a signature proves only that some digest was
+            // signed, and one copied from a record about another commit would verify as well.
             if let Some(sig) = &r.signature {
                 check["signature"] = model::to_value(sig);
+                check["record"] = model::to_value(r);
             }
             check
         })

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::model::canonical;
 use crate::model::policy::Policy;
 use crate::model::run::Actor;
@@ -301,13 +301,14 @@ fn entry_at(
     tree: gix::ObjectId,
     path: &str,
 ) -> Result<Option<(gix::object::tree::EntryMode, gix::ObjectId)>> {
+    let id = tree;
     let tree = store
         .repo
-        .find_tree(tree)
-        .map_err(|e| Error::internal(format!("could not read tree {tree}: {e}")))?;
+        .find_tree(id)
+        .context(|| format!("could not read tree {id}"))?;
     let entry = tree
         .lookup_entry_by_path(path)
-        .map_err(|e| Error::internal(format!("could not look up {path}: {e}")))?;
+        .context(|| format!("could not look up {path} in tree {id}"))?;
     Ok(entry.map(|e| (e.mode(), e.object_id())))
 }
 

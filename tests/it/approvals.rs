@@ -489,8 +489,10 @@ fn an_approval_by_the_runs_own_actor_counts_nowhere() {
 /// content before and after at every guarded path the restack changes). The approval is noted
 /// on the landed commit, so the reference-transaction hook that judges the landing and `verify`
 /// on the branch's history accept it too.
-#[test]
-fn land_carries_an_approval_over_a_restack_that_keeps_the_guarded_change() {
+/// With the hooks installed: run `a-guarded` changes the guarded `tests/a.rs` in two commits
+/// and is approved; run `b-plain` lands first, so `a-guarded` must be restacked. The test
+/// environment and `main` before `a-guarded` lands.
+fn approved_run_behind_a_moved_target() -> (TestEnv, String) {
     let t = guarded_repo(serde_json::json!({}));
     t.tab(&["hooks", "install"]).ok();
     // Two commits, both changing the guarded file: every replayed step is covered.
@@ -503,9 +505,15 @@ fn land_carries_an_approval_over_a_restack_that_keeps_the_guarded_change() {
         write_file(&wt.join("b.txt"), "b\n")
     });
     t.tab(&["approve", "a-guarded", "-m", "a is obsolete"]).ok();
-    let approved_head = head_of(&t, "a-guarded");
     t.tab(&["land", "b-plain", "--target", "main"]).ok();
     let before = t.git_out(&["rev-parse", "main"]);
+    (t, before)
+}
+
+#[test]
+fn land_carries_an_approval_over_a_restack_that_keeps_the_guarded_change() {
+    let (t, before) = approved_run_behind_a_moved_target();
+    let approved_head = head_of(&t, "a-guarded");
 
     let (code, j) = t.tab_json(&["land", "a-guarded", "--target", "main"]);
     assert_eq!(code, 0, "{j}");
@@ -581,4 +589,16 @@ fn land_refuses_a_restack_that_changes_the_approved_guarded_content() {
     );
     assert_eq!(t.git_out(&["rev-parse", "main"]), main);
     assert_eq!(head_of(&t, "c-first-line"), c_head);
+}
+
+/// The same rule when `land` squashes the restacked run into one commit.
+#[test]
+fn land_carries_an_approval_over_a_squash() {
+    let (t, before) = approved_run_behind_a_moved_target();
+    let (code, j) = t.tab_json(&["land", "a-guarded", "--target", "main", "--squash"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["runs"][0]["restack"], "squash", "{j}");
+    let (code, v) = t.tab_json(&["verify", &format!("{before}..main")]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["commits"][0]["approval"]["verdict"], "approved", "{v}");
 }

@@ -338,20 +338,24 @@ fn signs_through_a_private_ssh_agent() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("ssh-agent starts");
+    // The socket file appears when ssh-agent binds it, a moment before it listens: retry
+    // `ssh-add` until the agent answers (a loaded machine widens that moment).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !sock.exists() {
+    loop {
+        let added = Command::new("ssh-add")
+            .arg(&ci)
+            .env("SSH_AUTH_SOCK", &sock)
+            .output()
+            .unwrap();
+        if added.status.success() {
+            break;
+        }
         assert!(
             std::time::Instant::now() < deadline,
-            "ssh-agent never listened"
+            "ssh-agent never answered: {added:?}"
         );
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let added = Command::new("ssh-add")
-        .arg(&ci)
-        .env("SSH_AUTH_SOCK", &sock)
-        .output()
-        .unwrap();
-    assert!(added.status.success(), "{added:?}");
     t.git(&["config", "gpg.format", "ssh"]).ok();
     t.git(&[
         "config",
@@ -591,10 +595,17 @@ fn the_in_toto_statement_verifies_offline_with_ssh_keygen() {
         armored,
         digest
     ));
-    // The digest is the one of the record in the notes that validated the subject.
-    let rec = record_on(&t, &head);
+    // The signed record is in the statement: its canonical digest is the signed message, and
+    // it is about the subject, so a signature copied from another record cannot pass.
+    let rec = &check["record"];
+    assert_eq!(tabellio::trust::signed_digest(rec).unwrap(), digest, "{st}");
     assert_eq!(rec["digest"], digest);
-    assert_eq!(rec["commit"], head.as_str());
+    assert_eq!(rec["commit"], st["subject"][0]["digest"]["gitCommit"]);
+    assert_eq!(rec["status"], "passed");
+    assert_eq!(rec["check"]["digest"], check["digest"]);
+    assert_eq!(rec["signature"], *sig);
+    // It is the record in the notes that validated the subject.
+    assert_eq!(record_on(&t, &head), *rec);
     // A record signed by a key the allowed signers do not know is exported with its
     // signature too, and ssh-keygen refuses it offline, as `verify` does.
     let unknown = finished(&t, "unknown", &["--sign-key", s(&other)]);
