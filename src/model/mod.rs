@@ -13,6 +13,7 @@ pub mod land;
 pub mod loop_state;
 pub mod policy;
 pub mod run;
+pub mod run_file;
 pub mod signature;
 pub mod time;
 
