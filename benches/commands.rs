@@ -1,5 +1,7 @@
 //! `cargo bench`: each tabellio command against the git plumbing it replaces, at small scale
-//! and (with `TABELLIO_BENCH_SCALE=1`) with 10,000 runs and 100,000 evidence notes.
+//! and (with `TABELLIO_BENCH_SCALE=1`) with 10,000 runs and 100,000 evidence notes, 0/50/200
+//! live run worktrees, a 20,000-file worktree, and the ledger bytes a 100 KB task's transitions
+//! add.
 //!
 //! Both sides are whole processes, as a user or hook would run them, so the ratio includes
 //! process start-up. Medians over repeated runs; nothing here asserts a time.
@@ -629,6 +631,235 @@ fn hooks_overhead(n: usize) {
     );
 }
 
+/// A run of `b` started from `main`, with one commit, finished with `true`: ready to promote.
+fn completed_run(b: &Bench, id: &str, i: usize) -> PathBuf {
+    b.tab(&b.repo, &["start", id, "--task", "bench", "--base", "main"]);
+    let wt = b.worktree(id);
+    b.commit_in(&wt, i);
+    b.tab(&wt, &["finish", "--", "true"]);
+    wt
+}
+
+/// `status` (of a completed run) and ref-only `promote` with 0, 50 and 200 live run worktrees.
+fn live_worktrees(n: usize) {
+    let mut at = Vec::new();
+    for live in [0, 50, 200] {
+        let b = Bench::new();
+        for i in 0..live {
+            b.tab(&b.repo, &["start", &format!("live{i}"), "--task", "bench"]);
+        }
+        let (mut st, mut promote) = (vec![], vec![]);
+        for i in 0..n {
+            let id = format!("w{i}");
+            let wt = completed_run(&b, &id, i);
+            st.push(b.tab(&wt, &["status"]));
+            promote.push(b.tab(&b.repo, &["promote", &id]));
+        }
+        at.push((live, st, promote));
+    }
+    let (_, st0, pr0) = at.remove(0);
+    for (live, st, promote) in at {
+        report(
+            &format!("status, {live} worktrees"),
+            st,
+            st0.clone(),
+            "status, 0 worktrees",
+        );
+        report(
+            &format!("promote, {live} worktrees"),
+            promote,
+            pr0.clone(),
+            "promote, 0 worktrees",
+        );
+    }
+}
+
+/// A repository whose `main` has 20,000 files (200 directories of 100), checked out in the main
+/// worktree: `start`, `status`, `finish` and the checked-out `promote` of a one-file change,
+/// against the git commands doing the nearest job.
+fn large_worktree(n: usize) {
+    let b = Bench::new();
+    let mut script = String::from(
+        "commit refs/heads/main\ncommitter bench <bench@example.com> 1767225600 +0000\ndata 6\nlarge\nfrom refs/heads/main^0\n",
+    );
+    for d in 0..200 {
+        for f in 0..100 {
+            let body = format!("file {d}/{f}\n");
+            script.push_str(&format!(
+                "M 100644 inline d{d:03}/f{f:03}.txt\ndata {}\n{body}\n",
+                body.len()
+            ));
+        }
+    }
+    b.fast_import(&script);
+    b.git(&["switch", "-q", "main"]);
+    // git's side moves its own checkout of the same commits.
+    let plain = b.dir.path().join("plain");
+    b.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "plain-main",
+        plain.to_str().unwrap(),
+        "main",
+    ]);
+    let (mut start, mut wt_add, mut st, mut porcelain, mut fin, mut fin_git) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut promote, mut read_tree) = (vec![], vec![]);
+    for i in 0..n {
+        let id = format!("big{i}");
+        start.push(b.tab(
+            &b.repo,
+            &["start", &id, "--task", "bench", "--base", "main"],
+        ));
+        let other = b.dir.path().join(format!("plain-wt{i}"));
+        wt_add.push(
+            b.run(
+                "git",
+                &b.repo,
+                &[
+                    "worktree",
+                    "add",
+                    "-q",
+                    "-b",
+                    &format!("plain/big{i}"),
+                    other.to_str().unwrap(),
+                    "main",
+                ],
+            )
+            .0,
+        );
+        let wt = b.worktree(&id);
+        std::fs::write(wt.join("d100/f050.txt"), format!("changed {i}\n")).unwrap();
+        b.run("git", &wt, &["commit", "-q", "-am", "one file"]);
+        st.push(b.tab(&wt, &["status"]));
+        porcelain.push(b.run("git", &wt, &["status", "--porcelain"]).0);
+        fin.push(b.tab(&wt, &["finish", "--", "true"]));
+        // finish's nearest git: inspect the worktree, run the check, record a ref.
+        let t0 = Instant::now();
+        b.run("git", &wt, &["status", "--porcelain"]);
+        b.run("true", &wt, &[]);
+        b.run(
+            "git",
+            &wt,
+            &["update-ref", &format!("refs/bench/big{i}"), "HEAD"],
+        );
+        fin_git.push(t0.elapsed());
+
+        let old = b.git(&["rev-parse", "main"]);
+        let new = b.run("git", &wt, &["rev-parse", "HEAD"]).1;
+        promote.push(b.tab(&b.repo, &["promote", &id]));
+        let t0 = Instant::now();
+        b.run("git", &plain, &["read-tree", "-u", "-m", &old, &new]);
+        b.run(
+            "git",
+            &plain,
+            &["update-ref", "refs/heads/plain-main", &new, &old],
+        );
+        read_tree.push(t0.elapsed());
+    }
+    report("start, 20,000 files", start, wt_add, "git worktree add -b");
+    report(
+        "status, 20,000 files",
+        st,
+        porcelain,
+        "git status --porcelain",
+    );
+    report(
+        "finish (true), 20,000 files",
+        fin,
+        fin_git,
+        "git status + true + update-ref",
+    );
+    report(
+        "promote checked-out, 20,000",
+        promote,
+        read_tree,
+        "git read-tree -u -m + update-ref",
+    );
+}
+
+/// Bytes the ledger of a run with a 100 KB task grows by per transition (20 checkpoints, then
+/// finish and promote): the objects reachable from the ledger that the transitions added, as
+/// stored (loose, compressed).
+fn ledger_growth() {
+    let b = Bench::new();
+    // Hex of a hash chain: text that compression cannot shrink below about half.
+    let mut task = String::from("Do the big thing\n");
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    while task.len() < 100 * 1024 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        task.push_str(&format!("{x:016x}\n"));
+    }
+    let file = b.dir.path().join("task.md");
+    std::fs::write(&file, &task).unwrap();
+    b.tab(
+        &b.repo,
+        &[
+            "start",
+            "big",
+            "--task-file",
+            file.to_str().unwrap(),
+            "--base",
+            "main",
+        ],
+    );
+    let ledger = "refs/tabellio/runs/big";
+    let objects = |b: &Bench| -> Vec<String> {
+        b.git(&["rev-list", "--objects", ledger])
+            .lines()
+            .map(|l| l.split(' ').next().unwrap_or_default().to_string())
+            .collect()
+    };
+    let disk = |b: &Bench, ids: &[String]| -> u64 {
+        let mut cmd = Command::new("git");
+        cmd.args(["cat-file", "--batch-check=%(objectsize:disk)"])
+            .current_dir(&b.repo)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        hermetic::apply(&mut cmd, b.dir.path());
+        let mut child = cmd.spawn().expect("cat-file");
+        use std::io::Write;
+        let input: String = ids.iter().map(|i| format!("{i}\n")).collect();
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write");
+        let out = child.wait_with_output().expect("cat-file");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.trim().parse::<u64>().ok())
+            .sum()
+    };
+    let before = objects(&b);
+    let at_start = disk(&b, &before);
+    let wt = b.worktree("big");
+    for i in 0..20 {
+        b.commit_in(&wt, i);
+        b.tab(&wt, &["checkpoint"]);
+    }
+    b.tab(&wt, &["finish", "--", "true"]);
+    b.tab(&b.repo, &["promote", "big"]);
+    let after = objects(&b);
+    let added: Vec<String> = after
+        .iter()
+        .filter(|o| !before.contains(o))
+        .cloned()
+        .collect();
+    let bytes = disk(&b, &added);
+    println!(
+        "ledger, 100 KB task: start stores {at_start} bytes; 22 transitions (20 checkpoints, \
+         finish, promote) add {bytes} bytes, {} bytes each ({} objects)",
+        bytes / 22,
+        added.len()
+    );
+}
+
 fn main() {
     let n: usize = std::env::var("TABELLIO_BENCH_N")
         .ok()
@@ -656,5 +887,11 @@ fn main() {
             "the same at 0 runs",
         );
         lifecycle(&b, n, "x");
+        println!("\nlive run worktrees:");
+        live_worktrees(n);
+        println!("\na 20,000-file worktree:");
+        large_worktree(n.min(9));
+        println!();
+        ledger_growth();
     }
 }

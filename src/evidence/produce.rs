@@ -157,6 +157,12 @@ pub struct CheckContext<'a> {
 }
 
 /// Run each check and turn its outcome into a sealed evidence record.
+///
+/// The worktree is judged after every check for what is cheap to read (its `.git`, the branch
+/// checked out, HEAD), and scanned for changes once, after the last check that ran: a scan
+/// walks every file, and a finish must not cost one per check. Changes found then fail every
+/// check that ran (`workspace_mutated`): which one left them is not known, and none of them
+/// can be trusted to have run on the commit alone.
 pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Vec<EvidenceRecord>> {
     let tree = ctx.store.tree_of(ctx.commit)?;
     let repository = ctx.store.repository_id();
@@ -164,12 +170,14 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
     // computed from the definition, so a redacted argv does not change what it proves.
     let redactor = runner::Redactor::from_env();
     let scrub = LocalPaths::new(ctx.store, Some(ctx.worktree));
-    let mut records = Vec::new();
+    // Each record with whether its check ran (reused ones did not) and whether it is sealed.
+    let mut pending: Vec<(EvidenceRecord, bool)> = Vec::new();
+    let mut opened: Option<gix::Repository> = None;
     for check in checks {
         if let Some(rec) = super::reuse::try_reuse(
             ctx.store, ctx.reuse, ctx.commit, ctx.run_id, check, ctx.signer,
         )? {
-            records.push(rec);
+            pending.push((rec, false));
             continue;
         }
         let cmd = CheckCommand {
@@ -186,11 +194,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
         };
         let outcome = runner::run_command(&cmd, &opts)
             .map_err(|e| Error::internal(format!("could not run check {}: {e}", check.name)))?;
-        let mutated = workspace_mutated(ctx)?;
-        let mut status = outcome.status.as_str().to_string();
-        if mutated {
-            status = "failed".into();
-        }
+        let mutated = head_moved(ctx, &mut opened)?;
         let rec = EvidenceRecord {
             schema: SCHEMA.into(),
             run_id: ctx.run_id.map(str::to_string),
@@ -206,7 +210,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
                     .collect(),
                 digest: check.def.digest(),
             },
-            status,
+            status: outcome.status.as_str().to_string(),
             exit_code: outcome.exit_code,
             signal: outcome.signal,
             started_at: time::rfc3339(outcome.started_at),
@@ -215,17 +219,42 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
             output: output_record(&outcome.output, &check.def.argv, &scrub),
             stopped: Stopped {
                 command: outcome.stop.as_str().into(),
-                tabellio: mutated.then(|| "workspace_mutated".to_string()),
+                tabellio: None,
             },
             tool: tool_id(),
             reused_from: None,
             signature: None,
             digest: String::new(),
+        };
+        pending.push((mark_mutated(rec, mutated), true));
+    }
+    // One scan for changes, after the last check that ran (a moved HEAD was caught already).
+    let dirty = match &opened {
+        Some(_) if ctx.worktree.join(".git").exists() => {
+            !worktree::inspect(ctx.worktree)?.is_clean()
         }
-        .seal();
+        Some(_) => true,
+        None => false,
+    };
+    let mut records = Vec::new();
+    for (rec, ran) in pending {
+        if !ran {
+            records.push(rec);
+            continue;
+        }
+        let rec = mark_mutated(rec, dirty).seal();
         records.push(super::sign::maybe_sign(ctx.signer, rec)?);
     }
     Ok(records)
+}
+
+/// `rec` failed with `workspace_mutated` when `mutated`, as it is otherwise.
+fn mark_mutated(mut rec: EvidenceRecord, mutated: bool) -> EvidenceRecord {
+    if mutated {
+        rec.status = "failed".into();
+        rec.stopped.tabellio = Some("workspace_mutated".to_string());
+    }
+    rec
 }
 
 /// What is stored of a command's output (a check's, or the agent's in a loop): the runner's
@@ -243,12 +272,18 @@ pub fn output_record(output: &OutputSummary, argv: &[String], paths: &LocalPaths
     }
 }
 
-/// Did the check commit, switch branches, or leave changes behind?
-fn workspace_mutated(ctx: &CheckContext<'_>) -> Result<bool> {
+/// Did the check commit, switch branches, or remove the worktree? Read without a scan; the
+/// worktree is opened once (`opened`) for all checks, and HEAD is read afresh each time.
+fn head_moved(ctx: &CheckContext<'_>, opened: &mut Option<gix::Repository>) -> Result<bool> {
     // A check that deleted the worktree's `.git` file (or the worktree) changed it the most.
     if !ctx.worktree.join(".git").exists() {
         return Ok(true);
     }
-    let ws = worktree::inspect(ctx.worktree)?;
-    Ok(ws.branch.as_deref() != ctx.branch || ws.head != Some(ctx.commit) || !ws.is_clean())
+    let repo = match opened {
+        Some(repo) => repo,
+        None => opened.insert(crate::store::repo::open_path(ctx.worktree)?),
+    };
+    let branch = worktree::head_branch(repo);
+    let head = repo.head_id().ok().map(|id| id.detach());
+    Ok(branch.as_deref() != ctx.branch || head != Some(ctx.commit))
 }

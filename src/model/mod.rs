@@ -15,6 +15,7 @@ pub mod policy;
 #[cfg(test)]
 mod properties;
 pub mod run;
+pub mod run_file;
 pub mod signature;
 pub mod time;
 

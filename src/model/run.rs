@@ -1,4 +1,5 @@
-//! `run.json` (`tabellio.run/v1`): the state of one run, one copy per ledger commit.
+//! The run record (`tabellio.run/v1`): the state of one run, one per ledger commit. Commands
+//! read, print and export it whole; ledger commits store it split (`crate::model::run_file`).
 //!
 //! Unknown fields are refused, as in every record: a field this version does not know would be
 //! dropped when the next transition rewrites the record. A writer that adds fields bumps the

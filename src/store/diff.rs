@@ -1,11 +1,107 @@
 //! Which paths differ between two trees, file by file (submodules and symlinks are entries
 //! like files). Read-only.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use gix::bstr::BString;
 
 use crate::error::{Context, Result};
+
+/// An entry of a tree: its mode and object.
+pub type TreeEntry = (gix::objs::tree::EntryMode, gix::ObjectId);
+
+/// One path (a file, symlink or submodule) that differs between two trees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathChange {
+    pub path: BString,
+    /// The entry in the old tree, `None` when added.
+    pub old: Option<TreeEntry>,
+    /// The entry in the new tree, `None` when removed.
+    pub new: Option<TreeEntry>,
+}
+
+/// The paths that differ from `old_tree` to `new_tree`, found by walking both trees together
+/// and descending only into subtrees whose ids differ: the cost follows what changed, not the
+/// size of the trees. A file that became a directory (or the reverse) is the file removed (or
+/// added) and every path under the directory added (or removed).
+pub fn tree_changes(
+    repo: &gix::Repository,
+    old_tree: gix::ObjectId,
+    new_tree: gix::ObjectId,
+) -> Result<Vec<PathChange>> {
+    let mut out = Vec::new();
+    walk(
+        repo,
+        Some(old_tree),
+        Some(new_tree),
+        &BString::default(),
+        &mut out,
+    )?;
+    Ok(out)
+}
+
+fn walk(
+    repo: &gix::Repository,
+    old: Option<gix::ObjectId>,
+    new: Option<gix::ObjectId>,
+    prefix: &BString,
+    out: &mut Vec<PathChange>,
+) -> Result<()> {
+    if old == new {
+        return Ok(());
+    }
+    let (old_entries, new_entries) = (entries_of(repo, old)?, entries_of(repo, new)?);
+    let names: BTreeSet<&BString> = old_entries.keys().chain(new_entries.keys()).collect();
+    for name in names {
+        let (o, n) = (
+            old_entries.get(name).copied(),
+            new_entries.get(name).copied(),
+        );
+        if o == n {
+            continue;
+        }
+        let mut path = prefix.clone();
+        if !path.is_empty() {
+            path.push(b'/');
+        }
+        path.extend_from_slice(name);
+        let is_tree = |e: Option<TreeEntry>| e.is_some_and(|(mode, _)| mode.is_tree());
+        let subtree = |e: Option<TreeEntry>| e.filter(|(m, _)| m.is_tree()).map(|(_, id)| id);
+        let (o_file, n_file) = (o.filter(|_| !is_tree(o)), n.filter(|_| !is_tree(n)));
+        if is_tree(o) || is_tree(n) {
+            walk(repo, subtree(o), subtree(n), &path, out)?;
+        }
+        if o_file.is_some() || n_file.is_some() {
+            out.push(PathChange {
+                path,
+                old: o_file,
+                new: n_file,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The entries of tree `id` by name, in byte order (none for `None`).
+pub fn entries_of(
+    repo: &gix::Repository,
+    id: Option<gix::ObjectId>,
+) -> Result<BTreeMap<BString, TreeEntry>> {
+    let Some(id) = id else {
+        return Ok(BTreeMap::new());
+    };
+    let tree = repo
+        .find_tree(id)
+        .context(|| format!("could not read tree {id}"))?;
+    let decoded = tree
+        .decode()
+        .context(|| format!("could not read tree {id}"))?;
+    Ok(decoded
+        .entries
+        .iter()
+        .map(|e| (e.filename.to_owned(), (e.mode, e.oid.to_owned())))
+        .collect())
+}
 
 /// Paths that differ between two trees: (changed or added in `new`, removed in `new`).
 pub fn differing_paths(
@@ -13,29 +109,15 @@ pub fn differing_paths(
     old_tree: gix::ObjectId,
     new_tree: gix::ObjectId,
 ) -> Result<(BTreeSet<BString>, BTreeSet<BString>)> {
-    let old = repo
-        .index_from_tree(&old_tree)
-        .context(|| format!("could not read tree {old_tree}"))?;
-    let new = repo
-        .index_from_tree(&new_tree)
-        .context(|| format!("could not read tree {new_tree}"))?;
     let mut changed = BTreeSet::new();
-    for e in new.entries() {
-        let path = e.path(&new);
-        match old.entry_by_path(path) {
-            Some(o) if o.id == e.id && o.mode == e.mode => {}
-            _ => {
-                changed.insert(path.to_owned());
-            }
+    let mut removed = BTreeSet::new();
+    for c in tree_changes(repo, old_tree, new_tree)? {
+        if c.new.is_some() {
+            changed.insert(c.path);
+        } else {
+            removed.insert(c.path);
         }
     }
-    let removed = old
-        .entries()
-        .iter()
-        .map(|e| e.path(&old))
-        .filter(|p| new.entry_by_path(p).is_none())
-        .map(ToOwned::to_owned)
-        .collect();
     Ok((changed, removed))
 }
 

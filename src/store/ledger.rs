@@ -1,11 +1,17 @@
 //! Run ledgers: `refs/tabellio/runs/<run-id>` is a commit chain, one commit per state transition,
 //! each commit's tree holding `run.json`. Writes are compare-and-swap on the previous ledger
 //! commit (creation: the ref must not exist), so two writers can never both extend a ledger.
+//!
+//! Since `tabellio.run/v2` the tree splits the record (`run.json`, `task.txt`, `history/`, see
+//! [`crate::model::run_file`]) so that a transition adds objects for what it changed only;
+//! ledgers written as v1 (the whole record in `run.json`) are read as they are.
+
+mod layout;
 
 use gix::bstr::ByteSlice;
 
 use crate::error::{Context, Error, Result};
-use crate::model::{self, run, RunRecord, RunState};
+use crate::model::{self, RunRecord, RunState};
 
 use super::Store;
 
@@ -86,21 +92,13 @@ impl Store {
         })
     }
 
-    /// `run.json` of one ledger commit, `None` when the commit has none.
+    /// The run record of one ledger commit, `None` when the commit has no `run.json`.
     fn try_read_run_json(&self, ledger_commit: gix::ObjectId) -> Result<Option<RunRecord>> {
-        let Some(bytes) = self.read_file_at(ledger_commit, "run.json")? else {
-            return Ok(None);
-        };
-        let text = String::from_utf8_lossy(&bytes);
-        Ok(Some(model::parse_record(
-            &text,
-            run::SCHEMA,
-            &format!("run.json of {ledger_commit}"),
-        )?))
+        self.read_ledger_tree(ledger_commit)
     }
 
-    /// Write the objects of a new ledger commit (not the ref): `run.json` in a tree, a commit
-    /// whose parent is `previous` and whose message names the transition.
+    /// Write the objects of a new ledger commit (not the ref): the record's tree, a commit whose
+    /// parent is `previous` and whose message names the transition.
     pub fn write_ledger_commit(
         &self,
         previous: Option<&Ledger>,
@@ -112,26 +110,7 @@ impl Store {
             "tabellio: {command} {}: {from} -> {}\n",
             record.run_id, record.state
         );
-        let mut json = serde_json::to_string_pretty(record)
-            .context(|| "could not serialize run.json".into())?;
-        json.push('\n');
-        let blob = self
-            .repo
-            .write_blob(json.as_bytes())
-            .context(|| "could not write run.json".into())?
-            .detach();
-        let tree = gix::objs::Tree {
-            entries: vec![gix::objs::tree::Entry {
-                mode: gix::objs::tree::EntryKind::Blob.into(),
-                filename: "run.json".into(),
-                oid: blob,
-            }],
-        };
-        let tree = self
-            .repo
-            .write_object(&tree)
-            .context(|| "could not write the ledger tree".into())?
-            .detach();
+        let tree = self.write_ledger_tree(record)?;
         let parents: Vec<gix::ObjectId> = previous.map(|p| p.tip).into_iter().collect();
         let commit = self
             .repo

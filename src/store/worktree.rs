@@ -184,7 +184,8 @@ impl Store {
     }
 }
 
-fn head_branch(repo: &gix::Repository) -> Option<String> {
+/// The branch checked out in `repo` (a full ref name), `None` when detached or unborn.
+pub(crate) fn head_branch(repo: &gix::Repository) -> Option<String> {
     repo.head_name()
         .ok()
         .flatten()

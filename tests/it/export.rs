@@ -74,9 +74,8 @@ fn tabellio_format_of_a_promoted_run() {
     assert_eq!(doc["schema"], "tabellio.export/v1");
     assert_eq!(doc["repository"], "local/repo");
     assert!(doc["tool"].as_str().unwrap().starts_with("git-tabellio/"));
-    // run.json as the ledger holds it, the task verbatim.
-    let run_json: Value =
-        serde_json::from_str(&t.git_out(&["show", "refs/tabellio/runs/r1:run.json"])).unwrap();
+    // The run record as the ledger holds it (read with stock git), the task verbatim.
+    let run_json = t.ledger_record("refs/tabellio/runs/r1");
     assert_eq!(doc["run"], run_json);
     assert_eq!(doc["run"]["task"]["text"], TASK);
 
@@ -165,8 +164,7 @@ fn in_toto_format_of_a_promoted_run() {
     );
 
     let p = &st["predicate"];
-    let run_json: Value =
-        serde_json::from_str(&t.git_out(&["show", "refs/tabellio/runs/r1:run.json"])).unwrap();
+    let run_json = t.ledger_record("refs/tabellio/runs/r1");
     assert_eq!(p["run_id"], "r1");
     assert_eq!(p["state"], "promoted");
     assert_eq!(

@@ -105,12 +105,52 @@ impl TestEnv {
         validated
     }
 
+    /// The whole run record (`tabellio.run/v1`) of the ledger commit `rev`, read with stock git
+    /// only, as a reader without tabellio would: a v2 commit's `run.json`, with the task text
+    /// from `task.txt` and the entries under `history/` put back in their places.
+    pub fn ledger_record(&self, rev: &str) -> serde_json::Value {
+        let show = |path: &str| {
+            let r = self.git(&["show", &format!("{rev}:{path}")]);
+            r.ok();
+            r.stdout
+        };
+        let mut run: serde_json::Value = serde_json::from_str(&show("run.json")).unwrap();
+        if run["schema"] == "tabellio.run/v1" {
+            return run;
+        }
+        assert_eq!(run["schema"], "tabellio.run/v2", "{run}");
+        run["task"]["text"] = show("task.txt").into();
+        let mut history: std::collections::BTreeMap<String, Vec<serde_json::Value>> =
+            ["checkpoints", "attempts", "loop"]
+                .iter()
+                .map(|k| (k.to_string(), Vec::new()))
+                .collect();
+        let paths = self.git_out(&["ls-tree", "-r", "--name-only", rev, "history/"]);
+        for path in paths.lines() {
+            let kind = path.split('/').nth(1).unwrap().to_string();
+            let entry = serde_json::from_str(&show(path)).unwrap();
+            history.get_mut(&kind).unwrap().push(entry);
+        }
+        let counts = run.as_object_mut().unwrap().remove("history").unwrap();
+        for (kind, entries) in history {
+            assert_eq!(counts[&kind], entries.len(), "{kind} in {rev}");
+            let entries = serde_json::Value::Array(entries);
+            match kind.as_str() {
+                "loop" if run["loop"].is_object() => run["loop"]["history"] = entries,
+                "loop" => assert_eq!(entries, serde_json::json!([])),
+                _ => run[&kind] = entries,
+            }
+        }
+        run["schema"] = "tabellio.run/v1".into();
+        run
+    }
+
     /// Append a hand-made commit (`message`) to run `id`'s ledger whose `run.json` is the
-    /// current one changed by `edit`, as someone editing the ledger with stock git would.
+    /// current record changed by `edit`, as someone editing the ledger with stock git would
+    /// (written the way the first version wrote ledgers: the whole record in `run.json`).
     pub fn forge_ledger(&self, id: &str, message: &str, edit: impl FnOnce(&mut serde_json::Value)) {
         let ledger = format!("refs/tabellio/runs/{id}");
-        let mut run: serde_json::Value =
-            serde_json::from_str(&self.git_out(&["show", &format!("{ledger}:run.json")])).unwrap();
+        let mut run = self.ledger_record(&ledger);
         edit(&mut run);
         let path = self.path().join("forged-run.json");
         std::fs::write(&path, serde_json::to_string_pretty(&run).unwrap()).unwrap();

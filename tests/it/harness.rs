@@ -44,8 +44,7 @@ fn run_loop(t: &TestEnv, args: &[&str]) -> (i32, Value) {
 }
 
 fn run_json(t: &TestEnv, id: &str) -> Value {
-    let text = t.git_out(&["show", &format!("refs/tabellio/runs/{id}:run.json")]);
-    serde_json::from_str(&text).unwrap()
+    t.ledger_record(&format!("refs/tabellio/runs/{id}"))
 }
 
 /// Lines the agent appended to `<test dir>/<name>`.
@@ -844,12 +843,10 @@ fn sha256_of(text: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
-/// Every ledger commit of the run, oldest first, as run.json values.
+/// Every ledger commit of the run, oldest first, as run records.
 fn ledger_records(t: &TestEnv, id: &str) -> Vec<Value> {
     let revs = t.git_out(&["rev-list", "--reverse", &format!("refs/tabellio/runs/{id}")]);
-    revs.lines()
-        .map(|c| serde_json::from_str(&t.git_out(&["show", &format!("{c}:run.json")])).unwrap())
-        .collect()
+    revs.lines().map(|c| t.ledger_record(c)).collect()
 }
 
 /// The ledger tells one consistent story: history only grows by appending whole iterations

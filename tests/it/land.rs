@@ -44,8 +44,7 @@ fn finished(t: &TestEnv, id: &str, file: &str, content: &str) -> PathBuf {
 }
 
 fn run_json(t: &TestEnv, id: &str) -> Value {
-    serde_json::from_str(&t.git_out(&["show", &format!("refs/tabellio/runs/{id}:run.json")]))
-        .unwrap()
+    t.ledger_record(&format!("refs/tabellio/runs/{id}"))
 }
 
 fn result_of<'a>(j: &'a Value, id: &str) -> &'a Value {
@@ -415,10 +414,7 @@ fn lands_on_a_remote_with_the_server_hook_installed() {
         assert!(files.contains(f), "{files}");
     }
     for id in ["m1", "m2"] {
-        let theirs: Value = serde_json::from_str(
-            &server.git_out(&["show", &format!("refs/tabellio/runs/{id}:run.json")]),
-        )
-        .unwrap();
+        let theirs = server.ledger_record(&format!("refs/tabellio/runs/{id}"));
         assert_eq!(theirs["state"], "promoted");
         assert_eq!(theirs["promotion"]["remote"], "origin");
         assert_eq!(run_json(&a, id)["state"], "promoted");

@@ -304,7 +304,7 @@ fn list_reports_an_unreadable_ledger_and_lists_the_rest() {
     t.tab(&["start", "r1", "--task", "first"]).ok();
     t.tab(&["start", "r2", "--task", "second"]).ok();
     t.forge_ledger("r2", "edited by hand", |run| {
-        run["schema"] = "tabellio.run/v2".into()
+        run["schema"] = "tabellio.run/v9".into()
     });
     for args in [&["list"][..], &["list", "--state", "active"]] {
         let (code, j) = t.tab_json(args);
@@ -320,7 +320,7 @@ fn list_reports_an_unreadable_ledger_and_lists_the_rest() {
         assert_eq!(unreadable.len(), 1, "{j}");
         assert_eq!(unreadable[0]["run_id"], "r2");
         let message = unreadable[0]["message"].as_str().unwrap();
-        assert!(message.contains("\"tabellio.run/v2\""), "{message}");
+        assert!(message.contains("\"tabellio.run/v9\""), "{message}");
     }
     let r = t.tab(&["list"]);
     r.ok();
@@ -328,7 +328,7 @@ fn list_reports_an_unreadable_ledger_and_lists_the_rest() {
     assert!(
         r.stdout
             .lines()
-            .any(|l| l.starts_with("r2 ") && l.contains("unreadable") && l.contains("v2")),
+            .any(|l| l.starts_with("r2 ") && l.contains("unreadable") && l.contains("v9")),
         "{}",
         r.desc
     );

@@ -12,7 +12,7 @@ use std::sync::atomic::AtomicBool;
 use gix::bstr::{BString, ByteSlice};
 
 use crate::error::{Context, Error, Result};
-use crate::store::diff::differing_paths;
+use crate::store::diff::{differing_paths, tree_changes, TreeEntry};
 use crate::store::Store;
 
 /// Which of `paths` (the worktree's changes against its index) are not what an interrupted
@@ -37,23 +37,18 @@ pub fn foreign_to_move(
         .filter_pipeline(None)
         .context(|| "could not set up the to-git filters".into())?;
     let (old_tree, new_tree) = (store.tree_of(old)?, store.tree_of(new)?);
-    let old_index = repo
-        .index_from_tree(&old_tree)
-        .context(|| format!("could not read tree {old_tree}"))?;
-    let new_index = repo
-        .index_from_tree(&new_tree)
-        .context(|| format!("could not read tree {new_tree}"))?;
+    let index_entry =
+        |e: Option<TreeEntry>| e.map(|(mode, id)| (id, gix::index::entry::Mode::from(mode)));
+    let moved: std::collections::HashMap<BString, _> = tree_changes(repo, old_tree, new_tree)?
+        .into_iter()
+        .map(|c| (c.path, (index_entry(c.old), index_entry(c.new))))
+        .collect();
     for p in paths {
         let rel = p.trim_end_matches('/');
-        let (o, n) = (
-            old_index.entry_by_path(rel.into()),
-            new_index.entry_by_path(rel.into()),
-        );
-        let (o, n) = (o.map(|e| (e.id, e.mode)), n.map(|e| (e.id, e.mode)));
-        if o == n {
+        let Some(&(o, n)) = moved.get(rel.as_bytes().as_bstr()) else {
             foreign.push(p.clone()); // the move does not touch it: an edit of someone's
             continue;
-        }
+        };
         let file = path.join(rel);
         if n.is_some_and(|(_, mode)| {
             mode == gix::index::entry::Mode::FILE
@@ -233,18 +228,14 @@ fn try_move(
         .workdir()
         .ok_or_else(|| Error::internal(format!("{} has no worktree", path.display())))?
         .to_path_buf();
-    let (changed, removed) = differing_paths(&repo, old_tree, new_tree)?;
-    let current = repo
-        .index_or_empty()
-        .context(|| format!("could not read the index of {}", path.display()))?;
-    let mut index = repo
-        .index_from_tree(&new_tree)
-        .context(|| format!("could not read tree {new_tree}"))?;
+    // Only the paths that differ are touched: the trees are walked together, skipping every
+    // subtree they share, and the index is edited in place for those paths.
+    let changes = tree_changes(&repo, old_tree, new_tree)?;
 
     // Removals first, as git does: a file that becomes a directory (or the reverse) must be
     // out of the way before the new entries are written.
-    for p in &removed {
-        let file = workdir.join(p.to_str_lossy().as_ref());
+    for c in changes.iter().filter(|c| c.new.is_none()) {
+        let file = workdir.join(c.path.to_str_lossy().as_ref());
         match std::fs::symlink_metadata(&file) {
             Ok(md) if md.is_dir() => {}
             Ok(_) => {
@@ -267,11 +258,25 @@ fn try_move(
     // Check out only what differs, with the attributes (eol, filters such as LFS) the new
     // tree defines: `.gitattributes` files first, then everything else, reading attributes from
     // the worktree (which then holds the new `.gitattributes`) and the index.
-    let mut subset: gix::index::State = (*index).clone();
-    subset.remove_entries(|_, p, _| !changed.contains(p));
-    let mut attrs: gix::index::State = subset.clone();
-    attrs.remove_entries(|_, p, _| !is_attributes_file(p));
-    subset.remove_entries(|_, p, _| is_attributes_file(p));
+    let mut attrs = gix::index::State::new(repo.object_hash());
+    let mut subset = gix::index::State::new(repo.object_hash());
+    for c in &changes {
+        let Some((mode, id)) = c.new else { continue };
+        let part = if is_attributes_file(c.path.as_ref()) {
+            &mut attrs
+        } else {
+            &mut subset
+        };
+        part.dangerously_push_entry(
+            Default::default(),
+            id,
+            gix::index::entry::Flags::empty(),
+            mode.into(),
+            c.path.as_ref(),
+        );
+    }
+    attrs.sort_entries();
+    subset.sort_entries();
     let mut written = Vec::new();
     for part in [&mut attrs, &mut subset] {
         if part.entries().is_empty() {
@@ -310,29 +315,37 @@ fn try_move(
         written.extend(
             part.entries()
                 .iter()
-                .map(|e| (e.path(part).to_owned(), e.stat)),
+                .map(|e| (e.path(part).to_owned(), (e.stat, e.id, e.mode))),
         );
     }
     if !write_index {
         return Ok(());
     }
 
-    // Stat data: fresh for what we wrote, kept from the old index for what we did not touch
-    // (with its flags: assume-unchanged stays set).
-    let fresh: std::collections::HashMap<BString, gix::index::entry::Stat> =
-        written.into_iter().collect();
-    let (entries, backing) = index.entries_mut_and_pathbacking();
-    for e in entries.iter_mut() {
-        let p = e.path_in(backing);
-        if let Some(s) = fresh.get(p) {
-            e.stat = *s;
-        } else if let Some(old) = current.entry_by_path(p) {
-            if old.id == e.id && old.mode == e.mode {
-                e.stat = old.stat;
-                e.flags |= old.flags & gix::index::entry::Flags::ASSUME_VALID;
-            }
-        }
+    // The index as it is (it describes the old tree: promote refused tracked changes, and it is
+    // written last), edited for the paths that moved: their entries dropped, the new ones added
+    // with the stat data of the files just written. Every other entry keeps its stat data and
+    // flags (assume-unchanged stays set). The cached trees no longer hold: git rebuilds them.
+    let mut index = match repo.open_index() {
+        Ok(index) => index,
+        Err(_) => repo
+            .index_from_tree(&old_tree)
+            .context(|| format!("could not read tree {old_tree}"))?,
+    };
+    let touched: std::collections::HashSet<&gix::bstr::BStr> =
+        changes.iter().map(|c| c.path.as_ref()).collect();
+    index.remove_entries(|_, p, _| touched.contains(p));
+    for (p, (stat, id, mode)) in &written {
+        index.dangerously_push_entry(
+            *stat,
+            *id,
+            gix::index::entry::Flags::empty(),
+            *mode,
+            p.as_ref(),
+        );
     }
+    index.sort_entries();
+    index.remove_tree();
     index
         .write(Default::default())
         .context(|| format!("could not write the index of {}", path.display()))?;
