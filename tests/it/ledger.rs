@@ -184,8 +184,15 @@ fn a_ledger_tree_missing_a_history_entry_is_refused() {
         "edited",
     ]);
     t.git(&["update-ref", ledger, &commit, &parent]).ok();
-    let r = t.tab(&["--json", "status", "r1"]);
+    // Commands that need the record refuse, naming what is wrong.
+    let r = t.tab(&["--json", "log", "r1"]);
     r.code(3);
     let message = r.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(message.contains("history.checkpoints"), "{message}");
+    // `status` reports it as an unreadable ledger, with the repairs.
+    let (code, status) = t.tab_json(&["status", "r1"]);
+    assert_eq!(code, 0, "{status}");
+    assert_eq!(status["next_action"]["action"], "repair", "{status}");
+    let reported = status["unreadable_refs"][0]["message"].as_str().unwrap();
+    assert!(reported.contains("history.checkpoints"), "{reported}");
 }
