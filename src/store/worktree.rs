@@ -7,6 +7,7 @@ use gix::bstr::ByteSlice;
 
 use crate::error::{Context, Error, Result};
 
+use super::refs::{self, RefFormat};
 use super::repo::open_path;
 use super::Store;
 
@@ -102,6 +103,9 @@ impl Store {
     pub fn add_worktree(&self, path: &Path, branch: &str) -> Result<()> {
         let name = gix::refs::FullName::try_from(branch)
             .map_err(|e| Error::usage(format!("{branch:?} is not a valid branch name: {e:#}")))?;
+        if self.ref_format() == RefFormat::Reftable {
+            return self.add_worktree_with_git(path, branch);
+        }
         let interrupt = AtomicBool::new(false);
         self.repo
             .add_worktree(
@@ -111,6 +115,33 @@ impl Store {
                 &interrupt,
             )
             .context(|| format!("could not add the worktree at {}", path.display()))?;
+        Ok(())
+    }
+
+    /// `git worktree add`: with reftable, a linked worktree's HEAD lives in a reftable stack of
+    /// its own, which only git can create. The user's hooks are not run (gix runs none either):
+    /// this writes no branch, only the new worktree's HEAD.
+    fn add_worktree_with_git(&self, path: &Path, branch: &str) -> Result<()> {
+        let short = branch
+            .strip_prefix("refs/heads/")
+            .ok_or_else(|| Error::usage(format!("{branch:?} is not a branch under refs/heads/")))?;
+        let mut args = crate::store::git_cli::argv([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "worktree",
+            "add",
+            "--quiet",
+        ]);
+        args.push(path.as_os_str().to_os_string());
+        args.push(short.into());
+        let out = crate::store::git_cli::run(self, &args)?;
+        if !out.success() {
+            return Err(Error::internal(format!(
+                "could not add the worktree at {}: git worktree add failed: {}",
+                path.display(),
+                out.stderr_tail()
+            )));
+        }
         Ok(())
     }
 
@@ -185,10 +216,7 @@ impl Store {
 }
 
 fn head_branch(repo: &gix::Repository) -> Option<String> {
-    repo.head_name()
-        .ok()
-        .flatten()
-        .map(|n| n.as_bstr().to_str_lossy().into_owned())
+    refs::head(repo).ok().and_then(|h| h.branch)
 }
 
 /// Why the existing worktree directory `path` cannot be used, if it cannot: a `git worktree
@@ -242,6 +270,33 @@ impl Store {
     }
 }
 
+/// With reftable, point `repo`'s own ref store at a scratch directory holding only HEAD as the
+/// ref backend read it (`head`): gix resolves HEAD through its ref store (the status's HEAD
+/// tree, `.gitmodules` from HEAD), and that store cannot see a reftable stack. The scratch
+/// directory must outlive every use of `repo`; nothing is written into the repository. With
+/// the files backend `repo` is left alone (`None`).
+pub fn shadow_head(
+    repo: &mut gix::Repository,
+    head: &refs::Head,
+) -> Result<Option<tempfile::TempDir>> {
+    if RefFormat::of(repo)? != RefFormat::Reftable {
+        return Ok(None);
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix("tabellio-head-")
+        .tempdir()
+        .context(|| "could not create a scratch directory".into())?;
+    let text = match (&head.id, &head.branch) {
+        (Some(id), _) => format!("{id}\n"),
+        (None, Some(branch)) => format!("ref: {branch}\n"),
+        (None, None) => String::new(),
+    };
+    let file = scratch.path().join("HEAD");
+    std::fs::write(&file, text).context(|| format!("could not write {}", file.display()))?;
+    repo.refs = gix::refs::file::Store::at(scratch.path().to_path_buf(), repo.object_hash());
+    Ok(Some(scratch))
+}
+
 /// Inspect the worktree at `path`: branch, head, tracked changes and untracked files.
 pub fn inspect(path: &Path) -> Result<WorkspaceState> {
     if !path.exists() {
@@ -257,9 +312,10 @@ pub fn inspect(path: &Path) -> Result<WorkspaceState> {
         ))
         .hint("abandon its run, then `git tabellio cleanup <run> --force` removes it"));
     }
-    let repo = open_path(path)?;
-    let branch = head_branch(&repo);
-    let head = repo.head_id().ok().map(|id| id.detach());
+    let mut repo = open_path(path)?;
+    let here = refs::head(&repo)?;
+    let _shadow = shadow_head(&mut repo, &here)?;
+    let refs::Head { branch, id: head } = here;
     let mut changed = Vec::new();
     let mut untracked = Vec::new();
     let iter = repo
