@@ -51,12 +51,17 @@ impl GitOutput {
 /// Run `git <args>` on the repository of `store`. A git that cannot be started is an error;
 /// a git that fails is returned as output for the caller to judge.
 pub fn run(store: &Store, args: &[OsString]) -> Result<GitOutput> {
-    run_repo(&store.repo, args)
+    output(repository_command(&store.repo, args), NEEDED_FOR)
 }
 
-/// [`run`] for a repository handle (another worktree opened by path, say).
-pub fn run_repo(repo: &gix::Repository, args: &[OsString]) -> Result<GitOutput> {
-    output(repository_command(repo, args), NEEDED_FOR)
+/// `git --git-dir=… <args>` run in the git dir, without a work tree: for reading refs of a
+/// worktree whose directory may be gone (its HEAD is in its administrative directory).
+pub fn run_git_dir(repo: &gix::Repository, args: &[OsString]) -> Result<GitOutput> {
+    let mut cmd = command(repo.git_dir());
+    let mut git_dir = OsString::from("--git-dir=");
+    git_dir.push(repo.git_dir());
+    cmd.arg(git_dir).args(args);
+    output(cmd, NEEDED_FOR)
 }
 
 /// Start `git <args>` on the repository of `store` with stdin, stdout and stderr piped, for a

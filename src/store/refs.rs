@@ -231,7 +231,7 @@ fn git_line(repo: &gix::Repository, args: &[&str]) -> Result<Option<String>> {
 
 fn git(repo: &gix::Repository, args: &[&str]) -> Result<git_cli::GitOutput> {
     let args: Vec<OsString> = git_cli::argv(args.iter().copied());
-    git_cli::run_repo(repo, &args)
+    git_cli::run_git_dir(repo, &args)
 }
 
 fn parse_oid(repo: &gix::Repository, hex: &str) -> Result<gix::ObjectId> {

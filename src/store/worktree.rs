@@ -11,6 +11,15 @@ use super::refs::{self, RefFormat};
 use super::repo::open_path;
 use super::Store;
 
+/// What a new linked worktree checks out.
+#[derive(Debug, Clone, Copy)]
+pub enum NewHead<'a> {
+    /// A branch (`refs/heads/…`), which HEAD then follows.
+    Branch(&'a str),
+    /// One commit, HEAD detached.
+    Detached(gix::ObjectId),
+}
+
 /// The live state of one worktree.
 #[derive(Debug, Clone)]
 pub struct WorkspaceState {
@@ -101,19 +110,30 @@ impl Store {
 
     /// Add a linked worktree at `path` with `branch` checked out.
     pub fn add_worktree(&self, path: &Path, branch: &str) -> Result<()> {
-        let name = gix::refs::FullName::try_from(branch)
-            .map_err(|e| Error::usage(format!("{branch:?} is not a valid branch name: {e:#}")))?;
+        self.add_worktree_at(path, NewHead::Branch(branch), &AtomicBool::new(false))
+    }
+
+    /// Add a linked worktree at `path` with `head` checked out; `interrupt` stops the checkout
+    /// (files backend: gix checks out in-process).
+    pub fn add_worktree_at(
+        &self,
+        path: &Path,
+        head: NewHead<'_>,
+        interrupt: &AtomicBool,
+    ) -> Result<()> {
+        let gix_head = match head {
+            NewHead::Branch(branch) => {
+                gix::worktree::add::Head::Attached(gix::refs::FullName::try_from(branch).map_err(
+                    |e| Error::usage(format!("{branch:?} is not a valid branch name: {e:#}")),
+                )?)
+            }
+            NewHead::Detached(commit) => gix::worktree::add::Head::Detached(commit),
+        };
         if self.ref_format() == RefFormat::Reftable {
-            return self.add_worktree_with_git(path, branch);
+            return self.add_worktree_with_git(path, head);
         }
-        let interrupt = AtomicBool::new(false);
         self.repo
-            .add_worktree(
-                path,
-                gix::worktree::add::Head::Attached(name),
-                gix::progress::Discard,
-                &interrupt,
-            )
+            .add_worktree(path, gix_head, gix::progress::Discard, interrupt)
             .context(|| format!("could not add the worktree at {}", path.display()))?;
         Ok(())
     }
@@ -121,10 +141,7 @@ impl Store {
     /// `git worktree add`: with reftable, a linked worktree's HEAD lives in a reftable stack of
     /// its own, which only git can create. The user's hooks are not run (gix runs none either):
     /// this writes no branch, only the new worktree's HEAD.
-    fn add_worktree_with_git(&self, path: &Path, branch: &str) -> Result<()> {
-        let short = branch
-            .strip_prefix("refs/heads/")
-            .ok_or_else(|| Error::usage(format!("{branch:?} is not a branch under refs/heads/")))?;
+    fn add_worktree_with_git(&self, path: &Path, head: NewHead<'_>) -> Result<()> {
         let mut args = crate::store::git_cli::argv([
             "-c",
             "core.hooksPath=/dev/null",
@@ -132,8 +149,20 @@ impl Store {
             "add",
             "--quiet",
         ]);
+        let what = match head {
+            NewHead::Branch(branch) => branch
+                .strip_prefix("refs/heads/")
+                .ok_or_else(|| {
+                    Error::usage(format!("{branch:?} is not a branch under refs/heads/"))
+                })?
+                .to_string(),
+            NewHead::Detached(commit) => {
+                args.push("--detach".into());
+                commit.to_string()
+            }
+        };
         args.push(path.as_os_str().to_os_string());
-        args.push(short.into());
+        args.push(what.into());
         let out = crate::store::git_cli::run(self, &args)?;
         if !out.success() {
             return Err(Error::internal(format!(

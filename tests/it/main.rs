@@ -25,6 +25,7 @@ mod plans;
 mod promote;
 mod pull;
 mod recovery;
+mod reftable;
 mod refusals;
 mod runner;
 mod scratch;

@@ -175,3 +175,55 @@ fn racing_finishes_of_one_run_conflict_instead_of_overwriting() {
     assert_eq!(transitions.parse::<usize>().unwrap(), 1 + wins);
     t.fsck();
 }
+
+/// A promotion (target and ledger in one transaction) killed with SIGKILL at a different moment
+/// each round, on reftable: both refs read in one `for-each-ref` (one snapshot of the stack)
+/// are either both old or both new. The files backend cannot promise this (its crash table
+/// has a "target moved, ledger not yet" row); reftable commits a transaction with one rename.
+#[test]
+fn a_promotion_killed_anywhere_on_reftable_moves_both_refs_or_neither() {
+    let t = TestEnv::with_init(&["init", "-q", "-b", "main", "--ref-format=reftable"]);
+    t.git(&["switch", "-q", "-c", "elsewhere"]).ok();
+    // One promotion left alone says how long one takes here; the kills are spread over that
+    // and a little beyond (a kill after the end finds everything new).
+    t.completed_run("whole", "whole.txt");
+    let began = std::time::Instant::now();
+    t.tab(&["promote", "whole"]).ok();
+    let life = began.elapsed();
+    let (mut old, mut new) = (0, 0);
+    for round in 0..12u32 {
+        let id = format!("k{round}");
+        t.completed_run(&id, &format!("{id}.txt"));
+        let ledger_ref = format!("refs/tabellio/runs/{id}");
+        let base = t.git_out(&["rev-parse", "main"]);
+        let validated = t.git_out(&["rev-parse", &format!("tabellio/{id}")]);
+        let ledger = t.git_out(&["rev-parse", &ledger_ref]);
+        let mut child = t.spawn_tab(&["promote", &id]);
+        std::thread::sleep(life * (round + 1) / 8);
+        let _ = child.kill();
+        let _ = child.wait();
+        let refs = t.git_out(&[
+            "for-each-ref",
+            "--format=%(refname) %(objectname)",
+            "refs/heads/main",
+            &ledger_ref,
+        ]);
+        let value = |name: &str| {
+            refs.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .unwrap_or_else(|| panic!("{name} missing:\n{refs}"))
+                .to_string()
+        };
+        let (main_now, ledger_now) = (value("refs/heads/main"), value(&ledger_ref));
+        match (main_now == base, ledger_now == ledger) {
+            (true, true) => old += 1,
+            (false, false) => {
+                assert_eq!(main_now, validated, "round {round}");
+                new += 1;
+            }
+            torn => panic!("round {round}: a torn promotion {torn:?}:\n{refs}"),
+        }
+    }
+    eprintln!("killed promotions: {old} left everything old, {new} moved everything");
+    t.fsck();
+}
