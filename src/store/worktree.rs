@@ -299,8 +299,8 @@ impl Store {
     }
 }
 
-/// With reftable, point `repo`'s own ref store at a scratch directory holding only HEAD as the
-/// ref backend read it (`head`): gix resolves HEAD through its ref store (the status's HEAD
+/// With reftable, point `repo`'s own ref store at a scratch directory whose only ref is HEAD as
+/// the ref backend read it (`head`): gix resolves HEAD through its ref store (the status's HEAD
 /// tree, `.gitmodules` from HEAD), and that store cannot see a reftable stack. The scratch
 /// directory must outlive every use of `repo`; nothing is written into the repository. With
 /// the files backend `repo` is left alone (`None`).
@@ -322,6 +322,25 @@ pub fn shadow_head(
     };
     let file = scratch.path().join("HEAD");
     std::fs::write(&file, text).context(|| format!("could not write {}", file.display()))?;
+    // gix finds more than refs through the ref store's directory (its `git_dir()`, which is
+    // also the common dir of a main worktree): `info/exclude`, `info/attributes`, submodule git
+    // dirs under `modules/`. Everything but the refs is linked back to the real git dir.
+    let real = repo.git_dir().to_path_buf();
+    let entries =
+        std::fs::read_dir(&real).context(|| format!("could not read {}", real.display()))?;
+    for entry in entries {
+        let entry = entry.context(|| format!("could not read {}", real.display()))?;
+        let name = entry.file_name();
+        if matches!(
+            name.to_str(),
+            Some("HEAD" | "refs" | "reftable" | "packed-refs" | "logs")
+        ) {
+            continue;
+        }
+        let link = scratch.path().join(&name);
+        std::os::unix::fs::symlink(entry.path(), &link)
+            .context(|| format!("could not link {}", link.display()))?;
+    }
     repo.refs = gix::refs::file::Store::at(scratch.path().to_path_buf(), repo.object_hash());
     Ok(Some(scratch))
 }
@@ -379,4 +398,76 @@ pub fn inspect(path: &Path) -> Result<WorkspaceState> {
         changed,
         untracked,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let out = Command::new("git")
+            .current_dir(dir)
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "a")
+            .env("GIT_AUTHOR_EMAIL", "a@example.com")
+            .env("GIT_COMMITTER_NAME", "a")
+            .env("GIT_COMMITTER_EMAIL", "a@example.com")
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
+
+    /// The status of a reftable worktree sees HEAD as git does, and still reads everything else
+    /// gix finds through the git dir: `info/exclude`, the index.
+    #[test]
+    fn a_reftable_worktree_is_inspected_with_its_excludes_and_head() {
+        for format in ["files", "reftable"] {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let repo = dir.path();
+            git(
+                repo,
+                &[
+                    "init",
+                    "-q",
+                    "-b",
+                    "main",
+                    &format!("--ref-format={format}"),
+                ],
+            );
+            std::fs::write(repo.join("a.txt"), "a\n").expect("write");
+            git(repo, &["add", "a.txt"]);
+            git(repo, &["commit", "-q", "-m", "a"]);
+            std::fs::create_dir_all(repo.join("skip")).expect("mkdir");
+            std::fs::write(repo.join("skip/x"), "x").expect("write");
+            std::fs::write(repo.join(".git/info/exclude"), "/skip/\n").expect("write");
+            std::fs::write(repo.join("new.txt"), "n").expect("write");
+            std::fs::write(repo.join("a.txt"), "changed\n").expect("write");
+            let state = super::inspect(repo).expect("inspect");
+            assert_eq!(state.branch.as_deref(), Some("refs/heads/main"), "{format}");
+            assert!(state.head.is_some(), "{format}");
+            assert_eq!(state.changed, ["a.txt"], "{format}");
+            assert_eq!(state.untracked, ["new.txt"], "{format}");
+            // A linked worktree: its own HEAD, the common dir's excludes.
+            let linked = dir.path().join("linked");
+            git(
+                repo,
+                &[
+                    "worktree",
+                    "add",
+                    "-q",
+                    "-b",
+                    "side",
+                    linked.to_str().expect("utf-8"),
+                ],
+            );
+            std::fs::create_dir_all(linked.join("skip")).expect("mkdir");
+            std::fs::write(linked.join("skip/y"), "y").expect("write");
+            let state = super::inspect(&linked).expect("inspect the linked worktree");
+            assert_eq!(state.branch.as_deref(), Some("refs/heads/side"), "{format}");
+            assert!(state.is_clean(), "{format}: {state:?}");
+        }
+    }
 }
