@@ -57,11 +57,24 @@ pub fn run(store: &Store, args: &[OsString]) -> Result<GitOutput> {
 /// `git --git-dir=… <args>` run in the git dir, without a work tree: for reading refs of a
 /// worktree whose directory may be gone (its HEAD is in its administrative directory).
 pub fn run_git_dir(repo: &gix::Repository, args: &[OsString]) -> Result<GitOutput> {
+    output(git_dir_command(repo, args), NEEDED_FOR)
+}
+
+/// Start [`run_git_dir`]'s command with stdin and stdout piped (stderr dropped), for a
+/// long-lived reader (`cat-file --batch-check`).
+pub fn spawn_git_dir(repo: &gix::Repository, args: &[OsString]) -> Result<std::process::Child> {
+    let mut cmd = git_dir_command(repo, args);
+    cmd.stdin(Stdio::piped()).stderr(Stdio::null());
+    cmd.spawn()
+        .map_err(|e| Error::internal(format!("could not run git: {e}")).hint(NEEDED_FOR))
+}
+
+fn git_dir_command(repo: &gix::Repository, args: &[OsString]) -> Command {
     let mut cmd = command(repo.git_dir());
     let mut git_dir = OsString::from("--git-dir=");
     git_dir.push(repo.git_dir());
     cmd.arg(git_dir).args(args);
-    output(cmd, NEEDED_FOR)
+    cmd
 }
 
 /// Start `git <args>` on the repository of `store` with stdin, stdout and stderr piped, for a

@@ -85,6 +85,7 @@ pub fn head(repo: &gix::Repository) -> Result<Head> {
 pub(super) fn find(
     repo: &gix::Repository,
     format: RefFormat,
+    reader: Option<&Reader>,
     name: &str,
 ) -> Result<Option<gix::ObjectId>> {
     match format {
@@ -95,8 +96,15 @@ pub(super) fn find(
             Ok(reference.and_then(|r| r.target().try_id().map(ToOwned::to_owned)))
         }
         RefFormat::Reftable if name.starts_with("refs/") => {
-            // `for-each-ref` matches whole path components, so only `name` itself (or refs
-            // below it, which cannot coexist with it) can come back.
+            if let Some(reader) = reader {
+                if let Some(id) = reader.resolve(repo, name)? {
+                    return Ok(Some(id));
+                }
+            }
+            // Absent, or at an object that is missing (which the reader cannot tell apart, and
+            // which callers report as a corrupt ref): `for-each-ref` matches whole path
+            // components, so only `name` itself (or refs below it, which cannot coexist with
+            // it) can come back.
             Ok(list_reftable(repo, name)?
                 .into_iter()
                 .find(|(n, _)| n == name)
@@ -175,6 +183,78 @@ pub(super) fn rev_parse(repo: &gix::Repository, rev: &str) -> Result<Option<gix:
     )?
     .map(|hex| parse_oid(repo, &hex))
     .transpose()
+}
+
+/// One long-lived `git cat-file --batch-check` per store, started on the first single-ref read
+/// of a reftable repository: a command reads a handful of refs, and one process for all of them
+/// costs one start instead of one each. git reloads the stack on every lookup when it changed,
+/// so the reader sees writes made after it started (ours and anyone's).
+#[derive(Default)]
+pub struct Reader {
+    process: std::sync::Mutex<Option<ReaderProcess>>,
+}
+
+struct ReaderProcess {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Reader {
+    /// The value of the ref `name` (a full name under `refs/`): `None` when git answers
+    /// `missing` (absent, or at a missing object).
+    fn resolve(&self, repo: &gix::Repository, name: &str) -> Result<Option<gix::ObjectId>> {
+        use std::io::{BufRead, Write};
+        let mut guard = self
+            .process
+            .lock()
+            .map_err(|_| Error::internal("the ref reader was poisoned by a panic"))?;
+        if guard.is_none() {
+            let args = git_cli::argv(["cat-file", "--batch-check=%(objectname)"]);
+            let mut child = git_cli::spawn_git_dir(repo, &args)?;
+            let stdin = child.stdin.take();
+            let stdout = child
+                .stdout
+                .take()
+                .ok_or_else(|| Error::internal("git cat-file has no stdout"))?;
+            *guard = Some(ReaderProcess {
+                child,
+                stdin,
+                stdout: std::io::BufReader::new(stdout),
+            });
+        }
+        let process = guard.as_mut().expect("started above");
+        let failed = |e: std::io::Error| Error::internal(format!("git cat-file failed: {e}"));
+        let stdin = process
+            .stdin
+            .as_mut()
+            .ok_or_else(|| Error::internal("git cat-file was closed"))?;
+        stdin
+            .write_all(format!("{name}\n").as_bytes())
+            .and_then(|()| stdin.flush())
+            .map_err(failed)?;
+        let mut answer = String::new();
+        if process.stdout.read_line(&mut answer).map_err(failed)? == 0 {
+            // git went away: forget it, the next read starts another.
+            *guard = None;
+            return Err(Error::internal(format!(
+                "git cat-file ended while reading {name}"
+            )));
+        }
+        let answer = answer.trim_end();
+        if answer.ends_with(" missing") {
+            return Ok(None);
+        }
+        parse_oid(repo, answer).map(Some)
+    }
+}
+
+impl Drop for ReaderProcess {
+    fn drop(&mut self) {
+        // End of input: git exits.
+        self.stdin.take();
+        let _ = self.child.wait();
+    }
 }
 
 /// Direct refs matching the `for-each-ref` pattern `pattern`, unsorted.

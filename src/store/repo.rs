@@ -28,6 +28,8 @@ pub struct Store {
     pub repo: gix::Repository,
     /// How refs are read and written (see [`super::refs`]).
     ref_format: RefFormat,
+    /// Single-ref reads of a reftable repository (started on first use).
+    ref_reader: refs::Reader,
 }
 
 impl Store {
@@ -80,7 +82,11 @@ impl Store {
     /// fallbacks ([`open_options`]), so a repository without `user.name` still gets one.
     pub(crate) fn from_repo(repo: gix::Repository) -> Result<Store> {
         let ref_format = RefFormat::of(&repo)?;
-        Ok(Store { repo, ref_format })
+        Ok(Store {
+            repo,
+            ref_format,
+            ref_reader: refs::Reader::default(),
+        })
     }
 
     /// How this repository stores its refs.
@@ -315,7 +321,7 @@ impl Store {
 
     /// The current value of a direct ref, `None` when it does not exist.
     pub fn ref_target(&self, name: &str) -> Result<Option<gix::ObjectId>> {
-        refs::find(&self.repo, self.ref_format, name)
+        refs::find(&self.repo, self.ref_format, Some(&self.ref_reader), name)
     }
 
     /// Names and targets of the refs under `prefix` (which ends in `/`), sorted by name.
