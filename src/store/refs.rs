@@ -62,6 +62,11 @@ pub struct Head {
 /// HEAD of the worktree `repo` was opened in (its own HEAD: a linked worktree has one of its
 /// own, in its administrative directory or, with reftable, in its own stack).
 pub fn head(repo: &gix::Repository) -> Result<Head> {
+    head_with(repo, None)
+}
+
+/// [`head`], reading HEAD's commit through `reader` (the store's own worktree) when given.
+pub(super) fn head_with(repo: &gix::Repository, reader: Option<&Reader>) -> Result<Head> {
     match RefFormat::of(repo)? {
         RefFormat::Files => Ok(Head {
             branch: repo
@@ -73,9 +78,12 @@ pub fn head(repo: &gix::Repository) -> Result<Head> {
         }),
         RefFormat::Reftable => {
             let branch = git_line(repo, &["symbolic-ref", "-q", "HEAD"])?;
-            let id = git_line(repo, &["rev-parse", "-q", "--verify", "HEAD"])?
-                .map(|hex| parse_oid(repo, &hex))
-                .transpose()?;
+            let id = match reader {
+                Some(reader) => reader.resolve(repo, "HEAD")?,
+                None => git_line(repo, &["rev-parse", "-q", "--verify", "HEAD"])?
+                    .map(|hex| parse_oid(repo, &hex))
+                    .transpose()?,
+            };
             Ok(Head { branch, id })
         }
     }
@@ -201,8 +209,8 @@ struct ReaderProcess {
 }
 
 impl Reader {
-    /// The value of the ref `name` (a full name under `refs/`): `None` when git answers
-    /// `missing` (absent, or at a missing object).
+    /// The value of the ref `name` (a full name under `refs/`, or `HEAD` of the reader's
+    /// worktree): `None` when git answers `missing` (absent, unborn, or at a missing object).
     fn resolve(&self, repo: &gix::Repository, name: &str) -> Result<Option<gix::ObjectId>> {
         use std::io::{BufRead, Write};
         let mut guard = self

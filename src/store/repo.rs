@@ -252,7 +252,7 @@ impl Store {
 
     /// HEAD of the worktree this store was opened in.
     pub fn head(&self) -> Result<Head> {
-        refs::head(&self.repo)
+        refs::head_with(&self.repo, Some(&self.ref_reader))
     }
 
     /// The ref `name` points to when it is symbolic (one hop), `None` when direct or absent.
