@@ -1,4 +1,4 @@
-//! The ref backend seam: every ref read above this module goes through [`Store`] (or, for
+//! The ref backend seam: every ref read above this module goes through [`super::Store`] (or, for
 //! another worktree opened by path, through [`head`]), every ref write through [`super::tx`].
 //!
 //! The backend is chosen once per repository from `extensions.refStorage`:
