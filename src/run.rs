@@ -40,12 +40,7 @@ pub fn valid_run_id(id: &str) -> Result<()> {
 
 /// The full name of the branch checked out here, if HEAD is on one.
 pub fn current_branch(store: &Store) -> Option<String> {
-    store
-        .repo
-        .head_name()
-        .ok()
-        .flatten()
-        .map(|n| n.as_bstr().to_string())
+    store.head().ok().and_then(|h| h.branch)
 }
 
 /// The run named on the command line, or the one whose worktree we are in.
@@ -117,8 +112,8 @@ pub fn run_workspace(store: &Store, ledger: &Ledger) -> Result<Option<PathBuf>> 
     let usual = store.worktree_root()?.join(&ledger.record.run_id);
     if usual.join(".git").is_file() {
         if let Ok(repo) = crate::store::repo::open_path(&usual) {
-            let branch = repo.head_name().ok().flatten();
-            if branch.is_some_and(|b| b.as_bstr() == ledger.record.branch.as_str()) {
+            let branch = crate::store::refs::head(&repo).ok().and_then(|h| h.branch);
+            if branch.as_deref() == Some(ledger.record.branch.as_str()) {
                 return Ok(Some(usual));
             }
         }

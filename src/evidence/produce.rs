@@ -283,7 +283,7 @@ fn head_moved(ctx: &CheckContext<'_>, opened: &mut Option<gix::Repository>) -> R
         Some(repo) => repo,
         None => opened.insert(crate::store::repo::open_path(ctx.worktree)?),
     };
-    let branch = worktree::head_branch(repo);
-    let head = repo.head_id().ok().map(|id| id.detach());
-    Ok(branch.as_deref() != ctx.branch || head != Some(ctx.commit))
+    // Through the ref seam: with reftable, HEAD lives in the worktree's own stack.
+    let head = crate::store::refs::head(repo).unwrap_or_default();
+    Ok(head.branch.as_deref() != ctx.branch || head.id != Some(ctx.commit))
 }

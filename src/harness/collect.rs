@@ -39,6 +39,9 @@ pub struct Committed {
 /// rename is its two paths).
 fn candidate_paths(repo: &gix::Repository, path: &Path) -> Result<BTreeSet<String>> {
     let what = || format!("could not compute the status of {}", path.display());
+    let mut repo = repo.clone();
+    let head = crate::store::refs::head(&repo)?;
+    let _shadow = crate::store::worktree::shadow_head(&mut repo, &head)?;
     let iter = repo
         .status(gix::progress::Discard)
         .context(what)?
@@ -187,13 +190,15 @@ fn read_path(
                 // The relative path only: this reason is stored in the loop's ledger.
                 Error::new(e.kind, format!("could not open the repository at {rel}"))
             })?;
-            let id = sub.head_id().map_err(|e| {
+            let head = crate::store::refs::head(&sub)
+                .map_err(|e| Error::new(e.kind, format!("could not read HEAD at {rel}")))?;
+            let id = head.id.ok_or_else(|| {
                 Error::refused(format!(
-                    "the repository embedded at {rel} has no commit to record: {e}"
+                    "the repository embedded at {rel} has no commit to record"
                 ))
                 .hint("commit in it, or remove it")
             })?;
-            return Ok(OnDisk::Gitlink(id.detach()));
+            return Ok(OnDisk::Gitlink(id));
         }
         // A tracked file replaced by a directory: the file is gone, the directory's files are
         // candidates of their own.

@@ -74,7 +74,7 @@ impl<'s> Gatekeeper<'s> {
             .filter(|p| !p.trim().is_empty())
             .collect();
         let head_ref = crate::run::current_branch(store);
-        let head_commit = store.repo.head_id().ok().map(|id| id.detach());
+        let head_commit = store.head().ok().and_then(|h| h.id);
         Ok(Gatekeeper {
             // Notes are read only once something turns out to be protected.
             verifier: Verifier::with_notes(store, NotesView::at_commit(store, None, EVIDENCE)?),

@@ -4,8 +4,6 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use gix::bstr::ByteSlice;
-
 use crate::error::{Context, Error, Result};
 use crate::plans::{self, Move, PlanClass, PlanReport, ReconcileOutcome};
 use crate::store::tx::{self, Cas};
@@ -177,15 +175,13 @@ pub fn reconcile(env: &Env, target: PlanTarget<'_>, commit: bool) -> Result<Reco
 fn commit_moves(path: &Path, moves: &[Move], run: Option<&str>) -> Result<Option<gix::ObjectId>> {
     let store = Store::open(path)?;
     let repo = &store.repo;
-    let branch = repo
-        .head_name()
-        .ok()
-        .flatten()
+    let here = store.head()?;
+    let branch = here
+        .branch
         .ok_or_else(|| Error::refused("HEAD is detached; --commit needs a branch"))?;
-    let head = repo
-        .head_id()
-        .context(|| "could not read HEAD".into())?
-        .detach();
+    let head = here
+        .id
+        .ok_or_else(|| Error::refused(format!("{branch} has no commit yet")))?;
     let tree = store.tree_of(head)?;
     let mut editor = repo
         .edit_tree(tree)
@@ -225,8 +221,7 @@ fn commit_moves(path: &Path, moves: &[Move], run: Option<&str>) -> Result<Option
         .new_commit(&message, new_tree, [head])
         .context(|| "could not write the commit".into())?
         .id;
-    let name = branch.as_bstr().to_str_lossy().into_owned();
-    tx::apply(&store, &[Cas::update(name, Some(head), commit, message)])
+    tx::apply(&store, &[Cas::update(branch, Some(head), commit, message)])
         .map_err(|e| e.into_error())?;
     Ok(Some(commit))
 }

@@ -159,15 +159,9 @@ fn follow_symbolic(store: &Store, name: &str) -> Result<String> {
     let mut at = name.to_string();
     // git itself gives up after five hops.
     for _ in 0..5 {
-        let reference = store
-            .repo
-            .try_find_reference(at.as_str())
-            .map_err(|e| Error::internal(format!("could not read {at}: {e}")))?;
-        let Some(gix::refs::TargetRef::Symbolic(next)) = reference.as_ref().map(|r| r.target())
-        else {
+        let Some(next) = store.symbolic_target(&at)? else {
             return Ok(at);
         };
-        let next = next.as_bstr().to_string();
         if !next.starts_with("refs/heads/") {
             return Err(Error::usage(format!(
                 "the base {name} is a symbolic ref to {next}, which is not a branch"
@@ -195,11 +189,10 @@ fn resolve_base(
             "the base must be a branch under refs/heads/, the target of promote",
         )?,
         None => {
-            let head = store.repo.head_name().ok().flatten().ok_or_else(|| {
+            let head = store.head()?.branch.ok_or_else(|| {
                 Error::usage("HEAD is detached, so there is no base branch to start from")
                     .hint("name one with --base <branch>")
             })?;
-            let head = head.as_bstr().to_string();
             if head.starts_with("refs/heads/tabellio/") {
                 return Err(Error::usage(format!(
                     "HEAD is the run branch {head}; a run cannot be the base of another by default"

@@ -1,7 +1,8 @@
 //! The one place that spawns the git CLI. Tabellio uses it for the network (`fetch`, `push`,
 //! `ls-remote`): gix does every local read and write, but transports, credential helpers, SSH
 //! configuration and server quirks are git's own business and the user's set-up for them must
-//! work unchanged. The demo also uses it for the person's own actions (`init`, `commit`).
+//! work unchanged. The demo also uses it for the person's own actions (`init`, `commit`), and
+//! the reftable ref backend ([`super::refs`]) for every ref read and write.
 //!
 //! The child gets the user's environment (credential helpers, `SSH_AUTH_SOCK`, proxies,
 //! `GIT_SSH_COMMAND`, `-c` overrides in `GIT_CONFIG_PARAMETERS`), minus the variables that say
@@ -50,19 +51,57 @@ impl GitOutput {
 /// Run `git <args>` on the repository of `store`. A git that cannot be started is an error;
 /// a git that fails is returned as output for the caller to judge.
 pub fn run(store: &Store, args: &[OsString]) -> Result<GitOutput> {
-    output(repository_command(store, args), NEEDED_FOR)
+    output(repository_command(&store.repo, args), NEEDED_FOR)
+}
+
+/// `git --git-dir=… <args>` run in the git dir, without a work tree: for reading refs of a
+/// worktree whose directory may be gone (its HEAD is in its administrative directory).
+pub fn run_git_dir(repo: &gix::Repository, args: &[OsString]) -> Result<GitOutput> {
+    output(git_dir_command(repo, args), NEEDED_FOR)
+}
+
+/// Start [`run_git_dir`]'s command with stdin and stdout piped (stderr dropped), for a
+/// long-lived reader (`cat-file --batch-check`).
+pub fn spawn_git_dir(repo: &gix::Repository, args: &[OsString]) -> Result<std::process::Child> {
+    let mut cmd = git_dir_command(repo, args);
+    cmd.stdin(Stdio::piped()).stderr(Stdio::null());
+    cmd.spawn()
+        .map_err(|e| Error::internal(format!("could not run git: {e}")).hint(NEEDED_FOR))
+}
+
+fn git_dir_command(repo: &gix::Repository, args: &[OsString]) -> Command {
+    let mut cmd = command(repo.git_dir());
+    let mut git_dir = OsString::from("--git-dir=");
+    git_dir.push(repo.git_dir());
+    cmd.arg(git_dir).args(args);
+    cmd
+}
+
+/// Start `git <args>` on the repository of `store` with stdin, stdout and stderr piped, for a
+/// conversation (`update-ref --stdin`).
+pub fn spawn(
+    store: &Store,
+    args: &[OsString],
+    envs: &[(&str, String)],
+) -> Result<std::process::Child> {
+    let mut cmd = repository_command(&store.repo, args);
+    cmd.stdin(Stdio::piped());
+    cmd.envs(envs.iter().map(|(k, v)| (k, v)));
+    cmd.spawn()
+        .map_err(|e| Error::internal(format!("could not run git: {e}")).hint(NEEDED_FOR))
 }
 
 /// Why tabellio needs git on PATH, for the hint when it cannot be started.
 const NEEDED_FOR: &str =
-    "git-tabellio uses the git CLI for fetch and push: install git and put it on PATH";
+    "git-tabellio uses the git CLI for fetch and push (and for every ref of a \
+     reftable repository): install git and put it on PATH";
 
 /// Like [`run`], but git (and whatever it started: `ssh`, a credential helper) is killed when
 /// it has not finished within `limit`, and git never prompts: for callers that must not hang,
 /// such as a hook in the middle of someone's `git pull`. A git stopped that way is returned
 /// with `code: None`.
 pub fn run_bounded(store: &Store, args: &[OsString], limit: Duration) -> Result<GitOutput> {
-    let mut cmd = repository_command(store, args);
+    let mut cmd = repository_command(&store.repo, args);
     cmd.env("GIT_TERMINAL_PROMPT", "0").process_group(0);
     let mut child = cmd
         .spawn()
@@ -103,14 +142,14 @@ fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<S
 /// How often [`run_bounded`] looks whether git has finished.
 const POLL: Duration = Duration::from_millis(20);
 
-/// `git --git-dir=… [--work-tree=…] <args>` for the repository of `store`, output piped.
-fn repository_command(store: &Store, args: &[OsString]) -> Command {
+/// `git --git-dir=… [--work-tree=…] <args>` for the repository `repo`, output piped.
+fn repository_command(repo: &gix::Repository, args: &[OsString]) -> Command {
     // git resolves relative paths in remote URLs against its cwd: make it the repository's.
-    let mut cmd = command(store.repo.workdir().unwrap_or(store.repo.git_dir()));
+    let mut cmd = command(repo.workdir().unwrap_or(repo.git_dir()));
     let mut git_dir = OsString::from("--git-dir=");
-    git_dir.push(store.repo.git_dir());
+    git_dir.push(repo.git_dir());
     cmd.arg(git_dir);
-    if let Some(workdir) = store.repo.workdir() {
+    if let Some(workdir) = repo.workdir() {
         let mut wt = OsString::from("--work-tree=");
         wt.push(workdir);
         cmd.arg(wt);

@@ -16,10 +16,12 @@ pub mod notes_view;
 pub mod paths;
 pub mod policy;
 pub mod publish;
+pub mod refs;
 pub mod remote;
 pub mod replay;
 pub mod repo;
 pub mod tx;
+pub mod update_ref;
 pub mod worktree;
 
 pub use repo::Store;

@@ -671,7 +671,7 @@ mod tests {
 
         fn store(&self) -> Store {
             let repo = gix::open_opts(&self.root, gix::open::Options::isolated()).expect("open");
-            Store { repo }
+            Store::from_repo(repo).expect("a files repository")
         }
 
         fn refs(&self) -> String {

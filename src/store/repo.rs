@@ -1,5 +1,6 @@
-//! Opening the repository: discovery as git does it, refusing reftable, the fallback identity,
-//! and the repository identity written into records.
+//! Opening the repository: discovery as git does it, the ref backend chosen once from
+//! `extensions.refStorage` ([`super::refs`]), the fallback identity, and the repository identity
+//! written into records.
 
 use std::path::{Path, PathBuf};
 
@@ -7,6 +8,8 @@ use gix::bstr::ByteSlice;
 
 use crate::error::{Context, Error, Result};
 use crate::model::canonical::sha256_hex;
+
+use super::refs::{self, Head, RefFormat};
 
 /// The identity of ledger and notes commits when the user configured none (the actor of a run
 /// is recorded in `run.json` anyway).
@@ -23,6 +26,10 @@ pub enum CommitOrTree {
 /// An open repository, seen from wherever the command was started.
 pub struct Store {
     pub repo: gix::Repository,
+    /// How refs are read and written (see [`super::refs`]).
+    ref_format: RefFormat,
+    /// Single-ref reads of a reftable repository (started on first use).
+    ref_reader: refs::Reader,
 }
 
 impl Store {
@@ -35,9 +42,6 @@ impl Store {
         ) {
             Ok(repo) => repo.to_thread_local(),
             Err(e) => {
-                if let Some(git_dir) = find_reftable_git_dir(dir) {
-                    return Err(reftable_error(&git_dir));
-                }
                 use gix::discover::upwards::Error as Upwards;
                 let message = match e.downcast_any_ref::<Upwards>() {
                     Some(
@@ -66,9 +70,6 @@ impl Store {
     /// Open the repository at exactly `path` (a worktree or git dir), ignoring the
     /// repository-local environment (see [`open_path`]).
     pub fn open(path: &Path) -> Result<Store> {
-        if let Some(git_dir) = find_reftable_git_dir(path) {
-            return Err(reftable_error(&git_dir));
-        }
         let repo = gix::ThreadSafeRepository::open_opts(path, path_options(open_options().full))
             .context(|| format!("could not open the repository at {}", path.display()))?
             .to_thread_local();
@@ -79,11 +80,18 @@ impl Store {
     /// which walks the timezone database) on first use, so only commands that write a commit or
     /// a reflog entry pay for it. The open options carry the fallback identity as configuration
     /// fallbacks ([`open_options`]), so a repository without `user.name` still gets one.
-    fn from_repo(repo: gix::Repository) -> Result<Store> {
-        if is_reftable(&repo) {
-            return Err(reftable_error(repo.common_dir()));
-        }
-        Ok(Store { repo })
+    pub(crate) fn from_repo(repo: gix::Repository) -> Result<Store> {
+        let ref_format = RefFormat::of(&repo)?;
+        Ok(Store {
+            repo,
+            ref_format,
+            ref_reader: refs::Reader::default(),
+        })
+    }
+
+    /// How this repository stores its refs.
+    pub fn ref_format(&self) -> RefFormat {
+        self.ref_format
     }
 
     pub fn is_bare(&self) -> bool {
@@ -190,8 +198,8 @@ impl Store {
 
     /// Resolve a revision (`HEAD`, a branch, an id, `main~2`) to a commit id.
     pub fn resolve_commit(&self, rev: &str) -> Result<gix::ObjectId> {
-        let id = self.repo.rev_parse_single(rev).map_err(|e| {
-            Error::not_found(format!("revision {rev:?} not found ({e})"))
+        let id = self.rev_parse(rev).map_err(|why| {
+            Error::not_found(format!("revision {rev:?} not found ({why})"))
                 .hint("name a branch, tag or commit id that exists in this repository")
         })?;
         let object = id.object().context(|| format!("could not read {rev}"))?;
@@ -210,8 +218,8 @@ impl Store {
     /// Resolve a revision to a commit, or to a tree when it names one (`main^{tree}`, a tree
     /// id, a tag of a tree). A blob is not found as either.
     pub fn resolve_commit_or_tree(&self, rev: &str) -> Result<CommitOrTree> {
-        let id = self.repo.rev_parse_single(rev).map_err(|e| {
-            Error::not_found(format!("revision {rev:?} not found ({e})"))
+        let id = self.rev_parse(rev).map_err(|why| {
+            Error::not_found(format!("revision {rev:?} not found ({why})"))
                 .hint("name a branch, tag, commit or tree that exists in this repository")
         })?;
         let object = id
@@ -227,6 +235,29 @@ impl Store {
                     .hint("evidence is noted on commits and on their trees"),
             ),
         }
+    }
+
+    /// Resolve a revision to an object id: gix for the files backend; git for reftable, whose
+    /// refs gix cannot see. The error is the reason, in words.
+    fn rev_parse(&self, rev: &str) -> std::result::Result<gix::Id<'_>, String> {
+        match self.ref_format {
+            RefFormat::Files => self.repo.rev_parse_single(rev).map_err(|e| e.to_string()),
+            RefFormat::Reftable => match refs::rev_parse(&self.repo, rev) {
+                Ok(Some(id)) => Ok(gix::prelude::ObjectIdExt::attach(id, &self.repo)),
+                Ok(None) => Err("git rev-parse does not know it".into()),
+                Err(e) => Err(e.message),
+            },
+        }
+    }
+
+    /// HEAD of the worktree this store was opened in.
+    pub fn head(&self) -> Result<Head> {
+        refs::head_with(&self.repo, Some(&self.ref_reader))
+    }
+
+    /// The ref `name` points to when it is symbolic (one hop), `None` when direct or absent.
+    pub fn symbolic_target(&self, name: &str) -> Result<Option<String>> {
+        refs::symbolic_target(&self.repo, self.ref_format, name)
     }
 
     /// The tree of a commit.
@@ -290,36 +321,12 @@ impl Store {
 
     /// The current value of a direct ref, `None` when it does not exist.
     pub fn ref_target(&self, name: &str) -> Result<Option<gix::ObjectId>> {
-        let reference = self
-            .repo
-            .try_find_reference(name)
-            .context(|| format!("could not read {name}"))?;
-        Ok(reference.and_then(|r| r.target().try_id().map(ToOwned::to_owned)))
+        refs::find(&self.repo, self.ref_format, Some(&self.ref_reader), name)
     }
 
-    /// Names and targets of the refs under `prefix` (which ends in `/`).
+    /// Names and targets of the refs under `prefix` (which ends in `/`), sorted by name.
     pub fn refs_under(&self, prefix: &str) -> Result<Vec<(String, gix::ObjectId)>> {
-        let platform = self
-            .repo
-            .references()
-            .context(|| "could not list references".into())?;
-        let iter = platform
-            .prefixed(prefix)
-            .context(|| format!("could not list references under {prefix}"))?;
-        let mut out = Vec::new();
-        for r in iter {
-            let r = r.map_err(|e| {
-                Error::internal(format!("could not read a reference under {prefix}: {e}"))
-            })?;
-            if let Some(id) = r.target().try_id() {
-                out.push((
-                    r.name().as_bstr().to_str_lossy().into_owned(),
-                    id.to_owned(),
-                ));
-            }
-        }
-        out.sort();
-        Ok(out)
+        refs::list(&self.repo, self.ref_format, prefix)
     }
 
     /// Add the worktree root to `info/exclude` once, when it lies inside the main worktree:
@@ -552,36 +559,6 @@ fn windows_path(url: &str) -> Option<String> {
         return Some(url.replace('\\', "/"));
     }
     None
-}
-
-fn is_reftable(repo: &gix::Repository) -> bool {
-    if repo.common_dir().join("reftable").is_dir() {
-        return true;
-    }
-    repo.config_snapshot()
-        .string("extensions.refStorage")
-        .map(|v| v.eq_ignore_ascii_case(b"reftable"))
-        .unwrap_or(false)
-}
-
-fn find_reftable_git_dir(start: &Path) -> Option<PathBuf> {
-    let start = std::fs::canonicalize(start).ok()?;
-    for dir in start.ancestors() {
-        for candidate in [dir.join(".git"), dir.to_path_buf()] {
-            if candidate.join("reftable").is_dir() && candidate.join("HEAD").exists() {
-                return Some(candidate);
-            }
-        }
-    }
-    None
-}
-
-fn reftable_error(git_dir: &Path) -> Error {
-    Error::refused(format!(
-        "the repository at {} uses the reftable ref storage, which git-tabellio does not support yet",
-        git_dir.display()
-    ))
-    .hint("use a repository with the files ref backend (git init --ref-format=files), or convert with `git refs migrate --ref-format=files`")
 }
 
 #[cfg(test)]

@@ -1,9 +1,13 @@
 //! Compare-and-swap ref transactions.
 //!
-//! [`apply`] hands all edits to one gix-ref file transaction: every ref is locked and its
-//! expected value checked before any is changed, so the edits land together or not at all. On
-//! failure we look at the refs again to say *why* in terms a person can act on: which ref moved
-//! and to what ([`TxError::Moved`]), or which `.lock` file is in the way ([`TxError::Locked`]).
+//! [`apply`] hands all edits to one transaction of the repository's ref backend: every ref is
+//! locked and its expected value checked before any is changed. With the files backend that is
+//! one gix-ref file transaction (loose refs are then renamed into place one after another, so a
+//! process killed in the middle of a commit can leave some edits done and others not); with
+//! reftable it is one `git update-ref --stdin` transaction ([`super::update_ref`]), whose
+//! commit is a single rename: all edits or none, even on a crash. On failure we look at the
+//! refs again to say *why* in terms a person can act on: which ref moved and to what
+//! ([`TxError::Moved`]), or which `.lock` file is in the way ([`TxError::Locked`]).
 
 use std::path::PathBuf;
 
@@ -12,6 +16,8 @@ use gix::refs::{FullName, Target};
 
 use crate::error::{Error, Result};
 
+use super::refs::RefFormat;
+use super::update_ref::UpdateRef;
 use super::Store;
 
 /// One compare-and-swap edit, in our terms.
@@ -135,6 +141,9 @@ impl TxError {
 /// The first lock file in the way of writing `names` (or `packed-refs`), without taking any:
 /// a read-only look for callers that must not write (status, plans).
 pub fn held_lock(store: &Store, names: &[&str]) -> Option<(String, PathBuf)> {
+    if store.ref_format() == RefFormat::Reftable {
+        return reftable_lock(store);
+    }
     let common = store.repo.common_dir();
     for name in names {
         let base = if name.starts_with("refs/") {
@@ -151,6 +160,17 @@ pub fn held_lock(store: &Store, names: &[&str]) -> Option<(String, PathBuf)> {
     packed.exists().then(|| ("packed-refs".to_string(), packed))
 }
 
+/// The reftable stack's lock, when it is held: it guards every ref at once.
+fn reftable_lock(store: &Store) -> Option<(String, PathBuf)> {
+    let lock = store
+        .repo
+        .common_dir()
+        .join("reftable")
+        .join("tables.list.lock");
+    lock.exists()
+        .then(|| ("the reftable stack".to_string(), lock))
+}
+
 /// Apply all `edits` in one transaction, or none of them.
 pub fn apply(store: &Store, edits: &[Cas]) -> Result<(), TxError> {
     let prepared = prepare(store, edits)?;
@@ -160,8 +180,13 @@ pub fn apply(store: &Store, edits: &[Cas]) -> Result<(), TxError> {
 /// A transaction whose locks are held: nothing can move its refs until it is committed or
 /// dropped (dropping rolls back and releases the locks).
 pub struct Prepared<'s> {
-    tx: gix::refs::file::Transaction<'s, 's>,
+    tx: Backend<'s>,
     edits: Vec<Cas>,
+}
+
+enum Backend<'s> {
+    Files(gix::refs::file::Transaction<'s, 's>),
+    Reftable(UpdateRef),
 }
 
 /// Lock every ref and check every expected value, without changing anything yet.
@@ -171,6 +196,17 @@ pub fn prepare<'s>(store: &'s Store, edits: &[Cas]) -> Result<Prepared<'s>, TxEr
         .map(Cas::to_edit)
         .collect::<Result<Vec<_>>>()
         .map_err(TxError::Other)?;
+    if store.ref_format() == RefFormat::Reftable {
+        // Names are checked above, so git refuses only on the refs' values or the lock.
+        drop(ref_edits);
+        return match UpdateRef::prepare(store, edits).map_err(TxError::Other)? {
+            Ok(tx) => Ok(Prepared {
+                tx: Backend::Reftable(tx),
+                edits: edits.to_vec(),
+            }),
+            Err(refused) => Err(diagnose(store, edits, &refused.stderr)),
+        };
+    }
     let (file_lock, packed_lock) = lock_modes();
     match store
         .repo
@@ -179,20 +215,28 @@ pub fn prepare<'s>(store: &'s Store, edits: &[Cas]) -> Result<Prepared<'s>, TxEr
         .prepare(ref_edits, file_lock, packed_lock)
     {
         Ok(tx) => Ok(Prepared {
-            tx,
+            tx: Backend::Files(tx),
             edits: edits.to_vec(),
         }),
-        Err(e) => Err(diagnose(store, edits, e)),
+        Err(e) => Err(diagnose(store, edits, &format!("{e:#}"))),
     }
 }
 
 impl Prepared<'_> {
     pub fn commit(self, store: &Store) -> Result<(), TxError> {
-        let committer = store.repo.committer().and_then(|c| c.ok());
         let edits = self.edits;
-        match self.tx.commit(committer) {
-            Ok(_) => Ok(()),
-            Err(e) => Err(diagnose(store, &edits, e)),
+        match self.tx {
+            Backend::Files(tx) => {
+                let committer = store.repo.committer().and_then(|c| c.ok());
+                match tx.commit(committer) {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(diagnose(store, &edits, &format!("{e:#}"))),
+                }
+            }
+            Backend::Reftable(tx) => match tx.commit().map_err(TxError::Other)? {
+                Ok(()) => Ok(()),
+                Err(refused) => Err(diagnose(store, &edits, &refused.stderr)),
+            },
         }
     }
 }
@@ -208,7 +252,8 @@ fn lock_modes() -> (gix::lock::acquire::Fail, gix::lock::acquire::Fail) {
     )
 }
 
-fn diagnose(store: &Store, edits: &[Cas], err: gix::Error) -> TxError {
+/// Why the transaction of `edits` failed (`err`: the backend's own words).
+fn diagnose(store: &Store, edits: &[Cas], err: &str) -> TxError {
     for edit in edits {
         let actual = match store.ref_target(&edit.name) {
             Ok(a) => a,
@@ -219,6 +264,21 @@ fn diagnose(store: &Store, edits: &[Cas], err: gix::Error) -> TxError {
                 name: edit.name.clone(),
                 expected: edit.expected,
                 actual,
+            };
+        }
+    }
+    if store.ref_format() == RefFormat::Reftable {
+        let lock = store
+            .repo
+            .common_dir()
+            .join("reftable")
+            .join("tables.list.lock");
+        // The lock may be gone by now (its holder committed or aborted): git's words say it
+        // was in the way, which is a conflict with another writer all the same.
+        if lock.exists() || err.contains("cannot lock references") {
+            return TxError::Locked {
+                name: "the reftable stack".into(),
+                lock,
             };
         }
     }
@@ -245,7 +305,8 @@ fn diagnose(store: &Store, edits: &[Cas], err: gix::Error) -> TxError {
         };
     }
     TxError::Other(Error::internal(format!(
-        "the ref transaction failed: {err:#}"
+        "the ref transaction failed: {}",
+        err.trim()
     )))
 }
 

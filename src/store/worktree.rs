@@ -7,8 +7,18 @@ use gix::bstr::ByteSlice;
 
 use crate::error::{Context, Error, Result};
 
+use super::refs::{self, RefFormat};
 use super::repo::open_path;
 use super::Store;
+
+/// What a new linked worktree checks out.
+#[derive(Debug, Clone, Copy)]
+pub enum NewHead<'a> {
+    /// A branch (`refs/heads/…`), which HEAD then follows.
+    Branch(&'a str),
+    /// One commit, HEAD detached.
+    Detached(gix::ObjectId),
+}
 
 /// The live state of one worktree.
 #[derive(Debug, Clone)]
@@ -100,17 +110,67 @@ impl Store {
 
     /// Add a linked worktree at `path` with `branch` checked out.
     pub fn add_worktree(&self, path: &Path, branch: &str) -> Result<()> {
-        let name = gix::refs::FullName::try_from(branch)
-            .map_err(|e| Error::usage(format!("{branch:?} is not a valid branch name: {e:#}")))?;
-        let interrupt = AtomicBool::new(false);
+        self.add_worktree_at(path, NewHead::Branch(branch), &AtomicBool::new(false))
+    }
+
+    /// Add a linked worktree at `path` with `head` checked out; `interrupt` stops the checkout
+    /// (files backend: gix checks out in-process).
+    pub fn add_worktree_at(
+        &self,
+        path: &Path,
+        head: NewHead<'_>,
+        interrupt: &AtomicBool,
+    ) -> Result<()> {
+        let gix_head = match head {
+            NewHead::Branch(branch) => {
+                gix::worktree::add::Head::Attached(gix::refs::FullName::try_from(branch).map_err(
+                    |e| Error::usage(format!("{branch:?} is not a valid branch name: {e:#}")),
+                )?)
+            }
+            NewHead::Detached(commit) => gix::worktree::add::Head::Detached(commit),
+        };
+        if self.ref_format() == RefFormat::Reftable {
+            return self.add_worktree_with_git(path, head);
+        }
         self.repo
-            .add_worktree(
-                path,
-                gix::worktree::add::Head::Attached(name),
-                gix::progress::Discard,
-                &interrupt,
-            )
+            .add_worktree(path, gix_head, gix::progress::Discard, interrupt)
             .context(|| format!("could not add the worktree at {}", path.display()))?;
+        Ok(())
+    }
+
+    /// `git worktree add`: with reftable, a linked worktree's HEAD lives in a reftable stack of
+    /// its own, which only git can create. The user's hooks are not run (gix runs none either):
+    /// this writes no branch, only the new worktree's HEAD.
+    fn add_worktree_with_git(&self, path: &Path, head: NewHead<'_>) -> Result<()> {
+        let mut args = crate::store::git_cli::argv([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "worktree",
+            "add",
+            "--quiet",
+        ]);
+        let what = match head {
+            NewHead::Branch(branch) => branch
+                .strip_prefix("refs/heads/")
+                .ok_or_else(|| {
+                    Error::usage(format!("{branch:?} is not a branch under refs/heads/"))
+                })?
+                .to_string(),
+            NewHead::Detached(commit) => {
+                args.push("--detach".into());
+                commit.to_string()
+            }
+        };
+        args.push(path.as_os_str().to_os_string());
+        args.push(what.into());
+        let out = crate::store::git_cli::run(self, &args)?;
+        if !out.success() {
+            return Err(Error::internal(format!(
+                "could not add the worktree at {}: git worktree add failed: {}",
+                path.display(),
+                out.stderr_tail()
+            )));
+        }
         Ok(())
     }
 
@@ -186,10 +246,7 @@ impl Store {
 
 /// The branch checked out in `repo` (a full ref name), `None` when detached or unborn.
 pub(crate) fn head_branch(repo: &gix::Repository) -> Option<String> {
-    repo.head_name()
-        .ok()
-        .flatten()
-        .map(|n| n.as_bstr().to_str_lossy().into_owned())
+    refs::head(repo).ok().and_then(|h| h.branch)
 }
 
 /// Why the existing worktree directory `path` cannot be used, if it cannot: a `git worktree
@@ -243,6 +300,52 @@ impl Store {
     }
 }
 
+/// With reftable, point `repo`'s own ref store at a scratch directory whose only ref is HEAD as
+/// the ref backend read it (`head`): gix resolves HEAD through its ref store (the status's HEAD
+/// tree, `.gitmodules` from HEAD), and that store cannot see a reftable stack. The scratch
+/// directory must outlive every use of `repo`; nothing is written into the repository. With
+/// the files backend `repo` is left alone (`None`).
+pub fn shadow_head(
+    repo: &mut gix::Repository,
+    head: &refs::Head,
+) -> Result<Option<tempfile::TempDir>> {
+    if RefFormat::of(repo)? != RefFormat::Reftable {
+        return Ok(None);
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix("tabellio-head-")
+        .tempdir()
+        .context(|| "could not create a scratch directory".into())?;
+    let text = match (&head.id, &head.branch) {
+        (Some(id), _) => format!("{id}\n"),
+        (None, Some(branch)) => format!("ref: {branch}\n"),
+        (None, None) => String::new(),
+    };
+    let file = scratch.path().join("HEAD");
+    std::fs::write(&file, text).context(|| format!("could not write {}", file.display()))?;
+    // gix finds more than refs through the ref store's directory (its `git_dir()`, which is
+    // also the common dir of a main worktree): `info/exclude`, `info/attributes`, submodule git
+    // dirs under `modules/`. Everything but the refs is linked back to the real git dir.
+    let real = repo.git_dir().to_path_buf();
+    let entries =
+        std::fs::read_dir(&real).context(|| format!("could not read {}", real.display()))?;
+    for entry in entries {
+        let entry = entry.context(|| format!("could not read {}", real.display()))?;
+        let name = entry.file_name();
+        if matches!(
+            name.to_str(),
+            Some("HEAD" | "refs" | "reftable" | "packed-refs" | "logs")
+        ) {
+            continue;
+        }
+        let link = scratch.path().join(&name);
+        std::os::unix::fs::symlink(entry.path(), &link)
+            .context(|| format!("could not link {}", link.display()))?;
+    }
+    repo.refs = gix::refs::file::Store::at(scratch.path().to_path_buf(), repo.object_hash());
+    Ok(Some(scratch))
+}
+
 /// Inspect the worktree at `path`: branch, head, tracked changes and untracked files.
 pub fn inspect(path: &Path) -> Result<WorkspaceState> {
     if !path.exists() {
@@ -258,9 +361,10 @@ pub fn inspect(path: &Path) -> Result<WorkspaceState> {
         ))
         .hint("abandon its run, then `git tabellio cleanup <run> --force` removes it"));
     }
-    let repo = open_path(path)?;
-    let branch = head_branch(&repo);
-    let head = repo.head_id().ok().map(|id| id.detach());
+    let mut repo = open_path(path)?;
+    let here = refs::head(&repo)?;
+    let _shadow = shadow_head(&mut repo, &here)?;
+    let refs::Head { branch, id: head } = here;
     let mut changed = Vec::new();
     let mut untracked = Vec::new();
     let iter = repo
@@ -295,4 +399,76 @@ pub fn inspect(path: &Path) -> Result<WorkspaceState> {
         changed,
         untracked,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let out = Command::new("git")
+            .current_dir(dir)
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "a")
+            .env("GIT_AUTHOR_EMAIL", "a@example.com")
+            .env("GIT_COMMITTER_NAME", "a")
+            .env("GIT_COMMITTER_EMAIL", "a@example.com")
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
+
+    /// The status of a reftable worktree sees HEAD as git does, and still reads everything else
+    /// gix finds through the git dir: `info/exclude`, the index.
+    #[test]
+    fn a_reftable_worktree_is_inspected_with_its_excludes_and_head() {
+        for format in ["files", "reftable"] {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let repo = dir.path();
+            git(
+                repo,
+                &[
+                    "init",
+                    "-q",
+                    "-b",
+                    "main",
+                    &format!("--ref-format={format}"),
+                ],
+            );
+            std::fs::write(repo.join("a.txt"), "a\n").expect("write");
+            git(repo, &["add", "a.txt"]);
+            git(repo, &["commit", "-q", "-m", "a"]);
+            std::fs::create_dir_all(repo.join("skip")).expect("mkdir");
+            std::fs::write(repo.join("skip/x"), "x").expect("write");
+            std::fs::write(repo.join(".git/info/exclude"), "/skip/\n").expect("write");
+            std::fs::write(repo.join("new.txt"), "n").expect("write");
+            std::fs::write(repo.join("a.txt"), "changed\n").expect("write");
+            let state = super::inspect(repo).expect("inspect");
+            assert_eq!(state.branch.as_deref(), Some("refs/heads/main"), "{format}");
+            assert!(state.head.is_some(), "{format}");
+            assert_eq!(state.changed, ["a.txt"], "{format}");
+            assert_eq!(state.untracked, ["new.txt"], "{format}");
+            // A linked worktree: its own HEAD, the common dir's excludes.
+            let linked = dir.path().join("linked");
+            git(
+                repo,
+                &[
+                    "worktree",
+                    "add",
+                    "-q",
+                    "-b",
+                    "side",
+                    linked.to_str().expect("utf-8"),
+                ],
+            );
+            std::fs::create_dir_all(linked.join("skip")).expect("mkdir");
+            std::fs::write(linked.join("skip/y"), "y").expect("write");
+            let state = super::inspect(&linked).expect("inspect the linked worktree");
+            assert_eq!(state.branch.as_deref(), Some("refs/heads/side"), "{format}");
+            assert!(state.is_clean(), "{format}: {state:?}");
+        }
+    }
 }

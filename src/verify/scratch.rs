@@ -51,10 +51,9 @@ impl<'s> ScratchWorktree<'s> {
         };
         let added = {
             let _lock = ScratchLock::acquire(&root)?;
-            store.repo.add_worktree(
+            store.add_worktree_at(
                 &scratch.path,
-                gix::worktree::add::Head::Detached(commit),
-                gix::progress::Discard,
+                crate::store::worktree::NewHead::Detached(commit),
                 interrupt,
             )
         };

@@ -33,7 +33,8 @@ impl TestEnv {
     pub fn bare_clone(&self) -> PathBuf {
         let bare = self.path().join("bare.git");
         let (from, to) = (self.repo.to_str().unwrap(), bare.to_str().unwrap());
-        self.git(&["clone", "-q", "--bare", from, to]).ok();
+        self.git(&with_ref_format(&["clone", "-q", "--bare", from, to]))
+            .ok();
         bare
     }
 

@@ -29,6 +29,7 @@ mod plans;
 mod promote;
 mod pull;
 mod recovery;
+mod reftable;
 mod refusals;
 mod report;
 mod runner;

@@ -288,6 +288,20 @@ fn racing_promoters_exactly_one_wins_each_round() {
             t.git_out(&["rev-parse", "main"]),
             t.git_out(&["rev-parse", &format!("tabellio/{}", winners[0])])
         );
+        // Stock git's view of the refs agrees with every ledger.
+        for id in &ids {
+            let ledger = format!("refs/tabellio/runs/{id}");
+            let listed = t.git_out(&["for-each-ref", "--format=%(objectname)", &ledger]);
+            assert_eq!(listed, t.git_out(&["rev-parse", &ledger]), "{id}");
+            let run = t.git_out(&["show", &format!("{ledger}:run.json")]);
+            let run: serde_json::Value = serde_json::from_str(&run).unwrap();
+            let want = if id == winners[0] {
+                "promoted"
+            } else {
+                "completed"
+            };
+            assert_eq!(run["state"], want, "{id}");
+        }
         // The next round starts from the new tip.
         for id in &ids {
             if id != winners[0] {

@@ -95,7 +95,7 @@ impl TestEnv {
             home,
             repo: repo.clone(),
         };
-        let mut args: Vec<&str> = init_args.to_vec();
+        let mut args = with_ref_format(init_args);
         let repo_s = repo.to_str().unwrap().to_string();
         args.push(&repo_s);
         env.git_in(env.dir.path(), &args).ok();
@@ -268,7 +268,7 @@ impl TestEnv {
         let (from, to) = (seed.repo.to_str().unwrap(), repo.to_str().unwrap());
         seed.git_in(
             seed.path(),
-            &["clone", "-q", "--bare", "--no-local", from, to],
+            &with_ref_format(&["clone", "-q", "--bare", "--no-local", from, to]),
         )
         .ok();
         let server = TestEnv { dir, home, repo };
@@ -285,9 +285,33 @@ impl TestEnv {
         let repo = dir.path().join("repo");
         let env = TestEnv { dir, home, repo };
         let (from, to) = (server.repo.to_str().unwrap(), env.repo.to_str().unwrap());
-        env.git_in(env.path(), &["clone", "-q", from, to]).ok();
+        env.git_in(env.path(), &with_ref_format(&["clone", "-q", from, to]))
+            .ok();
         env
     }
+}
+
+/// The ref storage of the repositories this test creates: `reftable` for the tests of the
+/// `reftable::` pass (the test harness names each test's thread after the test's path, so the
+/// same test body runs once per format), `files` otherwise.
+pub fn ref_format() -> &'static str {
+    match std::thread::current().name() {
+        Some(name) if name.starts_with("reftable::") => "reftable",
+        _ => "files",
+    }
+}
+
+/// `git init` / `git clone` arguments with this test's [`ref_format`] added (unless the test
+/// chose one itself).
+pub fn with_ref_format<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut out = args.to_vec();
+    let creates = matches!(args.first(), Some(&"init") | Some(&"clone"));
+    // Nothing for files: git's default, and gits older than 2.45 do not know the option.
+    if creates && ref_format() == "reftable" && !args.iter().any(|a| a.starts_with("--ref-format"))
+    {
+        out.insert(1, "--ref-format=reftable");
+    }
+    out
 }
 
 /// How a background command ended: its exit code (-1 if a signal ended it) and its output.

@@ -1,0 +1,336 @@
+//! The ref backend seam: every ref read above this module goes through [`super::Store`] (or, for
+//! another worktree opened by path, through [`head`]), every ref write through [`super::tx`].
+//!
+//! The backend is chosen once per repository from `extensions.refStorage`:
+//!
+//! - **files** (the default): gix reads and writes loose and packed refs in-process.
+//! - **reftable**: gix 0.90 cannot read a reftable stack and would write loose refs that git
+//!   ignores, so refs are read and written by git itself (`for-each-ref`, `symbolic-ref`,
+//!   `rev-parse`, `update-ref --stdin`). Objects are the same for both and stay in-process.
+//!
+//! A ref format this build does not know is refused when the repository is opened, before
+//! anything is read or written.
+
+use std::ffi::OsString;
+
+use gix::bstr::ByteSlice;
+
+use crate::error::{Context, Error, Result};
+
+use super::git_cli;
+
+/// How the repository stores its refs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefFormat {
+    Files,
+    Reftable,
+}
+
+impl RefFormat {
+    /// The ref format of `repo`, from `extensions.refStorage` (absent: files). A reftable
+    /// directory without the extension is a repository git itself would not read as reftable
+    /// either, so the configuration decides.
+    pub fn of(repo: &gix::Repository) -> Result<RefFormat> {
+        let Some(value) = repo.config_snapshot().string("extensions.refStorage") else {
+            return Ok(RefFormat::Files);
+        };
+        let value = value.to_str_lossy().to_ascii_lowercase();
+        match value.as_str() {
+            "files" => Ok(RefFormat::Files),
+            "reftable" => Ok(RefFormat::Reftable),
+            other => Err(Error::refused(format!(
+                "the repository at {} uses the ref storage {other:?}, which this build of \
+                 git-tabellio does not know",
+                repo.common_dir().display()
+            ))
+            .hint(
+                "use a repository with the files or reftable ref storage, or convert it with \
+                 `git refs migrate --ref-format=reftable`",
+            )),
+        }
+    }
+}
+
+/// What HEAD of one worktree says: the branch it is on (`None` when detached) and the commit
+/// it resolves to (`None` on an unborn branch).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Head {
+    pub branch: Option<String>,
+    pub id: Option<gix::ObjectId>,
+}
+
+/// HEAD of the worktree `repo` was opened in (its own HEAD: a linked worktree has one of its
+/// own, in its administrative directory or, with reftable, in its own stack).
+pub fn head(repo: &gix::Repository) -> Result<Head> {
+    head_with(repo, None)
+}
+
+/// [`head`], reading HEAD's commit through `reader` (the store's own worktree) when given.
+pub(super) fn head_with(repo: &gix::Repository, reader: Option<&Reader>) -> Result<Head> {
+    match RefFormat::of(repo)? {
+        RefFormat::Files => Ok(Head {
+            branch: repo
+                .head_name()
+                .ok()
+                .flatten()
+                .map(|n| n.as_bstr().to_str_lossy().into_owned()),
+            id: repo.head_id().ok().map(|id| id.detach()),
+        }),
+        RefFormat::Reftable => {
+            let branch = git_line(repo, &["symbolic-ref", "-q", "HEAD"])?;
+            let id = match reader {
+                Some(reader) => reader.resolve(repo, "HEAD")?,
+                None => git_line(repo, &["rev-parse", "-q", "--verify", "HEAD"])?
+                    .map(|hex| parse_oid(repo, &hex))
+                    .transpose()?,
+            };
+            Ok(Head { branch, id })
+        }
+    }
+}
+
+/// The value of the direct ref `name`, `None` when absent (or symbolic).
+pub(super) fn find(
+    repo: &gix::Repository,
+    format: RefFormat,
+    reader: Option<&Reader>,
+    name: &str,
+) -> Result<Option<gix::ObjectId>> {
+    match format {
+        RefFormat::Files => {
+            let reference = repo
+                .try_find_reference(name)
+                .context(|| format!("could not read {name}"))?;
+            Ok(reference.and_then(|r| r.target().try_id().map(ToOwned::to_owned)))
+        }
+        RefFormat::Reftable if name.starts_with("refs/") => {
+            if let Some(reader) = reader {
+                if let Some(id) = reader.resolve(repo, name)? {
+                    return Ok(Some(id));
+                }
+            }
+            // Absent, or at an object that is missing (which the reader cannot tell apart, and
+            // which callers report as a corrupt ref): `for-each-ref` matches whole path
+            // components, so only `name` itself (or refs below it, which cannot coexist with
+            // it) can come back.
+            Ok(list_reftable(repo, name)?
+                .into_iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, id)| id))
+        }
+        RefFormat::Reftable => {
+            let hex = git_line(
+                repo,
+                &["rev-parse", "-q", "--verify", "--end-of-options", name],
+            )?;
+            hex.map(|hex| parse_oid(repo, &hex)).transpose()
+        }
+    }
+}
+
+/// Names and targets of the direct refs under `prefix` (which ends in `/`), sorted by name.
+pub(super) fn list(
+    repo: &gix::Repository,
+    format: RefFormat,
+    prefix: &str,
+) -> Result<Vec<(String, gix::ObjectId)>> {
+    let mut out = match format {
+        RefFormat::Files => {
+            let platform = repo
+                .references()
+                .context(|| "could not list references".into())?;
+            let iter = platform
+                .prefixed(prefix)
+                .context(|| format!("could not list references under {prefix}"))?;
+            let mut out = Vec::new();
+            for r in iter {
+                let r = r.map_err(|e| {
+                    Error::internal(format!("could not read a reference under {prefix}: {e}"))
+                })?;
+                if let Some(id) = r.target().try_id() {
+                    out.push((
+                        r.name().as_bstr().to_str_lossy().into_owned(),
+                        id.to_owned(),
+                    ));
+                }
+            }
+            out
+        }
+        RefFormat::Reftable => list_reftable(repo, prefix)?,
+    };
+    out.sort();
+    Ok(out)
+}
+
+/// The ref `name` points to when it is symbolic (one hop), `None` when it is direct or absent.
+pub(super) fn symbolic_target(
+    repo: &gix::Repository,
+    format: RefFormat,
+    name: &str,
+) -> Result<Option<String>> {
+    match format {
+        RefFormat::Files => {
+            let reference = repo
+                .try_find_reference(name)
+                .map_err(|e| Error::internal(format!("could not read {name}: {e}")))?;
+            Ok(match reference.as_ref().map(|r| r.target()) {
+                Some(gix::refs::TargetRef::Symbolic(next)) => Some(next.as_bstr().to_string()),
+                _ => None,
+            })
+        }
+        RefFormat::Reftable => git_line(repo, &["symbolic-ref", "-q", "--no-recurse", name]),
+    }
+}
+
+/// Resolve a revision expression with git (reftable only: gix resolves through its own ref
+/// store, which cannot see a reftable stack). `None` when git cannot resolve it.
+pub(super) fn rev_parse(repo: &gix::Repository, rev: &str) -> Result<Option<gix::ObjectId>> {
+    git_line(
+        repo,
+        &["rev-parse", "-q", "--verify", "--end-of-options", rev],
+    )?
+    .map(|hex| parse_oid(repo, &hex))
+    .transpose()
+}
+
+/// One long-lived `git cat-file --batch-check` per store, started on the first single-ref read
+/// of a reftable repository: a command reads a handful of refs, and one process for all of them
+/// costs one start instead of one each. git reloads the stack on every lookup when it changed,
+/// so the reader sees writes made after it started (ours and anyone's).
+#[derive(Default)]
+pub struct Reader {
+    process: std::sync::Mutex<Option<ReaderProcess>>,
+}
+
+struct ReaderProcess {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Reader {
+    /// The value of the ref `name` (a full name under `refs/`, or `HEAD` of the reader's
+    /// worktree): `None` when git answers `missing` (absent, unborn, or at a missing object).
+    fn resolve(&self, repo: &gix::Repository, name: &str) -> Result<Option<gix::ObjectId>> {
+        use std::io::{BufRead, Write};
+        let mut guard = self
+            .process
+            .lock()
+            .map_err(|_| Error::internal("the ref reader was poisoned by a panic"))?;
+        if guard.is_none() {
+            let args = git_cli::argv(["cat-file", "--batch-check=%(objectname)"]);
+            let mut child = git_cli::spawn_git_dir(repo, &args)?;
+            let stdin = child.stdin.take();
+            let stdout = child
+                .stdout
+                .take()
+                .ok_or_else(|| Error::internal("git cat-file has no stdout"))?;
+            *guard = Some(ReaderProcess {
+                child,
+                stdin,
+                stdout: std::io::BufReader::new(stdout),
+            });
+        }
+        let process = guard.as_mut().expect("started above");
+        let failed = |e: std::io::Error| Error::internal(format!("git cat-file failed: {e}"));
+        let stdin = process
+            .stdin
+            .as_mut()
+            .ok_or_else(|| Error::internal("git cat-file was closed"))?;
+        stdin
+            .write_all(format!("{name}\n").as_bytes())
+            .and_then(|()| stdin.flush())
+            .map_err(failed)?;
+        let mut answer = String::new();
+        if process.stdout.read_line(&mut answer).map_err(failed)? == 0 {
+            // git went away: forget it, the next read starts another.
+            *guard = None;
+            return Err(Error::internal(format!(
+                "git cat-file ended while reading {name}"
+            )));
+        }
+        let answer = answer.trim_end();
+        if answer.ends_with(" missing") {
+            return Ok(None);
+        }
+        parse_oid(repo, answer).map(Some)
+    }
+}
+
+impl Drop for ReaderProcess {
+    fn drop(&mut self) {
+        // End of input: git exits.
+        self.stdin.take();
+        let _ = self.child.wait();
+    }
+}
+
+/// Direct refs matching the `for-each-ref` pattern `pattern`, unsorted.
+fn list_reftable(repo: &gix::Repository, pattern: &str) -> Result<Vec<(String, gix::ObjectId)>> {
+    let out = git(
+        repo,
+        &[
+            "for-each-ref",
+            "--format=%(objectname) %(symref) %(refname)",
+            pattern,
+        ],
+    )?;
+    if !out.success() {
+        return Err(Error::internal(format!(
+            "git for-each-ref {pattern} failed: {}",
+            out.stderr_tail()
+        )));
+    }
+    let mut refs = Vec::new();
+    for line in out.stdout.lines() {
+        // `<oid> <symref> <name>`: a direct ref has an empty symref, so two spaces.
+        let Some((hex, rest)) = line.split_once(' ') else {
+            continue;
+        };
+        let Some(("", name)) = rest.split_once(' ') else {
+            continue;
+        };
+        refs.push((name.to_string(), parse_oid(repo, hex)?));
+    }
+    Ok(refs)
+}
+
+/// Run git on `repo` and return its trimmed first line of output when it succeeded, `None` when
+/// it exited 1 or 128 without output (`-q` lookups of something absent).
+fn git_line(repo: &gix::Repository, args: &[&str]) -> Result<Option<String>> {
+    let out = git(repo, args)?;
+    if out.success() {
+        return Ok(out
+            .stdout
+            .lines()
+            .next()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty()));
+    }
+    if out.stderr.trim().is_empty() || args.first() == Some(&"rev-parse") {
+        return Ok(None);
+    }
+    Err(Error::internal(format!(
+        "git {} failed: {}",
+        args.join(" "),
+        out.stderr_tail()
+    )))
+}
+
+fn git(repo: &gix::Repository, args: &[&str]) -> Result<git_cli::GitOutput> {
+    let args: Vec<OsString> = git_cli::argv(args.iter().copied());
+    git_cli::run_git_dir(repo, &args)
+}
+
+fn parse_oid(repo: &gix::Repository, hex: &str) -> Result<gix::ObjectId> {
+    let id = gix::ObjectId::from_hex(hex.trim().as_bytes())
+        .map_err(|e| Error::internal(format!("git printed {hex:?}, not an object id: {e}")))?;
+    if id.kind() != repo.object_hash() {
+        return Err(Error::internal(format!(
+            "git printed the {} id {id} in a {} repository",
+            id.kind(),
+            repo.object_hash()
+        )));
+    }
+    Ok(id)
+}

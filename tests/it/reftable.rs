@@ -1,0 +1,30 @@
+//! The reftable pass: the same tests again, on repositories with reftable ref storage. Each
+//! module below is the very file of the files pass, compiled a second time under
+//! `reftable::`; the test helper sees that path in the name of the test's thread and creates
+//! its repositories with `--ref-format=reftable` ([`crate::util::ref_format`]).
+//!
+//! Not here: modules that build a torn files-backend state by hand (lock files under
+//! `.git/refs/`, a loose ref written directly: `recovery`, `refusals`, `hardening2`), which a
+//! reftable repository cannot be in; `land`, which adds methods to the shared test helper; and
+//! `pull`, whose hook fetch of missing evidence cannot write its tracking ref while the reftable
+//! stack is locked by the very update being judged (docs/hooks.md).
+
+// Loading each file twice is the point: one body, two ref formats.
+#![allow(clippy::duplicate_mod)]
+
+#[path = "approvals.rs"]
+mod approvals;
+#[path = "crash.rs"]
+mod crash;
+#[path = "export.rs"]
+mod export;
+#[path = "hooks.rs"]
+mod hooks;
+#[path = "lifecycle.rs"]
+mod lifecycle;
+#[path = "promote.rs"]
+mod promote;
+#[path = "sync.rs"]
+mod sync;
+#[path = "verify.rs"]
+mod verify;
