@@ -195,10 +195,9 @@ fn commit_moves(path: &Path, moves: &[Move], run: Option<&str>) -> Result<Option
         Some(r) => format!("tabellio: reconcile plans of run {r}"),
         None => "tabellio: reconcile plans".to_string(),
     };
-    let commit = repo
-        .new_commit(&message, new_tree, [head])
-        .context(|| "could not write the commit".into())?
-        .id;
+    let commit = store
+        .write_commit(&message, new_tree, [head])
+        .context(|| "could not write the commit".into())?;
     let name = branch.as_bstr().to_str_lossy().into_owned();
     tx::apply(&store, &[Cas::update(name, Some(head), commit, message)])
         .map_err(|e| e.into_error())?;

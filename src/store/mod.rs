@@ -9,6 +9,7 @@
 pub mod backoff;
 pub mod diff;
 pub mod git_cli;
+pub mod identity;
 pub mod ledger;
 pub mod merge;
 pub mod notes;

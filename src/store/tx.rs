@@ -188,9 +188,11 @@ pub fn prepare<'s>(store: &'s Store, edits: &[Cas]) -> Result<Prepared<'s>, TxEr
 
 impl Prepared<'_> {
     pub fn commit(self, store: &Store) -> Result<(), TxError> {
-        let committer = store.repo.committer().and_then(|c| c.ok());
+        // Our own signature, not gix's: see `identity` for why.
+        let committer = store.signature(super::identity::Role::Committer);
+        let mut time = gix::date::parse::TimeBuf::default();
         let edits = self.edits;
-        match self.tx.commit(committer) {
+        match self.tx.commit(Some(committer.to_ref(&mut time))) {
             Ok(_) => Ok(()),
             Err(e) => Err(diagnose(store, &edits, e)),
         }
