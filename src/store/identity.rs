@@ -124,17 +124,7 @@ mod tests {
     use crate::store::repo::{FALLBACK_EMAIL, FALLBACK_NAME};
     use crate::store::Store;
 
-    fn git(home: &std::path::Path, dir: &std::path::Path, args: &[&str]) {
-        let status = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("HOME", home)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .status()
-            .expect("git runs");
-        assert!(status.success(), "git {args:?}");
-    }
+    use crate::store::test_git as git;
 
     /// The repository without any environment or global configuration: only its own config.
     fn isolated(path: &std::path::Path) -> Store {

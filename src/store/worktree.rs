@@ -30,13 +30,14 @@ impl WorkspaceState {
 }
 
 impl Store {
-    /// Every worktree (main and linked) with the branch it has checked out.
+    /// Every worktree (main and linked) with the branch it has checked out. Read from this
+    /// repository's administrative files ([`head_branch_at`]), without opening any worktree: a
+    /// repository may hold hundreds of run worktrees.
     pub fn worktrees_with_branches(&self) -> Result<Vec<(PathBuf, Option<String>)>> {
         let mut out = Vec::new();
         let main = self.main_workdir()?;
         if let Some(main) = main {
-            let repo = open_path(&main)?;
-            out.push((main, head_branch(&repo)));
+            out.push((main, head_branch_at(self.repo.common_dir())));
         }
         for proxy in self
             .repo
@@ -44,13 +45,24 @@ impl Store {
             .context(|| "could not list worktrees".into())?
         {
             let Ok(base) = proxy.base() else { continue };
-            let branch = proxy
-                .into_repo_with_possibly_inaccessible_worktree()
-                .ok()
-                .and_then(|r| head_branch(&r));
-            out.push((base, branch));
+            out.push((base, head_branch_at(proxy.git_dir())));
         }
         Ok(out)
+    }
+
+    /// The branch checked out in the worktree at `path`, when it is one of this repository's
+    /// linked worktrees (its `.git` file names an administrative directory under this
+    /// repository's `worktrees/`); `None` for a detached HEAD, a directory that is no worktree
+    /// of ours (another repository's is never read), or an unreadable one. No repository is
+    /// opened.
+    pub fn linked_worktree_branch(&self, path: &Path) -> Option<String> {
+        let admin = admin_dir(path)?;
+        let admin = std::fs::canonicalize(admin).ok()?;
+        let ours = std::fs::canonicalize(self.repo.common_dir().join("worktrees")).ok()?;
+        if admin.parent() != Some(ours.as_path()) {
+            return None;
+        }
+        head_branch_at(&admin)
     }
 
     /// The worktrees in which `branch` is checked out.
@@ -191,24 +203,74 @@ fn head_branch(repo: &gix::Repository) -> Option<String> {
         .map(|n| n.as_bstr().to_str_lossy().into_owned())
 }
 
+/// The branch a worktree has checked out, read from its git dir's `HEAD` file (`git_dir` is
+/// the common dir for the main worktree, `worktrees/<name>` for a linked one): the full ref
+/// name of a symbolic HEAD, `None` when detached or unreadable.
+///
+/// The one place a worktree's HEAD is read as a file: that is valid for the files ref backend
+/// only (with reftable, HEAD lives in the worktree's own reftable stack and the file holds a
+/// placeholder), so a second ref backend branches here.
+pub fn head_branch_at(git_dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(git_dir.join("HEAD")).ok()?;
+    let name = text.strip_prefix("ref:")?.trim();
+    gix::refs::FullName::try_from(name).ok()?;
+    Some(name.to_string())
+}
+
+/// The git dir a worktree's `.git` names: the directory itself, or the `gitdir:` of a `.git`
+/// file (relative to the worktree when relative). `None` when there is no readable `.git`.
+fn admin_dir(worktree: &Path) -> Option<PathBuf> {
+    let dot_git = worktree.join(".git");
+    let meta = std::fs::metadata(&dot_git).ok()?;
+    if meta.is_dir() {
+        return Some(dot_git);
+    }
+    let text = std::fs::read_to_string(&dot_git).ok()?;
+    let target = Path::new(text.strip_prefix("gitdir:")?.trim());
+    Some(if target.is_absolute() {
+        target.to_path_buf()
+    } else {
+        worktree.join(target)
+    })
+}
+
 /// Why the existing worktree directory `path` cannot be used, if it cannot: a `git worktree
 /// add` (ours, in `start`) killed half-way leaves no `.git` file, no index, or an
 /// administrative directory still locked as "initializing".
+///
+/// Read from the administrative files alone (no repository is opened: `status` asks this of
+/// every run it shows). A worktree that passes is still opened, and so checked in full, by
+/// whatever reads it next ([`inspect`]).
 pub fn broken_reason(path: &Path) -> Option<String> {
-    if !path.join(".git").exists() {
+    let dot_git = path.join(".git");
+    if !dot_git.exists() {
         return Some("no .git file".into());
     }
-    let repo = match open_path(path) {
-        Ok(repo) => repo,
-        Err(e) => return Some(format!("not a repository: {e}")),
+    let Some(git_dir) = admin_dir(path) else {
+        return Some(format!(
+            "not a repository: {} names no git dir",
+            dot_git.display()
+        ));
     };
-    if repo.worktree().is_some_and(|w| !w.is_main()) {
-        let lock = repo.git_dir().join("locked");
+    if !git_dir.join("HEAD").is_file() {
+        return Some(format!(
+            "not a repository: {} has no HEAD",
+            git_dir.display()
+        ));
+    }
+    if dot_git.is_file() {
+        if !git_dir.join("commondir").is_file() {
+            return Some(format!(
+                "not a repository: {} is no linked worktree's git dir",
+                git_dir.display()
+            ));
+        }
+        let lock = git_dir.join("locked");
         if std::fs::read_to_string(&lock).is_ok_and(|t| t.contains("initializing")) {
             return Some("still locked as initializing".into());
         }
     }
-    if !repo.index_path().exists() {
+    if !git_dir.join("index").exists() {
         return Some("no index".into());
     }
     None
@@ -294,4 +356,88 @@ pub fn inspect(path: &Path) -> Result<WorkspaceState> {
         changed,
         untracked,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::{broken_reason, head_branch_at};
+    use crate::store::Store;
+
+    use crate::store::test_git as git;
+
+    fn repo(home: &Path, name: &str) -> std::path::PathBuf {
+        git(home, home, &["init", "-q", "-b", "main", name]);
+        let repo = home.join(name);
+        git(
+            home,
+            &repo,
+            &["commit", "-q", "--allow-empty", "-m", "init"],
+        );
+        repo
+    }
+
+    #[test]
+    fn worktree_heads_are_read_from_our_admin_files_only() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let ours = repo(home, "ours");
+        let theirs = repo(home, "theirs");
+        git(home, &ours, &["worktree", "add", "-q", "-b", "w", "../wt"]);
+        git(
+            home,
+            &ours,
+            &["worktree", "add", "-q", "--detach", "../detached"],
+        );
+        git(
+            home,
+            &theirs,
+            &["worktree", "add", "-q", "-b", "w", "../foreign"],
+        );
+        let store = Store::open(&ours).expect("open");
+
+        assert_eq!(
+            head_branch_at(&ours.join(".git")).as_deref(),
+            Some("refs/heads/main")
+        );
+        let wt = home.join("wt");
+        assert_eq!(
+            store.linked_worktree_branch(&wt).as_deref(),
+            Some("refs/heads/w")
+        );
+        assert_eq!(store.linked_worktree_branch(&home.join("detached")), None);
+        // Another repository's worktree is never read as ours, whatever it has checked out.
+        assert_eq!(store.linked_worktree_branch(&home.join("foreign")), None);
+        // Nor is the main worktree, or a directory that is no worktree.
+        assert_eq!(store.linked_worktree_branch(&ours), None);
+        assert_eq!(store.linked_worktree_branch(home), None);
+
+        let mut listed = store.worktrees_with_branches().expect("listed");
+        listed.sort();
+        let canonical = |p: &Path| std::fs::canonicalize(p).expect("exists");
+        let listed: Vec<_> = listed
+            .into_iter()
+            .map(|(p, b)| (canonical(&p), b))
+            .collect();
+        assert!(listed.contains(&(canonical(&wt), Some("refs/heads/w".into()))));
+        assert!(listed.contains(&(canonical(&home.join("detached")), None)));
+        assert!(listed.contains(&(canonical(&ours), Some("refs/heads/main".into()))));
+        assert_eq!(listed.len(), 3, "{listed:?}");
+
+        assert_eq!(broken_reason(&wt), None);
+        let admin = ours.join(".git/worktrees/wt");
+        std::fs::write(admin.join("locked"), "initializing").expect("lock");
+        assert_eq!(
+            broken_reason(&wt).as_deref(),
+            Some("still locked as initializing")
+        );
+        std::fs::remove_file(admin.join("locked")).expect("unlock");
+        std::fs::remove_file(admin.join("index")).expect("no index");
+        assert_eq!(broken_reason(&wt).as_deref(), Some("no index"));
+        std::fs::write(wt.join(".git"), "gitdir: /nonexistent/admin\n").expect("retarget");
+        assert!(broken_reason(&wt).is_some_and(|r| r.starts_with("not a repository")));
+        std::fs::remove_file(wt.join(".git")).expect("no .git");
+        assert_eq!(broken_reason(&wt).as_deref(), Some("no .git file"));
+    }
 }
