@@ -65,14 +65,27 @@ impl Store {
         head_branch_at(&admin)
     }
 
-    /// The worktrees in which `branch` is checked out.
+    /// The worktrees in which `branch` is checked out. Only a worktree that has it is asked
+    /// where it lives (its `gitdir` file): the others cost one `HEAD` read each.
     pub fn worktrees_of_branch(&self, branch: &str) -> Result<Vec<PathBuf>> {
-        Ok(self
-            .worktrees_with_branches()?
-            .into_iter()
-            .filter(|(_, b)| b.as_deref() == Some(branch))
-            .map(|(p, _)| p)
-            .collect())
+        let mut out = Vec::new();
+        if let Some(main) = self.main_workdir()? {
+            if head_branch_at(self.repo.common_dir()).as_deref() == Some(branch) {
+                out.push(main);
+            }
+        }
+        for proxy in self
+            .repo
+            .worktrees()
+            .context(|| "could not list worktrees".into())?
+        {
+            if head_branch_at(proxy.git_dir()).as_deref() == Some(branch) {
+                if let Ok(base) = proxy.base() {
+                    out.push(base);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// A rebase or bisect in some worktree that holds `branch` while its HEAD is detached:
@@ -80,17 +93,15 @@ impl Store {
     pub fn branch_in_operation(&self, branch: &str) -> Result<Option<(&'static str, PathBuf)>> {
         let mut admin = Vec::new();
         if let Some(main) = self.main_workdir()? {
-            admin.push((self.repo.common_dir().to_path_buf(), main));
+            admin.push((self.repo.common_dir().to_path_buf(), Some(main)));
         }
+        // Where a linked worktree lives is read only for the one that matches.
         for proxy in self
             .repo
             .worktrees()
             .context(|| "could not list worktrees".into())?
         {
-            let base = proxy
-                .base()
-                .unwrap_or_else(|_| proxy.git_dir().to_path_buf());
-            admin.push((proxy.git_dir().to_path_buf(), base));
+            admin.push((proxy.git_dir().to_path_buf(), None));
         }
         let short = branch.trim_start_matches("refs/heads/");
         for (git_dir, worktree) in admin {
@@ -102,12 +113,29 @@ impl Store {
                 if let Ok(text) = std::fs::read_to_string(git_dir.join(file)) {
                     let name = text.trim();
                     if name == branch || name == short {
+                        let worktree = match worktree {
+                            Some(w) => w,
+                            None => self.linked_worktree_base(&git_dir)?,
+                        };
                         return Ok(Some((what, worktree)));
                     }
                 }
             }
         }
         Ok(None)
+    }
+
+    /// Where the linked worktree whose administrative directory is `git_dir` lives (that
+    /// directory itself when its `gitdir` file is unreadable).
+    fn linked_worktree_base(&self, git_dir: &Path) -> Result<PathBuf> {
+        Ok(self
+            .repo
+            .worktrees()
+            .context(|| "could not list worktrees".into())?
+            .into_iter()
+            .find(|p| p.git_dir() == git_dir)
+            .and_then(|p| p.base().ok())
+            .unwrap_or_else(|| git_dir.to_path_buf()))
     }
 
     /// Add a linked worktree at `path` with `branch` checked out.
@@ -425,8 +453,27 @@ mod tests {
         assert!(listed.contains(&(canonical(&ours), Some("refs/heads/main".into()))));
         assert_eq!(listed.len(), 3, "{listed:?}");
 
-        assert_eq!(broken_reason(&wt), None);
+        let of_w: Vec<_> = store
+            .worktrees_of_branch("refs/heads/w")
+            .expect("listed")
+            .iter()
+            .map(|p| canonical(p))
+            .collect();
+        assert_eq!(of_w, vec![canonical(&wt)]);
         let admin = ours.join(".git/worktrees/wt");
+        std::fs::create_dir_all(admin.join("rebase-merge")).expect("rebase dir");
+        std::fs::write(admin.join("rebase-merge/head-name"), "refs/heads/x\n").expect("write");
+        let (what, at) = store
+            .branch_in_operation("refs/heads/x")
+            .expect("read")
+            .expect("a rebase");
+        assert_eq!((what, canonical(&at)), ("rebased", canonical(&wt)));
+        assert_eq!(
+            store.branch_in_operation("refs/heads/w").expect("read"),
+            None
+        );
+
+        assert_eq!(broken_reason(&wt), None);
         std::fs::write(admin.join("locked"), "initializing").expect("lock");
         assert_eq!(
             broken_reason(&wt).as_deref(),
