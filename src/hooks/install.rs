@@ -30,10 +30,10 @@ pub const MARKER: &str = "# git-tabellio hook shim";
 /// `committed`, `aborted`) and only `prepared` can refuse, so the shim returns at once for the
 /// others, without starting a process or reading its standard input (git ignores a hook that
 /// leaves it unread). In `prepared` it starts `git-tabellio` only when some line names a ref
-/// outside the never-gated names ([`super::NEVER_GATED_PREFIXES`], names outside `refs/`, the
-/// very list `git-tabellio` itself skips), handing it the lines it read: `git commit` runs a
-/// second transaction for the `AUTO_MERGE` pseudo-ref, and fetches update only
-/// remote-tracking refs. The shell never decides more than the binary would: it only skips
+/// outside the never-gated names (`NEVER_GATED_PREFIXES` in the hooks module, names outside
+/// `refs/`: the very list `git-tabellio` itself skips), handing it the lines it read:
+/// `git commit` runs a second transaction for the `AUTO_MERGE` pseudo-ref, and fetches update
+/// only remote-tracking refs. The shell never decides more than the binary would: it only skips
 /// what the binary allows from the same lines without opening the repository. Shell builtins
 /// only (no `cat`): a process started here would cost what the shim saves.
 pub fn shim(hook: HookName) -> String {
