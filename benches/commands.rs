@@ -306,23 +306,7 @@ fn evidence(b: &Bench, n: usize) {
 
     // 1,000 commits on a side branch, half of them validated through the tree notes.
     b.fast_import(&range_script());
-    let range = "main..bench-range";
-    let (mut ours, mut theirs) = (vec![], vec![]);
-    for _ in 0..n.min(7) {
-        ours.push(b.run_any(BIN, &b.repo, &["verify", range], ""));
-        theirs.push(b.run_any(
-            "git",
-            &b.repo,
-            &["log", "--notes=tabellio/evidence", "--format=%H %N", range],
-            "",
-        ));
-    }
-    report(
-        "verify (1,000 commits)",
-        ours,
-        theirs,
-        "git log --notes --format=%H%N",
-    );
+    verify_range(b, "main..bench-range", n, "verify (1,000 commits)");
 
     let line = format!("{} {} refs/heads/feature\n", "0".repeat(40), head);
     let (mut hook, mut noop) = (vec![], vec![]);
@@ -388,13 +372,7 @@ fn trust_repo(signed: bool) -> (Bench, String) {
     let mut args = vec!["validate", tip.as_str()];
     args.extend(sign_args);
     b.tab(&b.repo, &args);
-    let template: serde_json::Value = serde_json::from_str(
-        b.git(&["notes", "--ref=tabellio/evidence", "show", &tip])
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
+    let template = first_record(&b, &tip);
     let signer = tabellio::trust::SigningConfig::new(tabellio::trust::SigningKey::File(key));
     let parent = b.git(&["rev-parse", "refs/notes/tabellio/evidence"]);
     let mut notes = format!(
@@ -462,6 +440,86 @@ fn signatures(n: usize) {
         without,
         "the same, unsigned",
     );
+}
+
+/// 1,000 empty commits that share `main`'s tree, each validated: every record is noted on its
+/// commit and on the shared tree, whose note so holds 1,000 records. `verify` of the range
+/// against `git log --notes` printing them.
+fn shared_tree(n: usize) {
+    let b = &Bench::new();
+    let mut script = String::from("reset refs/heads/bench-empty\nfrom refs/heads/main\n\n");
+    for i in 0..1000 {
+        let msg = format!("e{i}\n");
+        script.push_str(&format!(
+            "commit refs/heads/bench-empty\ncommitter bench <bench@example.com> 1767225600 +0000\ndata {}\n{msg}\n",
+            msg.len()
+        ));
+    }
+    b.fast_import(&script);
+    let tip = b.git(&["rev-parse", "bench-empty"]);
+    b.tab(
+        &b.repo,
+        &["validate", tip.as_str(), "--no-sign", "--", "true"],
+    );
+    let template = first_record(b, &tip);
+    let parent = b.git(&["rev-parse", "refs/notes/tabellio/evidence"]);
+    let mut notes = format!(
+        "commit refs/notes/tabellio/evidence\ncommitter bench <bench@example.com> 1767225600 +0000\ndata 5\nbench\nfrom {parent}\n",
+    );
+    let mut tree_note = String::new();
+    let mut tree = String::new();
+    for line in b
+        .git(&["log", "--format=%H %T", "main..bench-empty"])
+        .lines()
+    {
+        let (commit, t) = line.split_once(' ').unwrap();
+        tree = t.to_string();
+        let mut rec = template.clone();
+        rec["commit"] = commit.into();
+        rec["tree"] = t.into();
+        let digest = tabellio::trust::signed_digest(&rec).unwrap();
+        rec["digest"] = digest.into();
+        let text = format!("{}\n", serde_json::to_string(&rec).unwrap());
+        tree_note.push_str(&text);
+        notes.push_str(&format!("N inline {commit}\ndata {}\n{text}\n", text.len()));
+    }
+    b.fast_import(&notes);
+    let mut sorted: Vec<&str> = tree_note.lines().collect();
+    sorted.sort_unstable();
+    let file = b.dir.path().join("tree-note");
+    std::fs::write(&file, sorted.join("\n") + "\n").unwrap();
+    let file = file.to_str().unwrap().to_string();
+    b.git(&[
+        "notes",
+        "--ref=tabellio/evidence",
+        "add",
+        "-f",
+        "-F",
+        &file,
+        &tree,
+    ]);
+    verify_range(b, "main..bench-empty", n, "verify (1,000, one tree)");
+}
+
+/// The first evidence record noted on `tip`, as JSON: the template of generated records.
+fn first_record(b: &Bench, tip: &str) -> serde_json::Value {
+    let note = b.git(&["notes", "--ref=tabellio/evidence", "show", tip]);
+    serde_json::from_str(note.lines().next().unwrap()).unwrap()
+}
+
+/// `verify` of `range` against `git log --notes` printing the same notes.
+fn verify_range(b: &Bench, range: &str, n: usize, label: &str) {
+    let (mut ours, mut theirs) = (vec![], vec![]);
+    for _ in 0..n.min(7) {
+        ours.push(b.run_any(BIN, &b.repo, &["verify", range], ""));
+        theirs.push(b.run_any(
+            "git",
+            &b.repo,
+            &["log", "--notes=tabellio/evidence", "--format=%H %N", range],
+            "",
+        ));
+    }
+    report(label, ours, theirs, "git log --notes --format=%H%N");
 }
 
 /// A `git fast-import` script of 1,000 commits on `bench-range`, from `main`.
@@ -870,6 +928,7 @@ fn main() {
     let b = Bench::new();
     lifecycle(&b, n, "r");
     evidence(&b, n);
+    shared_tree(n);
     println!("\nsigned evidence (trust) against the same without trust:");
     signatures(n);
     land(n);

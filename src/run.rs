@@ -107,16 +107,11 @@ pub(crate) fn run_id_from_path(env: &Env) -> Option<String> {
 
 /// The worktree where the run's branch is checked out, if any.
 pub fn run_workspace(store: &Store, ledger: &Ledger) -> Result<Option<PathBuf>> {
-    // The usual place first: opening one worktree is cheap, opening all of them is not (a
-    // repository may hold hundreds of run worktrees).
+    // The usual place first: its HEAD is one file read (no repository is opened), where a
+    // search reads every worktree's (a repository may hold hundreds of run worktrees).
     let usual = store.worktree_root()?.join(&ledger.record.run_id);
-    if usual.join(".git").is_file() {
-        if let Ok(repo) = crate::store::repo::open_path(&usual) {
-            let branch = crate::store::refs::head(&repo).ok().and_then(|h| h.branch);
-            if branch.as_deref() == Some(ledger.record.branch.as_str()) {
-                return Ok(Some(usual));
-            }
-        }
+    if store.linked_worktree_branch(&usual).as_deref() == Some(ledger.record.branch.as_str()) {
+        return Ok(Some(usual));
     }
     // A registration whose directory was deleted by hand is no workspace.
     let found = store.worktrees_of_branch(&ledger.record.branch)?;

@@ -53,7 +53,7 @@ impl Verdict {
         }
     }
     /// Which verdict to report when no record satisfies: the most alarming wins.
-    fn rank(self) -> u8 {
+    pub(crate) fn rank(self) -> u8 {
         match self {
             Verdict::Satisfied => 10,
             Verdict::Tampered => 9,
@@ -182,37 +182,91 @@ pub fn evaluate_records(
 ) -> Vec<CheckVerdict> {
     requirements
         .iter()
-        .map(|req| {
-            let mut best = CheckVerdict {
-                name: req.name.clone(),
-                verdict: Verdict::Missing,
-                record: None,
-                signer: None,
-            };
-            for (line, rec) in records {
-                let (v, digest, signer) = match rec {
-                    Some(rec) if rec.check.name == req.name => {
-                        let (v, signer) = judge_signed(rec, req, commit, tree);
-                        (v, rec.digest.clone(), signer)
-                    }
-                    Some(_) => continue,
-                    None => match judge_unreadable(line, &req.name) {
-                        Some((v, digest)) => (v, digest, None),
-                        None => continue,
-                    },
-                };
-                if v.rank() > best.verdict.rank() {
-                    best = CheckVerdict {
-                        name: req.name.clone(),
-                        verdict: v,
-                        record: Some(digest),
-                        signer,
-                    };
-                }
-            }
-            best
+        .map(|req| match best_for(req, records, commit, tree) {
+            Some((best, _)) => best,
+            None => missing(req),
         })
         .collect()
+}
+
+/// The verdict of `req` when no line decides it.
+pub(crate) fn missing(req: &Requirement) -> CheckVerdict {
+    CheckVerdict {
+        name: req.name.clone(),
+        verdict: Verdict::Missing,
+        record: None,
+        signer: None,
+    }
+}
+
+/// The deciding verdict of `req` among `records` (sorted by line) and the index of the line
+/// that decided it: the most alarming, or satisfied; among equals the first line. `None` when
+/// no line is about `req`.
+pub(crate) fn best_for(
+    req: &Requirement,
+    records: &[Line],
+    commit: &str,
+    tree: &str,
+) -> Option<(CheckVerdict, usize)> {
+    let mut best: Option<(CheckVerdict, usize)> = None;
+    for (i, (line, rec)) in records.iter().enumerate() {
+        let (v, digest, signer) = match rec {
+            Some(rec) if rec.check.name == req.name => {
+                let (v, signer) = judge_signed(rec, req, commit, tree);
+                (v, rec.digest.clone(), signer)
+            }
+            Some(_) => continue,
+            None => match judge_unreadable(line, &req.name) {
+                Some((v, digest)) => (v, digest, None),
+                None => continue,
+            },
+        };
+        if best
+            .as_ref()
+            .is_none_or(|(b, _)| v.rank() > b.verdict.rank())
+        {
+            best = Some((
+                CheckVerdict {
+                    name: req.name.clone(),
+                    verdict: v,
+                    record: Some(digest),
+                    signer,
+                },
+                i,
+            ));
+        }
+    }
+    best.filter(|(b, _)| b.verdict.rank() > Verdict::Missing.rank())
+}
+
+/// The verdict under [`Gate::AnyPassing`] when no line is a readable record: `tampered` when
+/// some line is an edited record, else `missing`, named [`ANY_CHECK`].
+pub(crate) fn no_records(tampered: bool) -> CheckVerdict {
+    CheckVerdict {
+        name: ANY_CHECK.into(),
+        verdict: if tampered {
+            Verdict::Tampered
+        } else {
+            Verdict::Missing
+        },
+        record: None,
+        signer: None,
+    }
+}
+
+/// Under [`Gate::AnyPassing`] with no readable record at all: is `line` (unreadable) an edited
+/// record? A line that is not a genuine record is an alarm, not an absence (a genuine record
+/// of a newer schema is still ignored).
+pub(crate) fn unreadable_is_tampered(line: &str) -> bool {
+    let name = serde_json::from_str::<serde_json::Value>(line)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/check/name")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    judge_unreadable(line, &name).is_some()
 }
 
 /// The verdict on a line that is not a readable record, if it claims to be evidence for `name`.
@@ -303,29 +357,10 @@ pub fn judge_gate_trusted(
             if checks.is_empty() {
                 // Nothing readable: a line that is not a genuine record is an alarm, not an
                 // absence (a genuine record of a newer schema is still ignored).
-                let tampered = records.iter().any(|(line, r)| {
-                    r.is_none() && {
-                        let name = serde_json::from_str::<serde_json::Value>(line)
-                            .ok()
-                            .and_then(|v| {
-                                v.pointer("/check/name")
-                                    .and_then(serde_json::Value::as_str)
-                                    .map(str::to_string)
-                            })
-                            .unwrap_or_default();
-                        judge_unreadable(line, &name).is_some()
-                    }
-                });
-                checks.push(CheckVerdict {
-                    name: ANY_CHECK.into(),
-                    verdict: if tampered {
-                        Verdict::Tampered
-                    } else {
-                        Verdict::Missing
-                    },
-                    record: None,
-                    signer: None,
-                });
+                let tampered = records
+                    .iter()
+                    .any(|(line, r)| r.is_none() && unreadable_is_tampered(line));
+                checks.push(no_records(tampered));
             }
             (checks, verified)
         }
@@ -333,16 +368,27 @@ pub fn judge_gate_trusted(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const COMMIT: &str = "1111111111111111111111111111111111111111";
     const TREE: &str = "2222222222222222222222222222222222222222";
 
     fn record(name: &str, status: &str, check_digest: &str) -> EvidenceRecord {
+        record_on(name, status, check_digest, COMMIT, TREE)
+    }
+
+    /// A sealed record of check `name` with `status` and definition digest `check_digest`.
+    pub(crate) fn record_on(
+        name: &str,
+        status: &str,
+        check_digest: &str,
+        commit: &str,
+        tree: &str,
+    ) -> EvidenceRecord {
         let mut r = crate::model::evidence::tests::sample();
-        r.commit = COMMIT.into();
-        r.tree = TREE.into();
+        r.commit = commit.into();
+        r.tree = tree.into();
         r.check.name = name.into();
         r.check.digest = check_digest.into();
         r.status = status.into();

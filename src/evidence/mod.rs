@@ -25,3 +25,4 @@ pub mod read;
 pub mod requirements;
 pub mod reuse;
 pub mod sign;
+pub mod tree_judge;

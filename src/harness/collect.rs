@@ -142,12 +142,10 @@ pub fn commit_all(
     let committed = if tree == head_tree {
         None
     } else {
-        // `store.repo` carries the configured identity with tabellio's fallback.
+        // The configured identity, with tabellio's fallback.
         let commit = store
-            .repo
-            .new_commit(message, tree, [head])
-            .context(|| "could not write the commit".into())?
-            .id;
+            .write_commit(message, tree, [head])
+            .context(|| "could not write the commit".into())?;
         tx::apply(store, &[Cas::update(branch, Some(head), commit, message)])
             .map_err(|e| e.into_error())?;
         Some(Committed { commit, tree })

@@ -29,16 +29,45 @@ pub const MARKER: &str = "# git-tabellio hook shim";
 /// `git` process. git runs `reference-transaction` in three phases per transaction (`prepared`,
 /// `committed`, `aborted`) and only `prepared` can refuse, so the shim returns at once for the
 /// others, without starting a process or reading its standard input (git ignores a hook that
-/// leaves it unread).
+/// leaves it unread). In `prepared` it starts `git-tabellio` only when some line names a ref
+/// outside the never-gated names (`NEVER_GATED_PREFIXES` in the hooks module, names outside
+/// `refs/`: the very list `git-tabellio` itself skips), handing it the lines it read:
+/// `git commit` runs a second transaction for the `AUTO_MERGE` pseudo-ref, and fetches update
+/// only remote-tracking refs. The shell never decides more than the binary would: it only skips
+/// what the binary allows from the same lines without opening the repository. Shell builtins
+/// only (no `cat`): a process started here would cost what the shim saves.
 pub fn shim(hook: HookName) -> String {
     let name = hook.as_str();
-    let phases = match hook {
-        HookName::ReferenceTransaction => "[ \"$1\" = prepared ] || exit 0\n",
-        _ => "",
-    };
-    format!(
-        "#!/bin/sh\n{MARKER}: installed by `git tabellio hooks install`, see docs/hooks.md.\n{phases}exec git-tabellio hook {name} \"$@\"\n"
-    )
+    let head = format!(
+        "#!/bin/sh\n{MARKER}: installed by `git tabellio hooks install`, see docs/hooks.md.\n"
+    );
+    match hook {
+        HookName::ReferenceTransaction => {
+            let skip: Vec<String> = super::NEVER_GATED_PREFIXES
+                .iter()
+                .map(|p| format!("{p}*"))
+                .chain(super::NEVER_GATED_REFS.iter().map(|r| r.to_string()))
+                .collect();
+            format!(
+                "{head}[ \"$1\" = prepared ] || exit 0\n\
+                 input= gate=\n\
+                 while IFS= read -r line || [ -n \"$line\" ]; do\n\
+                 \tinput=\"${{input:+$input\n\
+                 }}$line\"\n\
+                 \tcase ${{line##* }} in\n\
+                 \t{skip}) ;;\n\
+                 \trefs/*) gate=1 ;;\n\
+                 \tesac\n\
+                 done\n\
+                 [ -n \"$gate\" ] || exit 0\n\
+                 exec git-tabellio hook {name} \"$@\" <<EOF\n\
+                 $input\n\
+                 EOF\n",
+                skip = skip.join("|")
+            )
+        }
+        _ => format!("{head}exec git-tabellio hook {name} \"$@\"\n"),
+    }
 }
 
 /// The hooks a client gets; a server gets [`HookName::PreReceive`].
@@ -216,4 +245,80 @@ fn write_executable(path: &Path, content: &str) -> Result<()> {
     tmp.persist(path)
         .map_err(|e| Error::internal(format!("could not write {}: {}", path.display(), e.error)))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{shim, HookName};
+
+    /// Run the `reference-transaction` shim as git does (a `#!/bin/sh` file, PATH first on a
+    /// stand-in `git-tabellio` that records its arguments and input); what the stand-in saw,
+    /// `None` when the shim did not start it.
+    fn run_shim(phase: &str, input: &str) -> Option<String> {
+        use std::io::Write;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let seen = dir.path().join("seen");
+        let fake = dir.path().join("git-tabellio");
+        std::fs::write(
+            &fake,
+            format!("#!/bin/sh\necho \"$@\" > {0}\ncat >> {0}\n", seen.display()),
+        )
+        .expect("stand-in");
+        let hook = dir.path().join("reference-transaction");
+        std::fs::write(&hook, shim(HookName::ReferenceTransaction)).expect("shim");
+        for file in [&fake, &hook] {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o755))
+                .expect("executable");
+        }
+        let path = format!(
+            "{}:{}",
+            dir.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut child = std::process::Command::new(&hook)
+            .arg(phase)
+            .env("PATH", path)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("the shim runs");
+        // Phases the shim returns from leave the input unread, as git allows.
+        let _ = child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes());
+        assert!(child.wait().expect("exit").success());
+        std::fs::read_to_string(seen).ok()
+    }
+
+    #[test]
+    fn the_shim_starts_the_gate_only_for_refs_it_may_gate() {
+        let z = "0".repeat(40);
+        let a = "a".repeat(40);
+        let line = |name: &str| format!("{z} {a} {name}\n");
+        let main = line("refs/heads/main");
+        assert_eq!(run_shim("committed", &main), None);
+        assert_eq!(run_shim("aborted", &main), None);
+        for skipped in [
+            "AUTO_MERGE",
+            "HEAD",
+            "refs/remotes/origin/main",
+            "refs/notes/tabellio/evidence",
+            "refs/tabellio/runs/r1",
+            "refs/stash",
+        ] {
+            assert_eq!(run_shim("prepared", &line(skipped)), None, "{skipped}");
+        }
+        assert_eq!(run_shim("prepared", ""), None);
+        // Any gated line among skipped ones starts it, with every line as git gave them.
+        for gated in ["refs/heads/main", "refs/tags/v1", "refs/stashed", "refs/x"] {
+            let input = format!("{}{}{}", line("HEAD"), line(gated), line("refs/notes/n"));
+            assert_eq!(
+                run_shim("prepared", &input),
+                Some(format!("hook reference-transaction prepared\n{input}")),
+                "{gated}"
+            );
+        }
+    }
 }

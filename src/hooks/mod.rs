@@ -205,19 +205,24 @@ fn from_remote_way_out(commit: &str, from: &FromRemote) -> String {
 /// `reference-transaction` free for fetches, notes writes and rebases.
 fn never_gated(name: &str) -> bool {
     !name.starts_with("refs/")
-        || [
-            "refs/notes/",
-            "refs/tabellio/",
-            "refs/remotes/",
-            "refs/bisect/",
-            "refs/rewritten/",
-            "refs/prefetch/",
-            "refs/worktree/",
-        ]
-        .iter()
-        .any(|p| name.starts_with(p))
-        || name == "refs/stash"
+        || NEVER_GATED_PREFIXES.iter().any(|p| name.starts_with(p))
+        || NEVER_GATED_REFS.contains(&name)
 }
+
+/// The namespaces under `refs/` that are never gated (see [`never_gated`]); the
+/// `reference-transaction` shim skips them with the same list ([`install::shim`]).
+pub(crate) const NEVER_GATED_PREFIXES: [&str; 7] = [
+    "refs/notes/",
+    "refs/tabellio/",
+    "refs/remotes/",
+    "refs/bisect/",
+    "refs/rewritten/",
+    "refs/prefetch/",
+    "refs/worktree/",
+];
+
+/// Single refs under `refs/` that are never gated.
+pub(crate) const NEVER_GATED_REFS: [&str; 1] = ["refs/stash"];
 
 /// Parse an object id field of hook input: `None` for the null id, an error for garbage.
 fn parse_oid(field: &str) -> Result<Option<gix::ObjectId>> {

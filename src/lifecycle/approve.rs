@@ -46,13 +46,13 @@ fn approver(env: &Env, spec: Option<&str>) -> Result<Actor> {
     if spec.is_some() {
         return super::start::parse_actor(spec);
     }
-    let email = env
-        .store
-        .repo
-        .committer()
-        .and_then(|c| c.ok())
-        .map(|c| c.email.to_string())
-        .filter(|e| !e.trim().is_empty());
+    let email = Some(
+        env.store
+            .signature(crate::store::identity::Role::Committer)
+            .email
+            .to_string(),
+    )
+    .filter(|e| !e.trim().is_empty());
     match email {
         Some(id) => Ok(Actor {
             kind: "human".into(),

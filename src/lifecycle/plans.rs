@@ -217,10 +217,9 @@ fn commit_moves(path: &Path, moves: &[Move], run: Option<&str>) -> Result<Option
         Some(r) => format!("tabellio: reconcile plans of run {r}"),
         None => "tabellio: reconcile plans".to_string(),
     };
-    let commit = repo
-        .new_commit(&message, new_tree, [head])
-        .context(|| "could not write the commit".into())?
-        .id;
+    let commit = store
+        .write_commit(&message, new_tree, [head])
+        .context(|| "could not write the commit".into())?;
     tx::apply(&store, &[Cas::update(branch, Some(head), commit, message)])
         .map_err(|e| e.into_error())?;
     Ok(Some(commit))

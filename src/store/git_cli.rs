@@ -69,11 +69,20 @@ pub fn spawn_git_dir(repo: &gix::Repository, args: &[OsString]) -> Result<std::p
         .map_err(|e| Error::internal(format!("could not run git: {e}")).hint(NEEDED_FOR))
 }
 
+/// [`run_git_dir`] on the git dir at `git_dir`: a linked worktree's administrative directory.
+pub fn run_at_git_dir(git_dir: &Path, args: &[OsString]) -> Result<GitOutput> {
+    output(git_dir_command_at(git_dir, args), NEEDED_FOR)
+}
+
 fn git_dir_command(repo: &gix::Repository, args: &[OsString]) -> Command {
-    let mut cmd = command(repo.git_dir());
-    let mut git_dir = OsString::from("--git-dir=");
-    git_dir.push(repo.git_dir());
-    cmd.arg(git_dir).args(args);
+    git_dir_command_at(repo.git_dir(), args)
+}
+
+fn git_dir_command_at(git_dir: &Path, args: &[OsString]) -> Command {
+    let mut cmd = command(git_dir);
+    let mut flag = OsString::from("--git-dir=");
+    flag.push(git_dir);
+    cmd.arg(flag).args(args);
     cmd
 }
 

@@ -112,11 +112,8 @@ impl Store {
         );
         let tree = self.write_ledger_tree(record)?;
         let parents: Vec<gix::ObjectId> = previous.map(|p| p.tip).into_iter().collect();
-        let commit = self
-            .repo
-            .new_commit(message, tree, parents)
-            .context(|| "could not write the ledger commit".into())?;
-        Ok(commit.id)
+        self.write_commit(&message, tree, parents)
+            .context(|| "could not write the ledger commit".into())
     }
 
     /// All runs: (run id, ledger tip).

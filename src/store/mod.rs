@@ -9,6 +9,7 @@
 pub mod backoff;
 pub mod diff;
 pub mod git_cli;
+pub mod identity;
 pub mod ledger;
 pub mod merge;
 pub mod notes;
@@ -25,3 +26,22 @@ pub mod update_ref;
 pub mod worktree;
 
 pub use repo::Store;
+
+/// `git args` in `dir` for unit tests: `home` as HOME, no global or system configuration, a
+/// fixed identity.
+#[cfg(test)]
+pub(crate) fn test_git(home: &std::path::Path, dir: &std::path::Path, args: &[&str]) {
+    let status = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", home)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "a")
+        .env("GIT_AUTHOR_EMAIL", "a@example.com")
+        .env("GIT_COMMITTER_NAME", "a")
+        .env("GIT_COMMITTER_EMAIL", "a@example.com")
+        .status()
+        .expect("git runs");
+    assert!(status.success(), "git {args:?}");
+}

@@ -140,13 +140,12 @@ impl Store {
             .write(&self.repo)
             .context(|| format!("could not write the {notes_ref} tree"))?;
         let commit = self
-            .repo
-            .new_commit(message, tree, previous)
+            .write_commit(message, tree, previous)
             .context(|| format!("could not write the {notes_ref} commit"))?;
         Ok(PreparedNotes {
             notes_ref,
             previous,
-            commit: commit.id,
+            commit,
             changed,
         })
     }

@@ -227,8 +227,10 @@ impl Prepared<'_> {
         let edits = self.edits;
         match self.tx {
             Backend::Files(tx) => {
-                let committer = store.repo.committer().and_then(|c| c.ok());
-                match tx.commit(committer) {
+                // Our own signature, not gix's: see `identity` for why.
+                let committer = store.signature(super::identity::Role::Committer);
+                let mut time = gix::date::parse::TimeBuf::default();
+                match tx.commit(Some(committer.to_ref(&mut time))) {
                     Ok(_) => Ok(()),
                     Err(e) => Err(diagnose(store, &edits, &format!("{e:#}"))),
                 }

@@ -40,13 +40,33 @@ impl WorkspaceState {
 }
 
 impl Store {
-    /// Every worktree (main and linked) with the branch it has checked out.
+    /// The branch HEAD of the worktree whose git dir is `git_dir` names, as the ref backend
+    /// keeps it: the `HEAD` file with the files backend ([`head_branch_at`]), the worktree's
+    /// own reftable stack through git with reftable (its `HEAD` file is a stub there).
+    fn head_branch_of(&self, git_dir: &Path) -> Option<String> {
+        match self.ref_format() {
+            RefFormat::Files => head_branch_at(git_dir),
+            RefFormat::Reftable => {
+                let args = ["symbolic-ref", "-q", "HEAD"].map(std::ffi::OsString::from);
+                let out = super::git_cli::run_at_git_dir(git_dir, &args).ok()?;
+                if !out.success() {
+                    return None;
+                }
+                let name = out.stdout.trim();
+                gix::refs::FullName::try_from(name).ok()?;
+                Some(name.to_string())
+            }
+        }
+    }
+
+    /// Every worktree (main and linked) with the branch it has checked out. Read from this
+    /// repository's administrative files ([`head_branch_at`]), without opening any worktree: a
+    /// repository may hold hundreds of run worktrees.
     pub fn worktrees_with_branches(&self) -> Result<Vec<(PathBuf, Option<String>)>> {
         let mut out = Vec::new();
         let main = self.main_workdir()?;
         if let Some(main) = main {
-            let repo = open_path(&main)?;
-            out.push((main, head_branch(&repo)));
+            out.push((main, self.head_branch_of(self.repo.common_dir())));
         }
         for proxy in self
             .repo
@@ -54,23 +74,47 @@ impl Store {
             .context(|| "could not list worktrees".into())?
         {
             let Ok(base) = proxy.base() else { continue };
-            let branch = proxy
-                .into_repo_with_possibly_inaccessible_worktree()
-                .ok()
-                .and_then(|r| head_branch(&r));
-            out.push((base, branch));
+            out.push((base, self.head_branch_of(proxy.git_dir())));
         }
         Ok(out)
     }
 
-    /// The worktrees in which `branch` is checked out.
+    /// The branch checked out in the worktree at `path`, when it is one of this repository's
+    /// linked worktrees (its `.git` file names an administrative directory under this
+    /// repository's `worktrees/`); `None` for a detached HEAD, a directory that is no worktree
+    /// of ours (another repository's is never read), or an unreadable one. No repository is
+    /// opened.
+    pub fn linked_worktree_branch(&self, path: &Path) -> Option<String> {
+        let admin = admin_dir(path)?;
+        let admin = std::fs::canonicalize(admin).ok()?;
+        let ours = std::fs::canonicalize(self.repo.common_dir().join("worktrees")).ok()?;
+        if admin.parent() != Some(ours.as_path()) {
+            return None;
+        }
+        self.head_branch_of(&admin)
+    }
+
+    /// The worktrees in which `branch` is checked out. Only a worktree that has it is asked
+    /// where it lives (its `gitdir` file): the others cost one `HEAD` read each.
     pub fn worktrees_of_branch(&self, branch: &str) -> Result<Vec<PathBuf>> {
-        Ok(self
-            .worktrees_with_branches()?
-            .into_iter()
-            .filter(|(_, b)| b.as_deref() == Some(branch))
-            .map(|(p, _)| p)
-            .collect())
+        let mut out = Vec::new();
+        if let Some(main) = self.main_workdir()? {
+            if self.head_branch_of(self.repo.common_dir()).as_deref() == Some(branch) {
+                out.push(main);
+            }
+        }
+        for proxy in self
+            .repo
+            .worktrees()
+            .context(|| "could not list worktrees".into())?
+        {
+            if self.head_branch_of(proxy.git_dir()).as_deref() == Some(branch) {
+                if let Ok(base) = proxy.base() {
+                    out.push(base);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// A rebase or bisect in some worktree that holds `branch` while its HEAD is detached:
@@ -78,17 +122,15 @@ impl Store {
     pub fn branch_in_operation(&self, branch: &str) -> Result<Option<(&'static str, PathBuf)>> {
         let mut admin = Vec::new();
         if let Some(main) = self.main_workdir()? {
-            admin.push((self.repo.common_dir().to_path_buf(), main));
+            admin.push((self.repo.common_dir().to_path_buf(), Some(main)));
         }
+        // Where a linked worktree lives is read only for the one that matches.
         for proxy in self
             .repo
             .worktrees()
             .context(|| "could not list worktrees".into())?
         {
-            let base = proxy
-                .base()
-                .unwrap_or_else(|_| proxy.git_dir().to_path_buf());
-            admin.push((proxy.git_dir().to_path_buf(), base));
+            admin.push((proxy.git_dir().to_path_buf(), None));
         }
         let short = branch.trim_start_matches("refs/heads/");
         for (git_dir, worktree) in admin {
@@ -100,12 +142,29 @@ impl Store {
                 if let Ok(text) = std::fs::read_to_string(git_dir.join(file)) {
                     let name = text.trim();
                     if name == branch || name == short {
+                        let worktree = match worktree {
+                            Some(w) => w,
+                            None => self.linked_worktree_base(&git_dir)?,
+                        };
                         return Ok(Some((what, worktree)));
                     }
                 }
             }
         }
         Ok(None)
+    }
+
+    /// Where the linked worktree whose administrative directory is `git_dir` lives (that
+    /// directory itself when its `gitdir` file is unreadable).
+    fn linked_worktree_base(&self, git_dir: &Path) -> Result<PathBuf> {
+        Ok(self
+            .repo
+            .worktrees()
+            .context(|| "could not list worktrees".into())?
+            .into_iter()
+            .find(|p| p.git_dir() == git_dir)
+            .and_then(|p| p.base().ok())
+            .unwrap_or_else(|| git_dir.to_path_buf()))
     }
 
     /// Add a linked worktree at `path` with `branch` checked out.
@@ -244,29 +303,74 @@ impl Store {
     }
 }
 
-/// The branch checked out in `repo` (a full ref name), `None` when detached or unborn.
-pub(crate) fn head_branch(repo: &gix::Repository) -> Option<String> {
-    refs::head(repo).ok().and_then(|h| h.branch)
+/// The branch a worktree has checked out, read from its git dir's `HEAD` file (`git_dir` is
+/// the common dir for the main worktree, `worktrees/<name>` for a linked one): the full ref
+/// name of a symbolic HEAD, `None` when detached or unreadable.
+///
+/// The one place a worktree's HEAD is read as a file: that is valid for the files ref backend
+/// only (with reftable, HEAD lives in the worktree's own reftable stack and the file holds a
+/// placeholder), so a second ref backend branches here.
+pub fn head_branch_at(git_dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(git_dir.join("HEAD")).ok()?;
+    let name = text.strip_prefix("ref:")?.trim();
+    gix::refs::FullName::try_from(name).ok()?;
+    Some(name.to_string())
+}
+
+/// The git dir a worktree's `.git` names: the directory itself, or the `gitdir:` of a `.git`
+/// file (relative to the worktree when relative). `None` when there is no readable `.git`.
+fn admin_dir(worktree: &Path) -> Option<PathBuf> {
+    let dot_git = worktree.join(".git");
+    let meta = std::fs::metadata(&dot_git).ok()?;
+    if meta.is_dir() {
+        return Some(dot_git);
+    }
+    let text = std::fs::read_to_string(&dot_git).ok()?;
+    let target = Path::new(text.strip_prefix("gitdir:")?.trim());
+    Some(if target.is_absolute() {
+        target.to_path_buf()
+    } else {
+        worktree.join(target)
+    })
 }
 
 /// Why the existing worktree directory `path` cannot be used, if it cannot: a `git worktree
 /// add` (ours, in `start`) killed half-way leaves no `.git` file, no index, or an
 /// administrative directory still locked as "initializing".
+///
+/// Read from the administrative files alone (no repository is opened: `status` asks this of
+/// every run it shows). A worktree that passes is still opened, and so checked in full, by
+/// whatever reads it next ([`inspect`]).
 pub fn broken_reason(path: &Path) -> Option<String> {
-    if !path.join(".git").exists() {
+    let dot_git = path.join(".git");
+    if !dot_git.exists() {
         return Some("no .git file".into());
     }
-    let repo = match open_path(path) {
-        Ok(repo) => repo,
-        Err(e) => return Some(format!("not a repository: {e}")),
+    let Some(git_dir) = admin_dir(path) else {
+        return Some(format!(
+            "not a repository: {} names no git dir",
+            dot_git.display()
+        ));
     };
-    if repo.worktree().is_some_and(|w| !w.is_main()) {
-        let lock = repo.git_dir().join("locked");
+    if !git_dir.join("HEAD").is_file() {
+        return Some(format!(
+            "not a repository: {} has no HEAD",
+            git_dir.display()
+        ));
+    }
+    if dot_git.is_file() {
+        if !git_dir.join("commondir").is_file() {
+            return Some(format!(
+                "not a repository: {} is no linked worktree's git dir",
+                git_dir.display()
+            ));
+        }
+        let lock = git_dir.join("locked");
         if std::fs::read_to_string(&lock).is_ok_and(|t| t.contains("initializing")) {
             return Some("still locked as initializing".into());
         }
     }
-    if !repo.index_path().exists() {
+    if !git_dir.join("index").exists() {
         return Some("no index".into());
     }
     None
@@ -404,21 +508,103 @@ pub fn inspect(path: &Path) -> Result<WorkspaceState> {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
-    use std::process::Command;
 
-    fn git(dir: &Path, args: &[&str]) {
-        let out = Command::new("git")
-            .current_dir(dir)
-            .args(args)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "a")
-            .env("GIT_AUTHOR_EMAIL", "a@example.com")
-            .env("GIT_COMMITTER_NAME", "a")
-            .env("GIT_COMMITTER_EMAIL", "a@example.com")
-            .output()
-            .expect("git runs");
-        assert!(out.status.success(), "git {args:?}: {out:?}");
+    use super::{broken_reason, head_branch_at};
+    use crate::store::Store;
+
+    use crate::store::test_git as git;
+
+    fn repo(home: &Path, name: &str) -> std::path::PathBuf {
+        git(home, home, &["init", "-q", "-b", "main", name]);
+        let repo = home.join(name);
+        git(
+            home,
+            &repo,
+            &["commit", "-q", "--allow-empty", "-m", "init"],
+        );
+        repo
+    }
+
+    #[test]
+    fn worktree_heads_are_read_from_our_admin_files_only() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let ours = repo(home, "ours");
+        let theirs = repo(home, "theirs");
+        git(home, &ours, &["worktree", "add", "-q", "-b", "w", "../wt"]);
+        git(
+            home,
+            &ours,
+            &["worktree", "add", "-q", "--detach", "../detached"],
+        );
+        git(
+            home,
+            &theirs,
+            &["worktree", "add", "-q", "-b", "w", "../foreign"],
+        );
+        let store = Store::open(&ours).expect("open");
+
+        assert_eq!(
+            head_branch_at(&ours.join(".git")).as_deref(),
+            Some("refs/heads/main")
+        );
+        let wt = home.join("wt");
+        assert_eq!(
+            store.linked_worktree_branch(&wt).as_deref(),
+            Some("refs/heads/w")
+        );
+        assert_eq!(store.linked_worktree_branch(&home.join("detached")), None);
+        // Another repository's worktree is never read as ours, whatever it has checked out.
+        assert_eq!(store.linked_worktree_branch(&home.join("foreign")), None);
+        // Nor is the main worktree, or a directory that is no worktree.
+        assert_eq!(store.linked_worktree_branch(&ours), None);
+        assert_eq!(store.linked_worktree_branch(home), None);
+
+        let mut listed = store.worktrees_with_branches().expect("listed");
+        listed.sort();
+        let canonical = |p: &Path| std::fs::canonicalize(p).expect("exists");
+        let listed: Vec<_> = listed
+            .into_iter()
+            .map(|(p, b)| (canonical(&p), b))
+            .collect();
+        assert!(listed.contains(&(canonical(&wt), Some("refs/heads/w".into()))));
+        assert!(listed.contains(&(canonical(&home.join("detached")), None)));
+        assert!(listed.contains(&(canonical(&ours), Some("refs/heads/main".into()))));
+        assert_eq!(listed.len(), 3, "{listed:?}");
+
+        let of_w: Vec<_> = store
+            .worktrees_of_branch("refs/heads/w")
+            .expect("listed")
+            .iter()
+            .map(|p| canonical(p))
+            .collect();
+        assert_eq!(of_w, vec![canonical(&wt)]);
+        let admin = ours.join(".git/worktrees/wt");
+        std::fs::create_dir_all(admin.join("rebase-merge")).expect("rebase dir");
+        std::fs::write(admin.join("rebase-merge/head-name"), "refs/heads/x\n").expect("write");
+        let (what, at) = store
+            .branch_in_operation("refs/heads/x")
+            .expect("read")
+            .expect("a rebase");
+        assert_eq!((what, canonical(&at)), ("rebased", canonical(&wt)));
+        assert_eq!(
+            store.branch_in_operation("refs/heads/w").expect("read"),
+            None
+        );
+
+        assert_eq!(broken_reason(&wt), None);
+        std::fs::write(admin.join("locked"), "initializing").expect("lock");
+        assert_eq!(
+            broken_reason(&wt).as_deref(),
+            Some("still locked as initializing")
+        );
+        std::fs::remove_file(admin.join("locked")).expect("unlock");
+        std::fs::remove_file(admin.join("index")).expect("no index");
+        assert_eq!(broken_reason(&wt).as_deref(), Some("no index"));
+        std::fs::write(wt.join(".git"), "gitdir: /nonexistent/admin\n").expect("retarget");
+        assert!(broken_reason(&wt).is_some_and(|r| r.starts_with("not a repository")));
+        std::fs::remove_file(wt.join(".git")).expect("no .git");
+        assert_eq!(broken_reason(&wt).as_deref(), Some("no .git file"));
     }
 
     /// The status of a reftable worktree sees HEAD as git does, and still reads everything else
@@ -430,6 +616,7 @@ mod tests {
             let repo = dir.path();
             git(
                 repo,
+                repo,
                 &[
                     "init",
                     "-q",
@@ -439,8 +626,8 @@ mod tests {
                 ],
             );
             std::fs::write(repo.join("a.txt"), "a\n").expect("write");
-            git(repo, &["add", "a.txt"]);
-            git(repo, &["commit", "-q", "-m", "a"]);
+            git(repo, repo, &["add", "a.txt"]);
+            git(repo, repo, &["commit", "-q", "-m", "a"]);
             std::fs::create_dir_all(repo.join("skip")).expect("mkdir");
             std::fs::write(repo.join("skip/x"), "x").expect("write");
             std::fs::write(repo.join(".git/info/exclude"), "/skip/\n").expect("write");
@@ -454,6 +641,7 @@ mod tests {
             // A linked worktree: its own HEAD, the common dir's excludes.
             let linked = dir.path().join("linked");
             git(
+                repo,
                 repo,
                 &[
                     "worktree",
@@ -470,5 +658,52 @@ mod tests {
             assert_eq!(state.branch.as_deref(), Some("refs/heads/side"), "{format}");
             assert!(state.is_clean(), "{format}: {state:?}");
         }
+    }
+
+    /// With reftable a linked worktree's HEAD lives in its own stack (its `HEAD` file is a
+    /// stub): the branches are read through git, not from the file.
+    #[test]
+    fn reftable_worktree_heads_are_read_through_git() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        git(
+            home,
+            home,
+            &["init", "-q", "-b", "main", "--ref-format=reftable", "ours"],
+        );
+        let ours = home.join("ours");
+        git(
+            home,
+            &ours,
+            &["commit", "-q", "--allow-empty", "-m", "init"],
+        );
+        git(home, &ours, &["worktree", "add", "-q", "-b", "w", "../wt"]);
+        let store = Store::open(&ours).expect("open");
+        let wt = home.join("wt");
+        assert_eq!(
+            store.linked_worktree_branch(&wt).as_deref(),
+            Some("refs/heads/w")
+        );
+        let mut branches: Vec<_> = store
+            .worktrees_with_branches()
+            .expect("listed")
+            .into_iter()
+            .map(|(_, b)| b)
+            .collect();
+        branches.sort();
+        assert_eq!(
+            branches,
+            [
+                Some("refs/heads/main".to_string()),
+                Some("refs/heads/w".to_string())
+            ]
+        );
+        assert_eq!(
+            store
+                .worktrees_of_branch("refs/heads/w")
+                .expect("listed")
+                .len(),
+            1
+        );
     }
 }

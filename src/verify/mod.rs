@@ -19,9 +19,9 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 
 use crate::error::{Context, Error, Result};
-use crate::evidence::judge::{judge_gate_trusted, CheckVerdict, Verdict};
-use crate::evidence::read::{lines_on, Notes};
+use crate::evidence::judge::{CheckVerdict, Verdict};
 use crate::evidence::requirements::Gate;
+use crate::evidence::tree_judge::TreeJudgements;
 use crate::model::policy::Policy;
 use crate::store::notes::EVIDENCE;
 use crate::store::notes_view::NotesView;
@@ -91,6 +91,8 @@ pub struct Verifier<'s> {
     notes: NotesView,
     /// A range of a thousand commits usually shares a few policies.
     policies: Policies,
+    /// Each tree's records judged once (many commits may share a tree).
+    trees: TreeJudgements,
 }
 
 impl<'s> Verifier<'s> {
@@ -108,12 +110,14 @@ impl<'s> Verifier<'s> {
             store,
             notes,
             policies: Policies::default(),
+            trees: TreeJudgements::default(),
         }
     }
 
     /// Judge by `notes` from now on.
     pub fn set_notes(&mut self, notes: NotesView) {
         self.notes = notes;
+        self.trees.clear();
     }
 
     pub fn store(&self) -> &'s Store {
@@ -151,9 +155,15 @@ impl<'s> Verifier<'s> {
     ) -> Result<CommitVerdict> {
         let gate = gate.clone().under_trust(trust);
         let tree = self.store.tree_of(commit)?;
-        let records = lines_on(self.store, Notes::View(&mut self.notes), Some(commit), tree)?;
         let (commit_hex, tree_hex) = (commit.to_string(), tree.to_string());
-        let (checks, verified) = judge_gate_trusted(&records, &commit_hex, &tree_hex, &gate, trust);
+        if !self.trees.knows(tree) {
+            let lines = self.notes.records(self.store, tree)?;
+            self.trees.insert(tree, &tree_hex, lines);
+        }
+        let own = self.notes.records(self.store, commit)?;
+        let (checks, verified) =
+            self.trees
+                .judge(tree, &own, (&commit_hex, &tree_hex), &gate, trust);
         Ok(CommitVerdict {
             commit: commit_hex,
             tree: tree_hex,

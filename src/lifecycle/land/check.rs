@@ -346,7 +346,7 @@ pub fn settle(
     tip: gix::ObjectId,
     candidates: Vec<Candidate>,
 ) -> Result<Settled> {
-    let committer = replay::committer(store).map_err(Error::from)?;
+    let committer = replay::committer(store);
     let mut settled = Settled {
         accepted: Vec::new(),
         refused: Vec::new(),

@@ -167,10 +167,9 @@ pub fn merge(
         .write(&store.repo)
         .context(|| "could not write the merged notes tree".into())?;
     let commit = store
-        .repo
-        .new_commit(message, tree, [ours, theirs])
+        .write_commit(message, tree, [ours, theirs])
         .context(|| "could not write the notes merge commit".into())?;
-    Ok((commit.id, changed))
+    Ok((commit, changed))
 }
 
 fn blob(store: &Store, id: Option<gix::ObjectId>) -> Result<Vec<u8>> {
