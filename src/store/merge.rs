@@ -36,7 +36,14 @@ pub fn merge_preview(
     tip: gix::ObjectId,
     run_head: gix::ObjectId,
 ) -> Result<MergePreview> {
-    let repo = store.repo.clone().with_object_memory();
+    let mut repo = store.repo.clone().with_object_memory();
+    // A bare repository's merge reads attributes from HEAD, which gix cannot resolve with
+    // reftable: give it a scratch HEAD that outlives the merge.
+    let _head = if repo.is_bare() {
+        super::worktree::shadow_head(&mut repo, &store.head()?)?
+    } else {
+        None
+    };
     let options = repo
         .tree_merge_options()
         .context(|| "could not set up a merge".into())?;

@@ -183,7 +183,7 @@ pub fn replay(
     onto: ObjectId,
     committer: &gix::actor::Signature,
 ) -> Result<Replayed, ReplayError> {
-    let repo = merging(store.repo.clone())?;
+    let (repo, _head) = merging(store, store.repo.clone())?;
     replay_in(&repo, commits, old_base, onto, committer)
 }
 
@@ -195,7 +195,7 @@ pub fn would_replay_cleanly(
     old_base: ObjectId,
     onto: ObjectId,
 ) -> Result<Prediction, ReplayError> {
-    let repo = merging(store.repo.clone().with_object_memory())?;
+    let (repo, _head) = merging(store, store.repo.clone().with_object_memory())?;
     predict(replay_in(&repo, commits, old_base, onto, &placeholder()).map(|r| r.tree))
 }
 
@@ -209,7 +209,8 @@ pub fn squash(
     committer: &gix::actor::Signature,
 ) -> Result<Squashed, ReplayError> {
     let squashed = commits_since(store, request.base, request.head)?;
-    let repo = &merging(store.repo.clone())?;
+    let (repo, _head) = merging(store, store.repo.clone())?;
+    let repo = &repo;
     let first = *squashed
         .first()
         .ok_or(ReplayError::NoCommits { base: request.base })?;
@@ -247,7 +248,7 @@ pub fn would_squash_cleanly(
     if !store.is_ancestor(base, head)? {
         return Err(ReplayError::NotAnAncestor { base, head });
     }
-    let repo = merging(store.repo.clone().with_object_memory())?;
+    let (repo, _head) = merging(store, store.repo.clone().with_object_memory())?;
     predict(squash_tree(&repo, base, head, onto))
 }
 
@@ -268,7 +269,19 @@ fn predict(result: Result<ObjectId, ReplayError>) -> Result<Prediction, ReplayEr
 /// arbitrary commands in the middle of a prediction (`status`, `land --dry-run`), could print
 /// into the command's JSON output, and could resolve a conflict differently each time it runs.
 /// The built-in drivers chosen by attributes (`merge=binary`, `merge=union`, `-merge`) apply.
-fn merging(mut repo: gix::Repository) -> Result<gix::Repository, ReplayError> {
+///
+/// In a bare repository the merge reads attributes from HEAD's tree, which gix cannot resolve
+/// with reftable: there `repo` gets a scratch HEAD ([`worktree::shadow_head`]), returned as the
+/// guard that must outlive it (`None` otherwise).
+fn merging(
+    store: &Store,
+    mut repo: gix::Repository,
+) -> Result<(gix::Repository, Option<tempfile::TempDir>), ReplayError> {
+    let shadow = if repo.is_bare() {
+        super::worktree::shadow_head(&mut repo, &store.head()?)?
+    } else {
+        None
+    };
     let mut config = repo.config_snapshot_mut();
     let drivers: Vec<_> = config
         .sections_and_ids_by_name("merge")
@@ -290,7 +303,7 @@ fn merging(mut repo: gix::Repository) -> Result<gix::Repository, ReplayError> {
         .map_err(|e| Error::internal(format!("could not set up merging: {e:#}")))?;
     // A tree merge reads the same blobs and trees again for every commit of the stack.
     repo.object_cache_size_if_unset(16 * 1024 * 1024);
-    Ok(repo)
+    Ok((repo, shadow))
 }
 
 /// The committer of commits that only ever live in memory (a prediction compares trees).

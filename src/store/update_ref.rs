@@ -54,10 +54,9 @@ impl UpdateRef {
         }
         // The reflog identity gix would have written (configured, or the fallback identity).
         let mut envs = Vec::new();
-        if let Some(Ok(who)) = store.repo.committer() {
-            envs.push(("GIT_COMMITTER_NAME", who.name.to_string()));
-            envs.push(("GIT_COMMITTER_EMAIL", who.email.to_string()));
-        }
+        let who = store.signature(super::identity::Role::Committer);
+        envs.push(("GIT_COMMITTER_NAME", who.name.to_string()));
+        envs.push(("GIT_COMMITTER_EMAIL", who.email.to_string()));
         let mut child = git_cli::spawn(store, &args, &envs)?;
         let stdin = child.stdin.take();
         let stdout = child

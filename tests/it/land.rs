@@ -103,7 +103,7 @@ fn six_runs_one_culprit_lands_five_within_five_validations() {
     assert_eq!(culprit["state"], "validation_failed", "{culprit}");
     let reason = culprit["reason"].as_str().unwrap();
     assert!(reason.starts_with("fails on "), "{reason}");
-    assert!(!t.repo_has_file_on_main("bad.txt"));
+    assert!(!main_has_file(&t, "bad.txt"));
     // The culprit's failing evidence is on its replayed commit.
     let failing = result_of(&j, "r3");
     assert_eq!(failing["result"], "validation_failed");
@@ -114,10 +114,8 @@ fn six_runs_one_culprit_lands_five_within_five_validations() {
     t.fsck();
 }
 
-impl TestEnv {
-    fn repo_has_file_on_main(&self, file: &str) -> bool {
-        self.git(&["cat-file", "-e", &format!("main:{file}")]).code == 0
-    }
+fn main_has_file(t: &TestEnv, file: &str) -> bool {
+    t.git(&["cat-file", "-e", &format!("main:{file}")]).code == 0
 }
 
 #[test]

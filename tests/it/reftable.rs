@@ -5,9 +5,9 @@
 //!
 //! Not here: modules that build a torn files-backend state by hand (lock files under
 //! `.git/refs/`, a loose ref written directly: `recovery`, `refusals`, `hardening2`), which a
-//! reftable repository cannot be in; `land`, which adds methods to the shared test helper; and
-//! `pull`, whose hook fetch of missing evidence cannot write its tracking ref while the reftable
-//! stack is locked by the very update being judged (docs/hooks.md).
+//! reftable repository cannot be in; and `pull`, whose hook fetch of missing evidence cannot
+//! write its tracking ref while the reftable stack is locked by the very update being judged
+//! (docs/hooks.md).
 
 // Loading each file twice is the point: one body, two ref formats.
 #![allow(clippy::duplicate_mod)]
@@ -20,6 +20,8 @@ mod crash;
 mod export;
 #[path = "hooks.rs"]
 mod hooks;
+#[path = "land.rs"]
+mod land;
 #[path = "lifecycle.rs"]
 mod lifecycle;
 #[path = "promote.rs"]
