@@ -18,15 +18,23 @@ mod approvals;
 mod crash;
 #[path = "export.rs"]
 mod export;
+#[path = "hardening.rs"]
+mod hardening;
+#[path = "harness.rs"]
+mod harness;
 #[path = "hooks.rs"]
 mod hooks;
 #[path = "land.rs"]
 mod land;
 #[path = "lifecycle.rs"]
 mod lifecycle;
+#[path = "plans.rs"]
+mod plans;
 #[path = "promote.rs"]
 mod promote;
 #[path = "sync.rs"]
 mod sync;
+#[path = "trust.rs"]
+mod trust;
 #[path = "verify.rs"]
 mod verify;
