@@ -12,6 +12,11 @@
 //! The fetch is git's (transports and credentials are the user's set-up), bounded in time
 //! ([`FETCH_LIMIT`]), never prompts, and writes only that tracking ref: not `FETCH_HEAD`, which
 //! the `git pull` around us is reading.
+//!
+//! With reftable ref storage no ref can be written here: the update being judged holds the
+//! lock of the whole stack. There the hook asks the remote for its notes tip (`ls-remote`),
+//! fetches the objects without writing any ref (no destination, `--refmap=` so no
+//! opportunistic update either), and judges with that notes commit read beside the others.
 
 use std::time::Duration;
 
@@ -19,6 +24,7 @@ use super::{FromRemote, HookOutcome, RefUpdate};
 use crate::run::current_branch as head_ref;
 use crate::store::git_cli as git;
 use crate::store::notes::EVIDENCE;
+use crate::store::refs::RefFormat;
 use crate::store::remote::fetch::{remote_names, tracking_notes_prefix};
 use crate::store::Store;
 
@@ -30,6 +36,9 @@ pub const FETCH_LIMIT: Duration = Duration::from_secs(10);
 pub(super) struct Fetched {
     /// The remotes whose evidence notes were fetched.
     pub remotes: Vec<String>,
+    /// Notes commits fetched without a ref to hold them (reftable): `(what, tip)`, to be read
+    /// beside the evidence notes.
+    pub notes: Vec<(String, gix::ObjectId)>,
     pub warnings: Vec<String>,
 }
 
@@ -49,7 +58,10 @@ pub(super) fn fetch_for_refused(
         }
         tried.push(remote.clone());
         match fetch_evidence(store, &remote) {
-            Ok(()) => fetched.remotes.push(remote),
+            Ok(tip) => {
+                fetched.notes.extend(tip);
+                fetched.remotes.push(remote);
+            }
             Err(why) => fetched.warnings.push(format!(
                 "could not fetch the evidence notes from {remote}: {why}"
             )),
@@ -104,20 +116,57 @@ fn origin_of(store: &Store, commit: &str, pending: &[RefUpdate]) -> Option<Strin
     })
 }
 
-/// `git fetch <remote> +<evidence>:<tracking evidence>`, bounded by [`FETCH_LIMIT`].
-fn fetch_evidence(store: &Store, remote: &str) -> Result<(), String> {
+/// `git fetch <remote> +<evidence>:<tracking evidence>`, bounded by [`FETCH_LIMIT`]. With
+/// reftable, the objects only, and the fetched tip to read beside the evidence notes.
+fn fetch_evidence(store: &Store, remote: &str) -> Result<Option<(String, gix::ObjectId)>, String> {
+    if store.ref_format() == RefFormat::Reftable {
+        return fetch_evidence_objects(store, remote).map(Some);
+    }
     let refspec = format!("+{EVIDENCE}:{}evidence", tracking_notes_prefix(remote));
-    let args = git::argv([
-        "fetch",
-        "--quiet",
-        "--no-tags",
-        "--no-write-fetch-head",
-        "--no-auto-maintenance",
-        remote,
-        &refspec,
-    ]);
-    match git::run_bounded(store, &args, FETCH_LIMIT) {
-        Ok(run) if run.success() => Ok(()),
+    bounded(
+        store,
+        &[
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--no-auto-maintenance",
+            remote,
+            &refspec,
+        ],
+    )
+    .map(|_| None)
+}
+
+/// The remote's evidence notes tip and its objects, without writing a ref.
+fn fetch_evidence_objects(store: &Store, remote: &str) -> Result<(String, gix::ObjectId), String> {
+    let listed = bounded(store, &["ls-remote", "--refs", remote, EVIDENCE])?;
+    let tip = listed
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .find(|(_, name)| *name == EVIDENCE)
+        .and_then(|(id, _)| gix::ObjectId::from_hex(id.as_bytes()).ok())
+        .ok_or_else(|| format!("{remote} has no {EVIDENCE}"))?;
+    bounded(
+        store,
+        &[
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--no-auto-maintenance",
+            "--refmap=",
+            remote,
+            EVIDENCE,
+        ],
+    )?;
+    Ok((format!("{EVIDENCE} of {remote}"), tip))
+}
+
+/// `git <args>` bounded by [`FETCH_LIMIT`]: its stdout, or why it failed.
+fn bounded(store: &Store, args: &[&str]) -> Result<String, String> {
+    match git::run_bounded(store, &git::argv(args.iter().copied()), FETCH_LIMIT) {
+        Ok(run) if run.success() => Ok(run.stdout),
         Ok(run) if run.code.is_none() => {
             Err(format!("no answer within {} s", FETCH_LIMIT.as_secs()))
         }

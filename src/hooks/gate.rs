@@ -59,6 +59,9 @@ pub struct Gatekeeper<'s> {
     approvals_source: EvidenceSource,
     approvals: Option<NotesView>,
     policies: Policies,
+    /// Evidence notes commits no ref holds (fetched under a reftable lock), read beside the
+    /// evidence notes when they come from the current ref.
+    also: Vec<(String, gix::ObjectId)>,
 }
 
 impl<'s> Gatekeeper<'s> {
@@ -87,10 +90,17 @@ impl<'s> Gatekeeper<'s> {
             approvals_source: EvidenceSource::CurrentRef,
             approvals: None,
             policies: Policies::default(),
+            also: Vec::new(),
         })
     }
 
     /// Read approvals from `source` (what a push carries) instead of the current notes.
+    /// Read the evidence notes commits `also` (`(what, tip)`) beside the current evidence notes.
+    pub fn read_evidence_also(&mut self, also: &[(String, gix::ObjectId)]) {
+        self.also = also.to_vec();
+        self.notes_loaded = false;
+    }
+
     pub fn set_approvals_source(&mut self, source: EvidenceSource) {
         self.approvals_source = source;
         self.approvals = None;
@@ -144,7 +154,9 @@ impl<'s> Gatekeeper<'s> {
         if !self.notes_loaded {
             let store = self.verifier.store();
             let notes = match self.source {
-                EvidenceSource::CurrentRef => NotesView::at_ref_and_tracking(store, EVIDENCE)?,
+                EvidenceSource::CurrentRef => {
+                    NotesView::at_ref_and_tracking(store, EVIDENCE)?.with(store, &self.also)?
+                }
                 EvidenceSource::Commit(tip) => NotesView::at_commit(store, tip, EVIDENCE)?,
             };
             self.verifier.set_notes(notes);

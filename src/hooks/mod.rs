@@ -284,13 +284,13 @@ pub fn reference_transaction<S: std::ops::Deref<Target = Store>>(
         return Ok(HookOutcome::default());
     }
     let store = open()?;
-    let mut out = gate_transaction(&store, source, approvals, &updates)?;
+    let mut out = gate_transaction(&store, source, approvals, &updates, &[])?;
     if matches!(source, EvidenceSource::CurrentRef) && !out.refused.is_empty() {
         // A fetch into a branch updates the remote-tracking branch in the same transaction.
         let fetched = evidence::fetch_for_refused(&store, &mut out, &all);
         if !fetched.remotes.is_empty() {
             // Judge again with what was fetched; the way out still names the remote.
-            out = gate_transaction(&store, source, approvals, &updates)?;
+            out = gate_transaction(&store, source, approvals, &updates, &fetched.notes)?;
             evidence::mark_origins(&store, &mut out, &all, &fetched.remotes);
         }
         out.warnings.extend(fetched.warnings);
@@ -304,10 +304,12 @@ fn gate_transaction(
     source: EvidenceSource,
     approvals: EvidenceSource,
     updates: &[RefUpdate],
+    fetched: &[(String, gix::ObjectId)],
 ) -> Result<HookOutcome> {
     let mut out = HookOutcome::default();
     let mut gate = Gatekeeper::new(store, source)?;
     gate.set_approvals_source(approvals);
+    gate.read_evidence_also(fetched);
     for u in updates {
         // In `prepared` the old value is the ref's current value (the ref is locked).
         let base = match u.old {

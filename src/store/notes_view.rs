@@ -60,6 +60,14 @@ impl NotesView {
         Ok(view)
     }
 
+    /// This view with the notes commits `more` (`(what, tip)`) read beside it.
+    pub fn with(mut self, store: &Store, more: &[(String, gix::ObjectId)]) -> Result<NotesView> {
+        for (what, tip) in more {
+            self.more.push(Self::at_commit(store, Some(*tip), what)?);
+        }
+        Ok(self)
+    }
+
     /// The notes of the notes commit `tip` (`None`: no notes at all).
     pub fn at_commit(store: &Store, tip: Option<gix::ObjectId>, what: &str) -> Result<NotesView> {
         let Some(tip) = tip else {

@@ -5,9 +5,7 @@
 //!
 //! Not here: modules that build a torn files-backend state by hand (lock files under
 //! `.git/refs/`, a loose ref written directly: `recovery`, `refusals`, `hardening2`), which a
-//! reftable repository cannot be in; and `pull`, whose hook fetch of missing evidence cannot
-//! write its tracking ref while the reftable stack is locked by the very update being judged
-//! (docs/hooks.md).
+//! reftable repository cannot be in.
 
 // Loading each file twice is the point: one body, two ref formats.
 #![allow(clippy::duplicate_mod)]
@@ -32,6 +30,8 @@ mod lifecycle;
 mod plans;
 #[path = "promote.rs"]
 mod promote;
+#[path = "pull.rs"]
+mod pull;
 #[path = "sync.rs"]
 mod sync;
 #[path = "trust.rs"]
