@@ -106,6 +106,27 @@ impl Bench {
         self.run("git", &self.repo, args).1
     }
 
+    /// `start <id>` off `main`, and for comparison `git worktree add -b plain/<id>` into the
+    /// directory `plain`: the two times.
+    fn start_beside_worktree_add(&self, id: &str, plain: &str) -> (Duration, Duration) {
+        let ours = self.tab(
+            &self.repo,
+            &["start", id, "--task", "bench", "--base", "main"],
+        );
+        let dir = self.dir.path().join(plain);
+        let branch = format!("plain/{id}");
+        let args = [
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            &branch,
+            dir.to_str().unwrap(),
+            "main",
+        ];
+        (ours, self.run("git", &self.repo, &args).0)
+    }
+
     fn tab(&self, cwd: &Path, args: &[&str]) -> Duration {
         self.run(BIN, cwd, args).0
     }
@@ -162,27 +183,9 @@ fn lifecycle(b: &Bench, n: usize, label: &str) {
     );
     for i in 0..n {
         let id = format!("{label}{i}");
-        start.push(b.tab(
-            &b.repo,
-            &["start", &id, "--task", "bench", "--base", "main"],
-        ));
-        let plain = b.dir.path().join(format!("plain-{label}{i}"));
-        wt_add.push(
-            b.run(
-                "git",
-                &b.repo,
-                &[
-                    "worktree",
-                    "add",
-                    "-q",
-                    "-b",
-                    &format!("plain/{label}{i}"),
-                    plain.to_str().unwrap(),
-                    "main",
-                ],
-            )
-            .0,
-        );
+        let (ours, git) = b.start_beside_worktree_add(&id, &format!("plain-{label}{i}"));
+        start.push(ours);
+        wt_add.push(git);
 
         let wt = b.worktree(&id);
         b.commit_in(&wt, i);
@@ -767,27 +770,9 @@ fn large_worktree(n: usize) {
     let (mut promote, mut read_tree) = (vec![], vec![]);
     for i in 0..n {
         let id = format!("big{i}");
-        start.push(b.tab(
-            &b.repo,
-            &["start", &id, "--task", "bench", "--base", "main"],
-        ));
-        let other = b.dir.path().join(format!("plain-wt{i}"));
-        wt_add.push(
-            b.run(
-                "git",
-                &b.repo,
-                &[
-                    "worktree",
-                    "add",
-                    "-q",
-                    "-b",
-                    &format!("plain/big{i}"),
-                    other.to_str().unwrap(),
-                    "main",
-                ],
-            )
-            .0,
-        );
+        let (ours, git) = b.start_beside_worktree_add(&id, &format!("plain-wt{i}"));
+        start.push(ours);
+        wt_add.push(git);
         let wt = b.worktree(&id);
         std::fs::write(wt.join("d100/f050.txt"), format!("changed {i}\n")).unwrap();
         b.run("git", &wt, &["commit", "-q", "-am", "one file"]);

@@ -2,7 +2,8 @@
 
 use serde_json::{Map, Value};
 
-use super::color::{self, strip_escapes, Style};
+use super::color::{self, Style};
+use tabellio::runner::strip_escapes;
 
 /// Any serializable value as JSON (`null` if it cannot be: it never fails for our records).
 pub fn to_json<T: serde::Serialize>(v: &T) -> Value {

@@ -123,20 +123,18 @@ fn fetch_evidence(store: &Store, remote: &str) -> Result<Option<(String, gix::Ob
         return fetch_evidence_objects(store, remote).map(Some);
     }
     let refspec = format!("+{EVIDENCE}:{}evidence", tracking_notes_prefix(remote));
-    bounded(
-        store,
-        &[
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--no-auto-maintenance",
-            remote,
-            &refspec,
-        ],
-    )
-    .map(|_| None)
+    bounded(store, &[FETCH, &[remote, &refspec]].concat()).map(|_| None)
 }
+
+/// `git fetch` as the hook runs it: quiet, no tags, no `FETCH_HEAD` (the `git pull` around us
+/// reads it), no maintenance.
+const FETCH: &[&str] = &[
+    "fetch",
+    "--quiet",
+    "--no-tags",
+    "--no-write-fetch-head",
+    "--no-auto-maintenance",
+];
 
 /// The remote's evidence notes tip and its objects, without writing a ref.
 fn fetch_evidence_objects(store: &Store, remote: &str) -> Result<(String, gix::ObjectId), String> {
@@ -147,19 +145,7 @@ fn fetch_evidence_objects(store: &Store, remote: &str) -> Result<(String, gix::O
         .find(|(_, name)| *name == EVIDENCE)
         .and_then(|(id, _)| gix::ObjectId::from_hex(id.as_bytes()).ok())
         .ok_or_else(|| format!("{remote} has no {EVIDENCE}"))?;
-    bounded(
-        store,
-        &[
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--no-auto-maintenance",
-            "--refmap=",
-            remote,
-            EVIDENCE,
-        ],
-    )?;
+    bounded(store, &[FETCH, &["--refmap=", remote, EVIDENCE]].concat())?;
     Ok((format!("{EVIDENCE} of {remote}"), tip))
 }
 

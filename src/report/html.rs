@@ -464,36 +464,15 @@ fn anchor(id: &str) -> String {
 /// (CSI `ESC [ … final`, OSC `ESC ] … BEL|ESC \`, and two-byte ones) and other control
 /// characters except newline and tab dropped, as a browser would show them as garbage.
 pub fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
+    let shown = crate::runner::strip_escapes(text);
+    let mut out = String::with_capacity(shown.len());
+    for c in shown.chars() {
         match c {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            '\u{1b}' => match chars.next() {
-                // CSI: parameters and intermediates up to a final byte in @..~.
-                Some('[') => {
-                    for n in chars.by_ref() {
-                        if ('@'..='~').contains(&n) {
-                            break;
-                        }
-                    }
-                }
-                // OSC: up to BEL or the string terminator ESC \.
-                Some(']') => {
-                    while let Some(n) = chars.next() {
-                        if n == '\u{7}' || (n == '\u{1b}' && chars.next_if_eq(&'\\').is_some()) {
-                            break;
-                        }
-                    }
-                }
-                _ => {}
-            },
-            '\n' | '\t' => out.push(c),
-            c if c.is_control() => {}
             c => out.push(c),
         }
     }

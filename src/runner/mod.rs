@@ -28,6 +28,7 @@
 //! secret redaction. Process groups and signals are [`crate::sys::process`]'s.
 
 mod capture;
+mod escapes;
 mod observe;
 mod pump;
 mod redact;
@@ -41,6 +42,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 pub use capture::{excerpt_of, omission_marker, OutputCapture, TailRing};
+pub use escapes::strip_escapes;
 pub use observe::{Observer, Progress};
 pub use redact::{is_secret_name, Redactor, Rule, MIN_SECRET_CHARS, REDACTED, RULES};
 pub use spawn::run_command;

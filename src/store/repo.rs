@@ -282,14 +282,19 @@ impl Store {
         Ok(base.map(|b| b.detach()) == Some(ancestor))
     }
 
-    /// Read a file from a commit's tree, `None` when absent.
-    pub fn read_file_at(&self, commit: gix::ObjectId, path: &str) -> Result<Option<Vec<u8>>> {
-        let tree = self
-            .repo
+    /// The tree of `commit`, read as a commit first: a damaged commit is an internal error
+    /// naming gix's cause (a plain tree lookup would call it missing).
+    pub fn commit_tree(&self, commit: gix::ObjectId) -> Result<gix::Tree<'_>> {
+        self.repo
             .find_commit(commit)
             .context(|| format!("could not read commit {commit}"))?
             .tree()
-            .context(|| format!("could not read the tree of {commit}"))?;
+            .context(|| format!("could not read the tree of {commit}"))
+    }
+
+    /// Read a file from a commit's tree, `None` when absent.
+    pub fn read_file_at(&self, commit: gix::ObjectId, path: &str) -> Result<Option<Vec<u8>>> {
+        let tree = self.commit_tree(commit)?;
         let Some(entry) = tree
             .lookup_entry_by_path(path)
             .context(|| format!("could not look up {path} in {commit}"))?

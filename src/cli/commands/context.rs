@@ -5,9 +5,9 @@ use serde_json::json;
 use tabellio::harness::context;
 use tabellio::{Error, Result};
 
-use crate::cli::color::strip_escapes;
 use crate::cli::format::run_json;
 use crate::cli::{Ctx, Output};
+use tabellio::runner::strip_escapes;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ContextFormat {

@@ -60,14 +60,7 @@ impl Store {
     /// A v1 commit is read as it is; a v2 commit is assembled from its tree.
     pub(super) fn read_ledger_tree(&self, commit: gix::ObjectId) -> Result<Option<RunRecord>> {
         let what = format!("run.json of {commit}");
-        // Read as a commit first: a damaged ledger commit is an internal error naming gix's
-        // cause (`tree_of` would call it missing).
-        let tree = self
-            .repo
-            .find_commit(commit)
-            .context(|| format!("could not read commit {commit}"))?
-            .tree()
-            .context(|| format!("could not read the tree of {commit}"))?;
+        let tree = self.commit_tree(commit)?;
         let Some(bytes) = self.tree_blob(&tree, "run.json", commit)? else {
             return Ok(None);
         };
