@@ -9,10 +9,11 @@ use crate::model::canonical::sha256_hex;
 use crate::model::loop_state::{
     AgentSpec, HarnessStop, LoopIteration, LoopState, LoopStatus, Phase,
 };
-use crate::model::{time, RunState};
+use crate::model::{time, RunRecord, RunState};
 use crate::run::{run_workspace, Env};
 use crate::runner;
 use crate::store::ledger::{self, Ledger};
+use crate::store::Store;
 
 use super::{
     argv_digest, commit, LoopOptions, DEFAULT_AGENT_TIMEOUT, DEFAULT_MAX_LOOPS,
@@ -55,45 +56,53 @@ pub(super) fn start(
     limits: Limits,
     ledger: Ledger,
 ) -> Result<Ledger> {
-    let Limits {
-        max_loops,
-        no_progress_limit,
-        timeout,
-    } = limits;
     let store = &env.store;
     let rec = &ledger.record;
     let id = &rec.run_id;
-    match rec.state {
-        RunState::Active | RunState::ValidationFailed | RunState::Blocked => {}
-        RunState::Looping => {
-            return Err(
-                Error::refused(format!("run {id} is already looping")).hint(format!(
-                    "continue it with `git tabellio loop {id} --resume`"
-                )),
-            )
-        }
-        RunState::Completed => {
-            return Err(Error::refused(format!(
-                "run {id} is completed; there is nothing left to loop for"
-            ))
-            .hint(format!("promote it: `git tabellio promote {id}`")))
-        }
-        RunState::Promoted | RunState::Abandoned => {
-            return Err(
-                Error::refused(format!("run {id} is {}; it is over", rec.state))
-                    .hint("start a new run"),
-            )
-        }
-    }
+    check_loopable(rec)?;
     if rec.task.sha256 != sha256_hex(rec.task.text.as_bytes()) {
         return Err(task_changed(id));
     }
+    let head = clean_head(env, &ledger)?;
+    check_loop_checks(store, head, opts, id)?;
+    let state = first_loop_state(store, &ledger, opts, limits, head)?;
+    let mut next = ledger::transition(rec, RunState::Looping);
+    next.loop_state = Some(state);
+    next.reason = None;
+    commit(store, &ledger, next, "loop 1/execute")
+}
+
+/// A fresh loop starts only from a run that is open and not looping already.
+fn check_loopable(rec: &RunRecord) -> Result<()> {
+    let id = &rec.run_id;
+    match rec.state {
+        RunState::Active | RunState::ValidationFailed | RunState::Blocked => Ok(()),
+        RunState::Looping => Err(Error::refused(format!("run {id} is already looping")).hint(
+            format!("continue it with `git tabellio loop {id} --resume`"),
+        )),
+        RunState::Completed => Err(Error::refused(format!(
+            "run {id} is completed; there is nothing left to loop for"
+        ))
+        .hint(format!("promote it: `git tabellio promote {id}`"))),
+        RunState::Promoted | RunState::Abandoned => Err(Error::refused(format!(
+            "run {id} is {}; it is over",
+            rec.state
+        ))
+        .hint("start a new run")),
+    }
+}
+
+/// The run head of a clean workspace, which must descend from the run's base.
+fn clean_head(env: &Env, ledger: &Ledger) -> Result<gix::ObjectId> {
+    let store = &env.store;
+    let rec = &ledger.record;
+    let id = &rec.run_id;
     let interrupted = rec
         .loop_state
         .as_ref()
         .is_some_and(|l| l.why_harness_stopped == Some(HarnessStop::Interrupted));
     let (_path, head) =
-        crate::lifecycle::checkpoint::clean_workspace(env, &ledger).map_err(|e| {
+        crate::lifecycle::checkpoint::clean_workspace(env, ledger).map_err(|e| {
             if interrupted {
                 // The interrupted agent's changes are what `--resume` collects.
                 e.hint(format!(
@@ -110,9 +119,18 @@ pub(super) fn start(
         ))
         .hint("rebase the run branch onto its base, or start a new run"));
     }
-    // The checks must be resolvable now; the agent's commits may change them later (the policy
-    // is read from the commit being validated, as `finish` does). The loop has no ad-hoc check:
-    // its argv after `--` is the agent, so without a policy there is nothing to validate with.
+    Ok(head)
+}
+
+/// The checks must be resolvable now; the agent's commits may change them later (the policy
+/// is read from the commit being validated, as `finish` does). The loop has no ad-hoc check:
+/// its argv after `--` is the agent, so without a policy there is nothing to validate with.
+fn check_loop_checks(
+    store: &Store,
+    head: gix::ObjectId,
+    opts: &LoopOptions,
+    id: &str,
+) -> Result<()> {
     if matches!(crate::store::policy::policy_at(store, head), Ok(None)) {
         return Err(Error::usage(format!(
             "no checks for the loop: no {} at the run head {head}",
@@ -131,20 +149,34 @@ pub(super) fn start(
         ..CheckSelection::default()
     };
     resolve_checks(store, head, &sel)?;
+    Ok(())
+}
 
-    // Stored without secrets and without this machine's directories; `argv_sha256` pins the
-    // exact command for `--resume`.
+/// The loop state of iteration 1 at `head`. The agent's argv is stored without secrets and
+/// without this machine's directories; `argv_sha256` pins the exact command for `--resume`.
+fn first_loop_state(
+    store: &Store,
+    ledger: &Ledger,
+    opts: &LoopOptions,
+    limits: Limits,
+    head: gix::ObjectId,
+) -> Result<LoopState> {
+    let Limits {
+        max_loops,
+        no_progress_limit,
+        timeout,
+    } = limits;
     let redactor = runner::Redactor::from_env();
     let paths = crate::store::paths::LocalPaths::repository_only(
         store,
-        run_workspace(store, &ledger)?.as_deref(),
+        run_workspace(store, ledger)?.as_deref(),
     );
     let stored_argv: Vec<String> = redactor
         .redact_argv(&opts.agent_argv)
         .iter()
         .map(|a| paths.apply(a))
         .collect();
-    let state = LoopState {
+    Ok(LoopState {
         iteration: 1,
         phase: Phase::Execute,
         max_loops,
@@ -159,7 +191,7 @@ pub(super) fn start(
             argv_sha256: argv_digest(&opts.agent_argv),
             timeout_s: timeout.as_secs(),
         },
-        task_sha256: rec.task.sha256.clone(),
+        task_sha256: ledger.record.task.sha256.clone(),
         checks: opts.checks.clone(),
         promote: opts.promote,
         started_at: time::now(),
@@ -167,11 +199,7 @@ pub(super) fn start(
         resumes: 0,
         current: Some(LoopIteration::new(1, head.to_string())),
         history: Vec::new(),
-    };
-    let mut next = ledger::transition(rec, RunState::Looping);
-    next.loop_state = Some(state);
-    next.reason = None;
-    commit(store, &ledger, next, "loop 1/execute")
+    })
 }
 
 fn task_changed(id: &str) -> Error {

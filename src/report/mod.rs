@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::lifecycle::manage::UnreadableRun;
+use crate::model::land::LandAttempt;
 use crate::model::run::{Attempt, CheckpointEntry};
 use crate::model::{RunRecord, RunState};
 use crate::run::{valid_run_id, Env};
@@ -136,26 +137,8 @@ fn events_between(
     out: &mut Vec<Event>,
 ) {
     let first = out.len();
-    let event = |kind, commit: Option<&str>, at: &str, text: String| Event {
-        kind,
-        commit: commit.map(str::to_string),
-        status: None,
-        at: at.to_string(),
-        text,
-    };
     if before.is_none() {
-        out.push(event(
-            EventKind::Start,
-            Some(&after.base.commit),
-            &after.created_at,
-            format!(
-                "start from {}: {} ({}:{})",
-                short_ref(&after.base.reference),
-                after.task.summary,
-                after.actor.kind,
-                after.actor.id
-            ),
-        ));
+        out.push(start_event(after));
     }
     let count = |f: fn(&RunRecord) -> usize| before.map_or(0, f);
     for c in after
@@ -173,119 +156,170 @@ fn events_between(
         .iter()
         .skip(count(|r| r.land_attempts.len()))
     {
+        out.push(land_refused_event(l));
+    }
+    loop_events(before, after, out);
+    out.extend(restack_event(before, after));
+    out.extend(promotion_event(before, after));
+    let quiet = out.len() == first;
+    out.extend(state_event(before, after, message, quiet));
+}
+
+/// An event without an attempt status.
+fn event(kind: EventKind, commit: Option<&str>, at: &str, text: String) -> Event {
+    Event {
+        kind,
+        commit: commit.map(str::to_string),
+        status: None,
+        at: at.to_string(),
+        text,
+    }
+}
+
+/// The first ledger commit: the run started from its frozen base.
+fn start_event(after: &RunRecord) -> Event {
+    event(
+        EventKind::Start,
+        Some(&after.base.commit),
+        &after.created_at,
+        format!(
+            "start from {}: {} ({}:{})",
+            short_ref(&after.base.reference),
+            after.task.summary,
+            after.actor.kind,
+            after.actor.id
+        ),
+    )
+}
+
+fn land_refused_event(l: &LandAttempt) -> Event {
+    event(
+        EventKind::LandRefused,
+        Some(&l.commit),
+        &l.at,
+        format!(
+            "land onto {} {} refused: conflict in {}",
+            short_ref(&l.target),
+            short(&l.onto),
+            l.paths.join(", ")
+        ),
+    )
+}
+
+/// A loop that started, and a loop that stopped, between `before` and `after`.
+fn loop_events(before: Option<&RunRecord>, after: &RunRecord, out: &mut Vec<Event>) {
+    let Some(l) = &after.loop_state else {
+        return;
+    };
+    let loop_before = before.and_then(|b| b.loop_state.as_ref());
+    if loop_before.is_none_or(|b| b.started_at != l.started_at) {
         out.push(event(
-            EventKind::LandRefused,
-            Some(&l.commit),
-            &l.at,
+            EventKind::LoopStarted,
+            None,
+            &l.started_at,
+            format!("loop started (at most {} iterations)", l.max_loops),
+        ));
+    }
+    let stopped_before = loop_before.is_some_and(|b| {
+        b.started_at == l.started_at && b.why_harness_stopped == l.why_harness_stopped
+    });
+    if let (Some(why), false) = (l.why_harness_stopped, stopped_before) {
+        let iterations = l.history.len();
+        out.push(event(
+            EventKind::LoopStopped,
+            None,
+            l.stopped_at.as_deref().unwrap_or(&after.updated_at),
             format!(
-                "land onto {} {} refused: conflict in {}",
-                short_ref(&l.target),
-                short(&l.onto),
-                l.paths.join(", ")
+                "loop stopped after {iterations} iteration{}: {} ({})",
+                if iterations == 1 { "" } else { "s" },
+                why.as_str(),
+                l.status
             ),
         ));
     }
-    let loop_before = before.and_then(|b| b.loop_state.as_ref());
-    if let Some(l) = &after.loop_state {
-        if loop_before.is_none_or(|b| b.started_at != l.started_at) {
-            out.push(event(
-                EventKind::LoopStarted,
-                None,
-                &l.started_at,
-                format!("loop started (at most {} iterations)", l.max_loops),
-            ));
-        }
-        let stopped_before = loop_before.is_some_and(|b| {
-            b.started_at == l.started_at && b.why_harness_stopped == l.why_harness_stopped
-        });
-        if let (Some(why), false) = (l.why_harness_stopped, stopped_before) {
-            let iterations = l.history.len();
-            out.push(event(
-                EventKind::LoopStopped,
-                None,
-                l.stopped_at.as_deref().unwrap_or(&after.updated_at),
-                format!(
-                    "loop stopped after {iterations} iteration{}: {} ({})",
-                    if iterations == 1 { "" } else { "s" },
-                    why.as_str(),
-                    l.status
-                ),
-            ));
-        }
+}
+
+/// A new restack that moved the run's head.
+fn restack_event(before: Option<&RunRecord>, after: &RunRecord) -> Option<Event> {
+    let r = after.restack.as_ref()?;
+    // `none`: the target had not moved and the run's own commits landed; nothing to draw.
+    let moved = r.mode != "none" && r.head_before != r.head_after;
+    if !moved || before.is_some_and(|b| b.restack.as_ref() == Some(r)) {
+        return None;
     }
-    if let Some(r) = &after.restack {
-        // `none`: the target had not moved and the run's own commits landed; nothing to draw.
-        let moved = r.mode != "none" && r.head_before != r.head_after;
-        if moved && before.is_none_or(|b| b.restack.as_ref() != Some(r)) {
-            out.push(event(
-                EventKind::Restack,
-                Some(&r.head_after),
-                &after.updated_at,
-                format!(
-                    "restacked ({}) onto {}: {} -> {}",
-                    r.mode,
-                    short(&r.base_after),
-                    short(&r.head_before),
-                    short(&r.head_after)
-                ),
-            ));
-        }
+    Some(event(
+        EventKind::Restack,
+        Some(&r.head_after),
+        &after.updated_at,
+        format!(
+            "restacked ({}) onto {}: {} -> {}",
+            r.mode,
+            short(&r.base_after),
+            short(&r.head_before),
+            short(&r.head_after)
+        ),
+    ))
+}
+
+/// A new promotion (or landing) of the run.
+fn promotion_event(before: Option<&RunRecord>, after: &RunRecord) -> Option<Event> {
+    let p = after.promotion.as_ref()?;
+    if before.is_some_and(|b| b.promotion.as_ref() == Some(p)) {
+        return None;
     }
-    if let Some(p) = &after.promotion {
-        if before.is_none_or(|b| b.promotion.as_ref() != Some(p)) {
-            let how = match &p.remote {
-                Some(remote) => format!("{}, {remote}", p.mode),
-                None => p.mode.clone(),
-            };
-            let verb = if after.landed.is_some() {
-                "landed on"
-            } else {
-                "promoted"
-            };
-            // A landed run's own commit; the target moved to the top of its batch (`p.new`).
-            out.push(event(
-                EventKind::Promoted,
-                Some(after.landed.as_deref().unwrap_or(&p.new)),
-                &p.at,
-                format!(
-                    "{verb} {} {}..{} ({how})",
-                    short_ref(&p.target),
-                    short(&p.old),
-                    short(&p.new)
-                ),
-            ));
-        }
-    }
+    let how = match &p.remote {
+        Some(remote) => format!("{}, {remote}", p.mode),
+        None => p.mode.clone(),
+    };
+    let verb = if after.landed.is_some() {
+        "landed on"
+    } else {
+        "promoted"
+    };
+    // A landed run's own commit; the target moved to the top of its batch (`p.new`).
+    Some(event(
+        EventKind::Promoted,
+        Some(after.landed.as_deref().unwrap_or(&p.new)),
+        &p.at,
+        format!(
+            "{verb} {} {}..{} ({how})",
+            short_ref(&p.target),
+            short(&p.old),
+            short(&p.new)
+        ),
+    ))
+}
+
+/// A change of state: abandoned and blocked always, any other only when the transition drew
+/// nothing else (`quiet`), named by the ledger commit's command.
+fn state_event(
+    before: Option<&RunRecord>,
+    after: &RunRecord,
+    message: &str,
+    quiet: bool,
+) -> Option<Event> {
     let changed = before.is_some_and(|b| b.state != after.state);
+    if !changed {
+        return None;
+    }
     let reason = after
         .reason
         .as_deref()
         .map_or(String::new(), |r| format!(": {r}"));
-    match after.state {
-        RunState::Abandoned if changed => out.push(event(
-            EventKind::Abandoned,
-            None,
-            &after.updated_at,
-            format!("abandoned{reason}"),
-        )),
-        RunState::Blocked if changed => out.push(event(
-            EventKind::Blocked,
-            None,
-            &after.updated_at,
-            format!("blocked{reason}"),
-        )),
-        state if changed && out.len() == first => out.push(event(
+    let (kind, text) = match after.state {
+        RunState::Abandoned => (EventKind::Abandoned, format!("abandoned{reason}")),
+        RunState::Blocked => (EventKind::Blocked, format!("blocked{reason}")),
+        state if quiet => (
             EventKind::State,
-            None,
-            &after.updated_at,
             format!(
                 "{} -> {state}{}",
                 before.map_or("(none)", |b| b.state.as_str()),
                 command_of(message).map_or(String::new(), |c| format!(" ({c})"))
             ),
-        )),
-        _ => {}
-    }
+        ),
+        _ => return None,
+    };
+    Some(event(kind, None, &after.updated_at, text))
 }
 
 fn checkpoint_event(c: &CheckpointEntry) -> Event {

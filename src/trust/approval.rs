@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Context, Error, Result};
+use crate::error::{Error, Result};
 use crate::model::canonical;
 use crate::model::policy::Policy;
 use crate::model::run::Actor;
@@ -23,6 +23,8 @@ use crate::store::notes_view::NotesView;
 use crate::store::policy::{Policies, PolicyAtError};
 use crate::store::Store;
 
+pub use super::carry::judge_restacked;
+use super::carry::Carried;
 use super::{judge_signature, AllowedSigners, GuardedPaths, Signature, SignatureVerdict};
 
 pub const SCHEMA: &str = "tabellio.approval/v1";
@@ -235,81 +237,6 @@ impl Guard {
         }
         None
     }
-
-    /// Why the approval `record` (of the change `record.base` → `record.commit`) does not
-    /// carry over to the move `from` → `to`, `None` when it does: every guarded path the move
-    /// changes is one the approval covers, with the same content before (at `from` as at the
-    /// approved base) and after (at `to` as at the approved commit). Then the guarded part of
-    /// what moves is exactly a part of what was approved, whatever else the tree holds.
-    pub fn carries(
-        &self,
-        store: &Store,
-        record: &ApprovalRecord,
-        from: gix::ObjectId,
-        to: gix::ObjectId,
-    ) -> Result<Option<String>> {
-        let to_tree = store.tree_of(to)?;
-        let Some(base) = &record.base else {
-            return Ok(Some(format!(
-                "it approves tree {}, not {to_tree}, and names no base to carry over from",
-                record.tree
-            )));
-        };
-        let approved = (
-            gix::ObjectId::from_hex(base.as_bytes()).ok(),
-            gix::ObjectId::from_hex(record.commit.as_bytes()).ok(),
-        );
-        let (Some(base), Some(approved)) = approved else {
-            return Ok(Some("its base or commit is not an object id".into()));
-        };
-        let (Ok(base_tree), Ok(approved_tree)) = (store.tree_of(base), store.tree_of(approved))
-        else {
-            return Ok(Some(format!(
-                "it approves tree {}, not {to_tree}, and its commits are not here to compare",
-                record.tree
-            )));
-        };
-        if gix::ObjectId::from_hex(record.tree.as_bytes()).ok() != Some(approved_tree) {
-            return Ok(Some(format!(
-                "its commit {approved} does not have the tree it names"
-            )));
-        }
-        let from_tree = store.tree_of(from)?;
-        let mut differ = Vec::new();
-        for path in self.touched(store, from_tree, to_tree)? {
-            let same = record.paths.contains(&path)
-                && entry_at(store, from_tree, &path)? == entry_at(store, base_tree, &path)?
-                && entry_at(store, to_tree, &path)? == entry_at(store, approved_tree, &path)?;
-            if !same {
-                differ.push(path);
-            }
-        }
-        if differ.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(format!(
-            "it approves tree {}, not {to_tree}, and the change to {} is not the one it approved",
-            record.tree,
-            differ.join(", ")
-        )))
-    }
-}
-
-/// The mode and object at `path` in `tree`, `None` when there is nothing there.
-fn entry_at(
-    store: &Store,
-    tree: gix::ObjectId,
-    path: &str,
-) -> Result<Option<(gix::object::tree::EntryMode, gix::ObjectId)>> {
-    let id = tree;
-    let tree = store
-        .repo
-        .find_tree(id)
-        .context(|| format!("could not read tree {id}"))?;
-    let entry = tree
-        .lookup_entry_by_path(path)
-        .context(|| format!("could not look up {path} in tree {id}"))?;
-    Ok(entry.map(|e| (e.mode(), e.object_id())))
 }
 
 /// The ids a run's actor is known by, as approvals are judged: the one the caller knows (the
@@ -461,14 +388,7 @@ pub fn judge_chain(
     actor: Option<&Actor>,
 ) -> Result<Vec<Step>> {
     if let Some(at) = gating {
-        // The usual case costs two cached policy lookups: nothing guarded, nothing to walk.
-        let mut guards = |c| {
-            policies
-                .at(store, c)
-                .map(|p| p.is_some_and(|p| p.guarded.is_some()))
-                .map_err(PolicyAtError::naming_commit)
-        };
-        if !guards(at)? && !guards(to)? {
+        if !guards_anything(store, policies, at, to)? {
             return Ok(Vec::new());
         }
     }
@@ -477,9 +397,67 @@ pub fn judge_chain(
         Steps::FirstParent if !store.is_ancestor(from, to)? => vec![to],
         Steps::FirstParent => first_parent_chain(store, from, to)?,
     };
-    let mut steps: Vec<(Option<Guard>, ApprovalCheck)> = Vec::with_capacity(chain.len());
+    let mut steps = guarded_steps(store, policies, gating, from, &chain)?;
+    let mut search = ChainApprovals {
+        store,
+        notes,
+        from,
+        chain: &chain,
+        steps_of,
+        actor,
+        records: vec![None; chain.len()],
+        bad_lines: Vec::new(),
+        actors: RunActors::default(),
+        carried: Carried::default(),
+    };
+    for (i, (guard, check)) in steps.iter_mut().enumerate() {
+        if let Some(guard) = guard.as_ref() {
+            if !check.paths.is_empty() {
+                search.approve(i, guard, check)?;
+            }
+        }
+    }
+    if steps_of == Steps::Whole {
+        if let Some((Some(guard), check)) = steps.first_mut() {
+            search.note_earlier_approvals(to, guard, check)?;
+        }
+    }
+    Ok(chain
+        .into_iter()
+        .zip(steps)
+        .map(|(commit, (_, check))| Step { commit, check })
+        .collect())
+}
+
+/// Whether the policy at `gating` or at `to` guards anything: the usual case costs two cached
+/// policy lookups, and with nothing guarded there is nothing to walk.
+fn guards_anything(
+    store: &Store,
+    policies: &mut Policies,
+    gating: gix::ObjectId,
+    to: gix::ObjectId,
+) -> Result<bool> {
+    let mut guards = |c| {
+        policies
+            .at(store, c)
+            .map(|p| p.is_some_and(|p| p.guarded.is_some()))
+            .map_err(PolicyAtError::naming_commit)
+    };
+    Ok(guards(gating)? || guards(to)?)
+}
+
+/// Each step of `chain` (which starts after `from`) with its guard and the guarded paths it
+/// touches, not yet approved.
+fn guarded_steps(
+    store: &Store,
+    policies: &mut Policies,
+    gating: Option<gix::ObjectId>,
+    from: gix::ObjectId,
+    chain: &[gix::ObjectId],
+) -> Result<Vec<(Option<Guard>, ApprovalCheck)>> {
+    let mut steps = Vec::with_capacity(chain.len());
     let mut prev = from;
-    for &commit in &chain {
+    for &commit in chain {
         let guard = Guard::for_step(store, policies, gating.or(Some(prev)), commit)?;
         let paths = match &guard {
             Some(g) => g.touched(store, store.tree_of(prev)?, store.tree_of(commit)?)?,
@@ -494,61 +472,61 @@ pub fn judge_chain(
         ));
         prev = commit;
     }
-    // The approvals on each commit of the chain, read once, only when a step needs them.
-    let mut records: Vec<Option<Vec<ApprovalRecord>>> = vec![None; chain.len()];
-    let mut bad_lines: Vec<String> = Vec::new();
-    let mut actors = RunActors::default();
-    // Approvals carried over to a commit of the line with another tree (a run `land`
-    // restacked), by (index of that commit, record digest): the first step the carried move
-    // covers. Later steps of the same run are covered by the same move, not judged alone: a
-    // run's middle commit does not start from the approved base.
-    let mut carried: HashMap<(usize, String), usize> = HashMap::new();
-    for (i, (guard, check)) in steps.iter_mut().enumerate() {
-        let Some(guard) = guard.as_ref() else {
-            continue;
-        };
-        if check.paths.is_empty() {
-            continue;
-        }
-        'found: for j in i..chain.len() {
-            let tree = store.tree_of(chain[j])?;
-            if records[j].is_none() {
-                let mut lines = notes.lines(store, chain[j])?;
-                lines.extend(notes.lines(store, tree)?);
-                lines.sort();
-                lines.dedup();
-                let mut parsed = Vec::new();
-                for line in lines {
-                    match ApprovalRecord::from_line(&line) {
-                        Ok(r) => parsed.push(r),
-                        Err(e) => bad_lines.push(e.to_string()),
-                    }
-                }
-                records[j] = Some(parsed);
-            }
+    Ok(steps)
+}
+
+/// The lines noted on `commit` and on its `tree`, sorted and unique.
+pub(super) fn approval_lines(
+    store: &Store,
+    notes: &mut NotesView,
+    commit: gix::ObjectId,
+    tree: gix::ObjectId,
+) -> Result<Vec<String>> {
+    let mut lines = notes.lines(store, commit)?;
+    lines.extend(notes.lines(store, tree)?);
+    lines.sort();
+    lines.dedup();
+    Ok(lines)
+}
+
+/// The search for the approvals of a chain's steps.
+struct ChainApprovals<'a> {
+    store: &'a Store,
+    notes: &'a mut NotesView,
+    from: gix::ObjectId,
+    chain: &'a [gix::ObjectId],
+    steps_of: Steps,
+    actor: Option<&'a Actor>,
+    /// The approvals on each commit of the chain, read once, only when a step needs them.
+    records: Vec<Option<Vec<ApprovalRecord>>>,
+    /// Why lines read so far are not approval records.
+    bad_lines: Vec<String>,
+    actors: RunActors,
+    carried: Carried,
+}
+
+impl ChainApprovals<'_> {
+    /// Approve step `i` with the first record, on it or a later commit of the chain, that
+    /// counts under `guard`; otherwise list in `check` what did not count.
+    fn approve(&mut self, i: usize, guard: &Guard, check: &mut ApprovalCheck) -> Result<()> {
+        'found: for j in i..self.chain.len() {
+            let tree = self.store.tree_of(self.chain[j])?;
+            self.read(j, tree)?;
             let tree_hex = tree.to_string();
-            for record in records[j].iter().flatten() {
+            for record in self.records[j].iter().flatten() {
                 let who = format!("{}:{}", record.approver.kind, record.approver.id);
                 let ids = if guard.distinct_from_actor {
-                    actors.of(store, record, actor)
+                    self.actors.of(self.store, record, self.actor)
                 } else {
                     Vec::new()
                 };
                 let mut judged_tree = tree_hex.as_str();
-                if record.tree != tree_hex && steps_of == Steps::FirstParent {
-                    let key = (j, record.digest.clone());
-                    let why = match carried.get(&key) {
-                        Some(&start) if start <= i => None,
-                        _ => {
-                            let step_from = if i == 0 { from } else { chain[i - 1] };
-                            let why = guard.carries(store, record, step_from, chain[j])?;
-                            if why.is_none() {
-                                carried.insert(key, i);
-                            }
-                            why
-                        }
-                    };
-                    match why {
+                if record.tree != tree_hex && self.steps_of == Steps::FirstParent {
+                    let line = (self.from, self.chain);
+                    match self
+                        .carried
+                        .refuse(self.store, guard, record, line, (i, j))?
+                    {
                         None => judged_tree = record.tree.as_str(),
                         Some(why) => {
                             check.not_counted.push(format!("approval by {who}: {why}"));
@@ -568,40 +546,60 @@ pub fn judge_chain(
         if check.approved_by.is_some() {
             check.not_counted.clear();
         } else {
-            check.not_counted.extend(bad_lines.iter().cloned());
+            check.not_counted.extend(self.bad_lines.iter().cloned());
             check.not_counted.sort();
             check.not_counted.dedup();
         }
+        Ok(())
     }
-    if steps_of == Steps::Whole {
-        // Approvals of the run's earlier trees do not count; say so, it is the usual story.
-        if let (Some((Some(guard), check)), Ok(earlier)) =
-            (steps.first_mut(), first_parent_chain(store, from, to))
-        {
-            if check.is_needed() {
-                let tree_hex = store.tree_of(to)?.to_string();
-                for &c in earlier.iter().filter(|c| **c != to) {
-                    for line in notes.lines(store, c)? {
-                        if let Ok(record) = ApprovalRecord::from_line(&line) {
-                            let ids = actors.of(store, &record, actor);
-                            if let Some(why) = guard.refuse(&record, &tree_hex, &check.paths, &ids)
-                            {
-                                check.not_counted.push(format!(
-                                    "approval by {}:{}: {why}",
-                                    record.approver.kind, record.approver.id
-                                ));
-                            }
-                        }
-                    }
+
+    /// Read the approvals on `chain[j]` (whose tree is `tree`), unless read already.
+    fn read(&mut self, j: usize, tree: gix::ObjectId) -> Result<()> {
+        if self.records[j].is_some() {
+            return Ok(());
+        }
+        let mut parsed = Vec::new();
+        for line in approval_lines(self.store, self.notes, self.chain[j], tree)? {
+            match ApprovalRecord::from_line(&line) {
+                Ok(r) => parsed.push(r),
+                Err(e) => self.bad_lines.push(e.to_string()),
+            }
+        }
+        self.records[j] = Some(parsed);
+        Ok(())
+    }
+
+    /// A whole move that needs an approval: approvals of the run's earlier trees do not count;
+    /// say so in `check`, it is the usual story.
+    fn note_earlier_approvals(
+        &mut self,
+        to: gix::ObjectId,
+        guard: &Guard,
+        check: &mut ApprovalCheck,
+    ) -> Result<()> {
+        let Ok(earlier) = first_parent_chain(self.store, self.from, to) else {
+            return Ok(());
+        };
+        if !check.is_needed() {
+            return Ok(());
+        }
+        let tree_hex = self.store.tree_of(to)?.to_string();
+        for &c in earlier.iter().filter(|c| **c != to) {
+            for line in self.notes.lines(self.store, c)? {
+                let Ok(record) = ApprovalRecord::from_line(&line) else {
+                    continue;
+                };
+                let ids = self.actors.of(self.store, &record, self.actor);
+                if let Some(why) = guard.refuse(&record, &tree_hex, &check.paths, &ids) {
+                    check.not_counted.push(format!(
+                        "approval by {}:{}: {why}",
+                        record.approver.kind, record.approver.id
+                    ));
                 }
             }
         }
+        Ok(())
     }
-    Ok(chain
-        .into_iter()
-        .zip(steps)
-        .map(|(commit, (_, check))| Step { commit, check })
-        .collect())
 }
 
 /// The steps of a chain folded into one check: every guarded path some step touches without
@@ -663,58 +661,6 @@ pub fn judge_run_step(
         actor,
     )?;
     Ok(fold(&steps))
-}
-
-/// A run `land` restacked: its move `onto` → `landed` judged as one step, with the approvals
-/// of its head before the restack (`approved`) carried over when the guarded change is the one
-/// they approved ([`Guard::carries`]). The record that counts is returned with the check: it
-/// must be noted on `landed`, where the hooks and `verify` look for it and judge it the same way.
-pub fn judge_restacked(
-    store: &Store,
-    gating: Option<gix::ObjectId>,
-    (onto, landed): (gix::ObjectId, gix::ObjectId),
-    approved: gix::ObjectId,
-    actor: Option<&Actor>,
-) -> Result<(ApprovalCheck, Option<ApprovalRecord>)> {
-    let mut check = judge_run_step(store, gating, onto, landed, actor)?;
-    if !check.is_needed() {
-        return Ok((check, None));
-    }
-    let Some(guard) = Guard::for_step(store, &mut Policies::default(), gating, landed)? else {
-        return Ok((check, None));
-    };
-    let mut view = notes(store)?;
-    let mut lines = view.lines(store, approved)?;
-    lines.extend(view.lines(store, store.tree_of(approved)?)?);
-    lines.sort();
-    lines.dedup();
-    let mut actors = RunActors::default();
-    for line in lines {
-        let Ok(record) = ApprovalRecord::from_line(&line) else {
-            continue;
-        };
-        let who = format!("{}:{}", record.approver.kind, record.approver.id);
-        let why = match guard.carries(store, &record, onto, landed)? {
-            Some(why) => Some(why),
-            None => {
-                let ids = actors.of(store, &record, actor);
-                guard.refuse(&record, &record.tree, &check.paths, &ids)
-            }
-        };
-        match why {
-            None => {
-                check.approved_by = Some(who);
-                check.not_counted.clear();
-                return Ok((check, Some(record)));
-            }
-            Some(why) => check
-                .not_counted
-                .push(format!("approval by {who} of {approved}: {why}")),
-        }
-    }
-    check.not_counted.sort();
-    check.not_counted.dedup();
-    Ok((check, None))
 }
 
 /// The error a refused step becomes: exit 3, the paths, and `approve` as the way out.
