@@ -12,7 +12,7 @@ use std::sync::atomic::AtomicBool;
 use gix::bstr::{BString, ByteSlice};
 
 use crate::error::{Context, Error, Result};
-use crate::store::diff::{differing_paths, tree_changes, TreeEntry};
+use crate::store::diff::{differing_paths, tree_changes, PathChange, TreeEntry};
 use crate::store::Store;
 
 /// Which of `paths` (the worktree's changes against its index) are not what an interrupted
@@ -232,6 +232,26 @@ fn try_move(
     // subtree they share, and the index is edited in place for those paths.
     let changes = tree_changes(&repo, old_tree, new_tree)?;
 
+    remove_deleted(&workdir, &changes)?;
+    let written = write_changed(&repo, &workdir, &changes, path, new_tree)?;
+    if write_index {
+        update_index(&repo, path, old_tree, &changes, &written)?;
+    }
+    Ok(())
+}
+
+/// What [`write_changed`] wrote: each path with the stat data, id and mode of its new entry.
+type Written = Vec<(
+    gix::bstr::BString,
+    (
+        gix::index::entry::Stat,
+        gix::ObjectId,
+        gix::index::entry::Mode,
+    ),
+)>;
+
+/// Remove the files of the paths the move deletes.
+fn remove_deleted(workdir: &Path, changes: &[PathChange]) -> Result<()> {
     // Removals first, as git does: a file that becomes a directory (or the reverse) must be
     // out of the way before the new entries are written.
     for c in changes.iter().filter(|c| c.new.is_none()) {
@@ -242,7 +262,7 @@ fn try_move(
                 std::fs::remove_file(&file).map_err(|e| {
                     Error::internal(format!("could not remove {}: {e}", file.display()))
                 })?;
-                prune_empty_parents(&workdir, &file);
+                prune_empty_parents(workdir, &file);
             }
             // Gone, or a parent is now a file (a directory that became a file).
             Err(e) if is_absent(&e) => {}
@@ -255,12 +275,23 @@ fn try_move(
         }
     }
 
+    Ok(())
+}
+
+/// Write the files of the paths the move adds or changes.
+fn write_changed(
+    repo: &gix::Repository,
+    workdir: &Path,
+    changes: &[PathChange],
+    path: &Path,
+    new_tree: gix::ObjectId,
+) -> Result<Written> {
     // Check out only what differs, with the attributes (eol, filters such as LFS) the new
     // tree defines: `.gitattributes` files first, then everything else, reading attributes from
     // the worktree (which then holds the new `.gitattributes`) and the index.
     let mut attrs = gix::index::State::new(repo.object_hash());
     let mut subset = gix::index::State::new(repo.object_hash());
-    for c in &changes {
+    for c in changes {
         let Some((mode, id)) = c.new else { continue };
         let part = if is_attributes_file(c.path.as_ref()) {
             &mut attrs
@@ -296,7 +327,7 @@ fn try_move(
             .context(|| "could not open the object database".into())?;
         let outcome = gix::worktree::state::checkout(
             part,
-            &workdir,
+            workdir,
             objects,
             &gix::progress::Discard,
             &gix::progress::Discard,
@@ -318,10 +349,17 @@ fn try_move(
                 .map(|e| (e.path(part).to_owned(), (e.stat, e.id, e.mode))),
         );
     }
-    if !write_index {
-        return Ok(());
-    }
+    Ok(written)
+}
 
+/// Edit the index for the paths that moved.
+fn update_index(
+    repo: &gix::Repository,
+    path: &Path,
+    old_tree: gix::ObjectId,
+    changes: &[PathChange],
+    written: &Written,
+) -> Result<()> {
     // The index as it is (it describes the old tree: promote refused tracked changes, and it is
     // written last), edited for the paths that moved: their entries dropped, the new ones added
     // with the stat data of the files just written. Every other entry keeps its stat data and
@@ -335,7 +373,7 @@ fn try_move(
     let touched: std::collections::HashSet<&gix::bstr::BStr> =
         changes.iter().map(|c| c.path.as_ref()).collect();
     index.remove_entries(|_, p, _| touched.contains(p));
-    for (p, (stat, id, mode)) in &written {
+    for (p, (stat, id, mode)) in written {
         index.dangerously_push_entry(
             *stat,
             *id,
