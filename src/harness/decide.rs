@@ -57,7 +57,7 @@ impl Driver<'_> {
         } else if evaluated.verdict == "failed"
             && previous.and_then(|p| p.fingerprint.as_deref()) == Some(fp.as_str())
         {
-            // Only a *failing* iteration can repeat a state (issue 6); an iteration whose checks
+            // Only a *failing* iteration can repeat a state (docs/loop.md); an iteration whose checks
             // did not run (nothing committed yet) is judged by no-progress instead.
             (LoopStatus::RepeatedState, Some(HarnessStop::RepeatedState))
         } else if !collected.changed && unchanged_run >= state.no_progress_limit {

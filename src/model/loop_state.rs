@@ -1,5 +1,5 @@
 //! `run.json.loop`: the state of a harness loop (`git tabellio loop`), one copy per ledger
-//! commit. The field names are part of the contract (issue 6, docs/loop.md).
+//! commit. The field names are part of the contract (docs/loop.md).
 //!
 //! `phase` is the phase the loop runs next, or resumes at after a crash. The loop has stopped
 //! exactly when `why_harness_stopped` is set; from then on `status`, `why_agent_stopped` and
@@ -41,7 +41,7 @@ impl std::fmt::Display for Phase {
 
 /// The convergence verdict of `decide`.
 ///
-/// Issue 6's values, plus `error`: the harness itself could not go on (the agent's commit made
+/// The documented values (docs/loop.md), plus `error`: the harness itself could not go on (the agent's commit made
 /// the policy unusable, so there is nothing to evaluate with). `progressing` is also the status
 /// of an interrupted loop: it had not reached a stop verdict, and `--resume` goes on with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,4 +1,4 @@
-//! The records tabellio stores, exactly as DESIGN.md 2.1 names their fields, with their schema
+//! The records tabellio stores, exactly as docs/storage.md names their fields, with their schema
 //! versions and digests.
 //!
 //! Every record carries `"schema": "tabellio.<kind>/v<N>"`. Reading checks the schema before

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 pub const SCHEMA: &str = "tabellio.run/v1";
 
-/// The states of DESIGN.md section 3.
+/// The run states (docs/lifecycle.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
@@ -155,8 +155,7 @@ pub struct RunRecord {
     pub promotion: Option<Promotion>,
     #[serde(rename = "loop")]
     pub loop_state: Option<super::loop_state::LoopState>,
-    /// Why the run was abandoned or blocked, in a person's words (an addition to DESIGN.md 2.1,
-    /// documented in docs/storage.md).
+    /// Why the run was abandoned or blocked, in a person's words (documented in docs/storage.md).
     #[serde(default)]
     pub reason: Option<String>,
     /// `land`: the commit the run landed as (its replayed head), the restack that made it and

@@ -163,7 +163,7 @@ impl Store {
             .map(|v| v.to_str_lossy().into_owned())
     }
 
-    /// The repository identity stored in records (DESIGN.md 2): never a local path.
+    /// The repository identity stored in records (docs/storage.md): never a local path.
     pub fn repository_id(&self) -> String {
         if let Some(id) = self.config_string("tabellio.repoId") {
             return id;
