@@ -331,7 +331,7 @@ fn short(hex: &str) -> &str {
 mod tests {
     use super::*;
     use crate::model::canonical::sha256_hex;
-    use crate::model::loop_state::{AgentSpec, AgentStop, DoneReason, HarnessStop};
+    use crate::model::loop_state::{AgentSpec, HarnessStop};
     use crate::model::time;
 
     /// A blocked run whose loop stopped with `harness`.
@@ -340,14 +340,6 @@ mod tests {
         iteration.status = Some(LoopStatus::Error);
         iteration.why_harness_stopped = Some(harness);
         let state = LoopState {
-            iteration: 1,
-            phase: Phase::Finalize,
-            max_loops: 5,
-            no_progress_limit: 2,
-            status: LoopStatus::Error,
-            why_agent_stopped: Some(AgentStop::Exited),
-            why_harness_stopped: Some(harness),
-            done_reason: Some(DoneReason::NoClaim),
             agent: AgentSpec {
                 argv: vec!["agent".into()],
                 argv_sha256: argv_digest(&["agent".into()]),
@@ -355,13 +347,10 @@ mod tests {
                 timeout_s: 60,
             },
             task_sha256: sha256_hex(b"t"),
-            checks: Vec::new(),
-            promote: false,
             started_at: time::now(),
             stopped_at: Some(time::now()),
-            resumes: 0,
-            current: None,
             history: vec![iteration],
+            ..crate::model::loop_state::tests::stopped(harness)
         };
         let mut rec: RunRecord = serde_json::from_value(serde_json::json!({
             "schema": "tabellio.run/v1", "run_id": "r1", "state": "blocked",

@@ -324,8 +324,37 @@ impl LoopState {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A loop stopped at its first iteration by `stop` (the agent exited, claiming nothing),
+    /// with placeholder digests and times. For tests.
+    pub(crate) fn stopped(stop: HarnessStop) -> LoopState {
+        LoopState {
+            iteration: 1,
+            phase: Phase::Finalize,
+            max_loops: 5,
+            no_progress_limit: 2,
+            status: LoopStatus::Error,
+            why_agent_stopped: Some(AgentStop::Exited),
+            why_harness_stopped: Some(stop),
+            done_reason: Some(DoneReason::NoClaim),
+            agent: AgentSpec {
+                argv: vec!["agent".into()],
+                argv_sha256: "0".repeat(64),
+                redacted: false,
+                timeout_s: 60,
+            },
+            task_sha256: "0".repeat(64),
+            checks: Vec::new(),
+            promote: false,
+            started_at: "2026-01-01T00:00:00Z".into(),
+            stopped_at: None,
+            resumes: 0,
+            current: None,
+            history: Vec::new(),
+        }
+    }
 
     #[test]
     fn agent_output_is_written_like_evidence_output() {

@@ -449,9 +449,6 @@ pub fn loop_next_action(rec: &RunRecord) -> Option<NextAction> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::loop_state::{
-        AgentSpec, AgentStop, DoneReason, LoopState, LoopStatus, Phase,
-    };
 
     /// The base and validated commits of [`crate::model::run::tests::sample`].
     const BASE: &str = "1111111111111111111111111111111111111111";
@@ -465,30 +462,7 @@ mod tests {
     fn blocked_loop(stop: HarnessStop) -> RunRecord {
         let mut rec = run(RunState::Blocked);
         rec.reason = Some("the loop stopped here".into());
-        rec.loop_state = Some(LoopState {
-            iteration: 1,
-            phase: Phase::Finalize,
-            max_loops: 5,
-            no_progress_limit: 2,
-            status: LoopStatus::Error,
-            why_agent_stopped: Some(AgentStop::Exited),
-            why_harness_stopped: Some(stop),
-            done_reason: Some(DoneReason::NoClaim),
-            agent: AgentSpec {
-                argv: vec!["agent".into()],
-                argv_sha256: "0".repeat(64),
-                redacted: false,
-                timeout_s: 60,
-            },
-            task_sha256: "0".repeat(64),
-            checks: Vec::new(),
-            promote: false,
-            started_at: "2026-01-01T00:00:00Z".into(),
-            stopped_at: None,
-            resumes: 0,
-            current: None,
-            history: Vec::new(),
-        });
+        rec.loop_state = Some(crate::model::loop_state::tests::stopped(stop));
         rec
     }
 
