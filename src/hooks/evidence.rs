@@ -146,6 +146,13 @@ fn fetch_evidence_objects(store: &Store, remote: &str) -> Result<(String, gix::O
         .and_then(|(id, _)| gix::ObjectId::from_hex(id.as_bytes()).ok())
         .ok_or_else(|| format!("{remote} has no {EVIDENCE}"))?;
     bounded(store, &[FETCH, &["--refmap=", remote, EVIDENCE]].concat())?;
+    // What the remote named must be what arrived, and a notes commit: otherwise it is a
+    // warning, not a failure of the whole hook.
+    if store.repo.find_commit(tip).is_err() {
+        return Err(format!(
+            "{remote}'s {EVIDENCE} at {tip} is not a commit that arrived"
+        ));
+    }
     Ok((format!("{EVIDENCE} of {remote}"), tip))
 }
 
