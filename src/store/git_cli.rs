@@ -187,6 +187,9 @@ fn command(cwd: &Path) -> Command {
     for key in crate::runner::scrubbed_env_keys() {
         cmd.env_remove(key);
     }
+    // As in every repository gix opens for us: what git checks out, merges or sends must be
+    // the object named, never a replacement (`git replace`).
+    cmd.env("GIT_NO_REPLACE_OBJECTS", "1");
     cmd
 }
 

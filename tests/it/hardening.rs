@@ -38,6 +38,25 @@ fn a_replaced_object_is_judged_by_its_real_content() {
 }
 
 #[test]
+fn validate_checks_out_a_replaced_commits_real_content() {
+    let t = TestEnv::with_readme_policy();
+    let good = t.git_out(&["rev-parse", "main"]);
+    let evil = commit_without_readme(&t, &good);
+    t.git(&["replace", &evil, &good]).ok();
+    // The scratch checkout holds what the commit really has (no README.md): the check fails,
+    // with either ref storage (reftable checks out through `git worktree add`).
+    let r = t.tab(&["--json", "validate", &evil]);
+    assert_eq!(r.code, 1, "{}", r.desc);
+    let record = &r.json()["evidence"][0];
+    assert_eq!(
+        record["exit_code"], 1,
+        "the check saw the replacement\n{}",
+        r.desc
+    );
+    t.tab(&["verify", &evil]).code(1);
+}
+
+#[test]
 fn a_run_moved_to_a_replaced_commit_cannot_promote_it() {
     let t = TestEnv::with_readme_policy();
     t.git(&["switch", "-q", "-c", "elsewhere"]).ok();
