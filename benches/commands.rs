@@ -147,14 +147,37 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-fn report(name: &str, ours: Vec<Duration>, theirs: Vec<Duration>, plumbing: &str) {
+/// Print one row and return its ratio (ours / theirs, of the medians).
+fn report(name: &str, ours: Vec<Duration>, theirs: Vec<Duration>, plumbing: &str) -> f64 {
     let (a, b) = (median(ours), median(theirs));
+    let ratio = a.as_secs_f64() / b.as_secs_f64();
     println!(
-        "{name:<28} {:>9.2} ms   {plumbing:<34} {:>9.2} ms   ratio {:>5.2}x",
+        "{name:<28} {:>9.2} ms   {plumbing:<34} {:>9.2} ms   ratio {ratio:>5.2}x",
         a.as_secs_f64() * 1e3,
         b.as_secs_f64() * 1e3,
-        a.as_secs_f64() / b.as_secs_f64()
     );
+    ratio
+}
+
+/// The performance goals met or missed in this run: (what, ratio, at most).
+static GOALS: std::sync::Mutex<Vec<(String, f64, f64)>> = std::sync::Mutex::new(Vec::new());
+
+fn goal(what: &str, ratio: f64, at_most: f64) {
+    GOALS
+        .lock()
+        .expect("goals")
+        .push((what.to_string(), ratio, at_most));
+}
+
+fn print_goals() {
+    println!(
+        "
+goals (ratio of this run, at most):"
+    );
+    for (what, ratio, at_most) in GOALS.lock().expect("goals").iter() {
+        let met = if ratio <= at_most { "met" } else { "missed" };
+        println!("{what:<44} {ratio:>6.2}x   <= {at_most:.1}x   {met}");
+    }
 }
 
 fn lifecycle(b: &Bench, n: usize, label: &str) {
@@ -169,7 +192,9 @@ fn lifecycle(b: &Bench, n: usize, label: &str) {
         mut porcelain,
         mut promote,
         mut upd_old,
+        mut truth,
     ) = (
+        vec![],
         vec![],
         vec![],
         vec![],
@@ -218,6 +243,7 @@ fn lifecycle(b: &Bench, n: usize, label: &str) {
 
         st.push(b.tab(&wt, &["status"]));
         porcelain.push(b.run("git", &wt, &["status", "--porcelain"]).0);
+        truth.push(b.run("true", &wt, &[]).0);
     }
     // Promote each run in turn (each from the tip the previous one left) against update-ref
     // with an old value.
@@ -237,15 +263,28 @@ fn lifecycle(b: &Bench, n: usize, label: &str) {
         b.git(&["update-ref", &name, &old]);
         upd_old.push(b.run("git", &b.repo, &["update-ref", &name, &head, &old]).0);
     }
+    // finish's overhead (finish -- true, less `true` itself) against what git would do by hand
+    // around the check: look at the worktree and add a note.
+    let overhead = median(fin.clone()).saturating_sub(median(truth));
+    let by_hand = median(porcelain.clone()) + median(notes_add.clone());
     report("start", start, wt_add, "git worktree add -b");
-    report("checkpoint", cp, notes_add, "git notes add");
+    let checkpoint = report("checkpoint", cp, notes_add, "git notes add");
     report("finish (true)", fin, upd, "git update-ref");
-    report("status", st, porcelain, "git status --porcelain");
-    report(
+    let status = report("status", st, porcelain, "git status --porcelain");
+    let promote = report(
         "promote (ref-only)",
         promote,
         upd_old,
         "git update-ref <new> <old>",
+    );
+    let at = if label == "r" { "" } else { ", at scale" };
+    goal(&format!("checkpoint / git notes add{at}"), checkpoint, 1.5);
+    goal(&format!("status / git status --porcelain{at}"), status, 1.5);
+    goal(&format!("promote / git update-ref{at}"), promote, 1.5);
+    goal(
+        &format!("finish overhead / (status + notes add){at}"),
+        overhead.as_secs_f64() / by_hand.as_secs_f64(),
+        2.0,
     );
 }
 
@@ -309,7 +348,8 @@ fn evidence(b: &Bench, n: usize) {
 
     // 1,000 commits on a side branch, half of them validated through the tree notes.
     b.fast_import(&range_script());
-    verify_range(b, "main..bench-range", n, "verify (1,000 commits)");
+    let range = verify_range(b, "main..bench-range", n, "verify (1,000 commits)");
+    goal("verify of 1,000 commits / git log --notes", range, 2.0);
 
     let line = format!("{} {} refs/heads/feature\n", "0".repeat(40), head);
     let (mut hook, mut noop) = (vec![], vec![]);
@@ -511,7 +551,7 @@ fn first_record(b: &Bench, tip: &str) -> serde_json::Value {
 }
 
 /// `verify` of `range` against `git log --notes` printing the same notes.
-fn verify_range(b: &Bench, range: &str, n: usize, label: &str) {
+fn verify_range(b: &Bench, range: &str, n: usize, label: &str) -> f64 {
     let (mut ours, mut theirs) = (vec![], vec![]);
     for _ in 0..n.min(7) {
         ours.push(b.run_any(BIN, &b.repo, &["verify", range], ""));
@@ -522,7 +562,7 @@ fn verify_range(b: &Bench, range: &str, n: usize, label: &str) {
             "",
         ));
     }
-    report(label, ours, theirs, "git log --notes --format=%H%N");
+    report(label, ours, theirs, "git log --notes --format=%H%N")
 }
 
 /// A `git fast-import` script of 1,000 commits on `bench-range`, from `main`.
@@ -678,12 +718,13 @@ fn hooks_overhead(n: usize) {
         upd_without.push(time(&plain, &update));
         upd_with.push(time(&hooked, &update));
     }
-    report(
+    let commit = report(
         "git commit, hooks installed",
         with,
         without,
         "git commit without hooks",
     );
+    goal("git commit, hooks installed / without", commit, 1.3);
     report(
         "git update-ref, hooks",
         upd_with,
@@ -720,18 +761,22 @@ fn live_worktrees(n: usize) {
     }
     let (_, st0, pr0) = at.remove(0);
     for (live, st, promote) in at {
-        report(
+        let status = report(
             &format!("status, {live} worktrees"),
             st,
             st0.clone(),
             "status, 0 worktrees",
         );
-        report(
+        let promote = report(
             &format!("promote, {live} worktrees"),
             promote,
             pr0.clone(),
             "promote, 0 worktrees",
         );
+        if live == 200 {
+            goal("status, 200 worktrees / 0", status, 1.2);
+            goal("promote, 200 worktrees / 0", promote, 1.2);
+        }
     }
 }
 
@@ -815,11 +860,16 @@ fn large_worktree(n: usize) {
         fin_git,
         "git status + true + update-ref",
     );
-    report(
+    let checked_out = report(
         "promote checked-out, 20,000",
         promote,
         read_tree,
         "git read-tree -u -m + update-ref",
+    );
+    goal(
+        "checked-out promote, 20,000 files / read-tree",
+        checked_out,
+        1.5,
     );
 }
 
@@ -924,12 +974,13 @@ fn main() {
         let at_zero = idless(&empty, n);
         let b = Bench::new();
         populate_scale(&b);
-        report(
+        let idless = report(
             "id-less status, 10,000 runs",
             idless(&b, n),
             at_zero,
             "the same at 0 runs",
         );
+        goal("id-less status, 10,000 runs / 0 runs", idless, 1.2);
         lifecycle(&b, n, "x");
         println!("\nlive run worktrees:");
         live_worktrees(n);
@@ -938,4 +989,5 @@ fn main() {
         println!();
         ledger_growth();
     }
+    print_goals();
 }

@@ -8,7 +8,7 @@ use crate::model::run::CheckpointEntry;
 use crate::model::{time, CheckpointRecord, RunRecord, RunState};
 use crate::store::ledger::{self, Ledger};
 use crate::store::notes::CHECKPOINTS;
-use crate::store::{worktree, Store};
+use crate::store::Store;
 
 use crate::run::{resolve_run, run_workspace, Env};
 
@@ -29,10 +29,9 @@ pub fn clean_workspace(env: &Env, ledger: &Ledger) -> Result<(std::path::PathBuf
         Error::refused(format!("the worktree of run {} is missing", run.run_id))
             .hint("it may have been removed by hand; abandon the run or recreate the worktree with `git worktree add`")
     })?;
-    let ws = worktree::inspect(&path)?;
     // Before anything in it is judged: a worktree of another repository is not the run's, even
     // when its branch has the run branch's name.
-    env.store.check_own_worktree(&path)?;
+    let ws = env.store.inspect_own(&path)?;
     if ws.branch.as_deref() != Some(run.branch.as_str()) {
         return Err(Error::refused(format!(
             "the run worktree has {} checked out instead of the run branch {}",

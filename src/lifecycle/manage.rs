@@ -108,8 +108,7 @@ fn cleanup_unreadable(env: &Env, id: &str) -> Result<CleanupOutcome> {
         if worktree::broken_reason(&path).is_some() {
             store.forget_broken_worktree(&path)?;
         } else {
-            store.check_own_worktree(&path)?;
-            let ws = worktree::inspect(&path)?;
+            let ws = store.inspect_own(&path)?;
             if ws.branch.as_deref() != Some(branch.as_str()) {
                 return Err(Error::refused(format!(
                     "{} has {} checked out, not the run branch {branch}: it is not the run's worktree",

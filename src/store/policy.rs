@@ -51,6 +51,10 @@ impl From<PolicyAtError> for Error {
 #[derive(Default)]
 pub struct Policies {
     by_blob: HashMap<gix::ObjectId, Policy>,
+    /// The policy blob found at each commit asked about (`None`: no policy there), so asking
+    /// again (the policy, then its `trust`, then the guarded paths of the same commit) reads
+    /// neither the commit nor its tree again.
+    blob_at_commit: HashMap<gix::ObjectId, Option<gix::ObjectId>>,
     /// Allowed-signers files read so far, by blob id.
     signers_by_blob: HashMap<gix::ObjectId, Arc<AllowedSigners>>,
 }
@@ -81,18 +85,25 @@ impl Policies {
         store: &Store,
         commit: gix::ObjectId,
     ) -> Result<Option<Policy>, PolicyAtError> {
+        if let Some(found) = self.blob_at_commit.get(&commit) {
+            return Ok(found.and_then(|blob| self.by_blob.get(&blob).cloned()));
+        }
         let known = |blob: &gix::ObjectId| self.by_blob.contains_key(blob);
         let Some((blob, data)) =
             blob_at(store, commit, policy::PATH, known).map_err(PolicyAtError::Read)?
         else {
+            self.blob_at_commit.insert(commit, None);
             return Ok(None);
         };
         if let Some(p) = self.by_blob.get(&blob) {
+            self.blob_at_commit.insert(commit, Some(blob));
             return Ok(Some(p.clone()));
         }
+        // Only a policy that parsed is remembered: an invalid one is reported at every ask.
         let parsed = Policy::parse(&String::from_utf8_lossy(&data))
             .map_err(|error| PolicyAtError::Invalid { commit, error })?;
         self.by_blob.insert(blob, parsed.clone());
+        self.blob_at_commit.insert(commit, Some(blob));
         Ok(Some(parsed))
     }
 }
@@ -177,4 +188,75 @@ pub fn trust_at_tip(store: &Store, target: &str) -> crate::error::Result<Option<
 /// The policy committed at `commit` (uncached), `None` when it has none.
 pub fn policy_at(store: &Store, commit: gix::ObjectId) -> Result<Option<Policy>, PolicyAtError> {
     Policies::default().at(store, commit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Policies, PolicyAtError};
+    use crate::store::test_git as git;
+    use crate::store::Store;
+
+    /// A commit on `repo` holding `policy` (or removing it, `None`); its id.
+    fn commit_policy(
+        home: &std::path::Path,
+        repo: &std::path::Path,
+        policy: Option<&str>,
+    ) -> gix::ObjectId {
+        let file = repo.join(".tabellio/policy.json");
+        match policy {
+            Some(text) => {
+                std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+                std::fs::write(&file, text).unwrap();
+            }
+            None => {
+                let _ = std::fs::remove_file(&file);
+            }
+        }
+        git(home, repo, &["add", "-A"]);
+        git(
+            home,
+            repo,
+            &["commit", "-q", "--allow-empty", "-m", "policy"],
+        );
+        let out = std::process::Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(repo)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        gix::ObjectId::from_hex(String::from_utf8(out.stdout).unwrap().trim().as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn the_policy_found_at_a_commit_is_remembered_but_an_invalid_one_is_reported_every_time() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        git(home, home, &["init", "-q", "-b", "main", "r"]);
+        let repo = home.join("r");
+        let none = commit_policy(home, &repo, None);
+        let valid = commit_policy(
+            home,
+            &repo,
+            Some(
+                r#"{"schema":"tabellio.policy/v1","checks":{"t":{"argv":["true"]}},"required":["t"]}"#,
+            ),
+        );
+        let invalid = commit_policy(
+            home,
+            &repo,
+            Some(r#"{"schema":"tabellio.policy/v1","required":["nope"]}"#),
+        );
+        let store = Store::open(&repo).expect("open");
+        let mut policies = Policies::default();
+        for _ in 0..2 {
+            assert!(policies.at(&store, none).expect("no policy").is_none());
+            let found = policies.at(&store, valid).expect("a policy").expect("some");
+            assert_eq!(found.required, vec!["t".to_string()]);
+            assert!(matches!(
+                policies.at(&store, invalid),
+                Err(PolicyAtError::Invalid { commit, .. }) if commit == invalid
+            ));
+        }
+    }
 }

@@ -30,7 +30,15 @@ pub struct Store {
     ref_format: RefFormat,
     /// Single-ref reads of a reftable repository (started on first use).
     ref_reader: refs::Reader,
+    /// The main worktree's directory, found once (from a linked worktree that opens the main
+    /// repository).
+    main_workdir: std::sync::OnceLock<Option<PathBuf>>,
 }
+
+/// The most memory the decoded-object cache of one open repository takes: enough for the trees
+/// and commits of a range of thousands of commits in a typical repository. It grows with use,
+/// so a small command allocates little of it.
+const OBJECT_CACHE_BYTES: usize = 16 * 1024 * 1024;
 
 impl Store {
     /// Discover the repository containing `dir`, honouring `GIT_DIR` and friends like git does.
@@ -80,12 +88,19 @@ impl Store {
     /// which walks the timezone database) on first use, so only commands that write a commit or
     /// a reflog entry pay for it. The open options carry the fallback identity as configuration
     /// fallbacks ([`open_options`]), so a repository without `user.name` still gets one.
-    pub(crate) fn from_repo(repo: gix::Repository) -> Result<Store> {
+    ///
+    /// Every open gets an object cache ([`OBJECT_CACHE_BYTES`]): a command reads the same
+    /// commits and trees several times (the policy, the allowed signers, the guarded paths and
+    /// the notes of one commit each start from its tree), and a packed object read again
+    /// otherwise costs its whole delta chain again.
+    pub(crate) fn from_repo(mut repo: gix::Repository) -> Result<Store> {
+        repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
         let ref_format = RefFormat::of(&repo)?;
         Ok(Store {
             repo,
             ref_format,
             ref_reader: refs::Reader::default(),
+            main_workdir: std::sync::OnceLock::new(),
         })
     }
 
@@ -100,14 +115,19 @@ impl Store {
 
     /// The main worktree's directory, `None` in a bare repository.
     pub fn main_workdir(&self) -> Result<Option<PathBuf>> {
-        if self.repo.worktree().map(|w| w.is_main()).unwrap_or(false) {
-            return Ok(self.repo.workdir().map(Path::to_path_buf));
+        if let Some(dir) = self.main_workdir.get() {
+            return Ok(dir.clone());
         }
-        let main = self
-            .repo
-            .main_repo()
-            .context(|| "could not open the main worktree".into())?;
-        Ok(main.workdir().map(Path::to_path_buf))
+        let dir = if self.repo.worktree().map(|w| w.is_main()).unwrap_or(false) {
+            self.repo.workdir().map(Path::to_path_buf)
+        } else {
+            let main = self
+                .repo
+                .main_repo()
+                .context(|| "could not open the main worktree".into())?;
+            main.workdir().map(Path::to_path_buf)
+        };
+        Ok(self.main_workdir.get_or_init(|| dir).clone())
     }
 
     /// Where run worktrees live: `tabellio.worktreeRoot`, else `<main worktree>/.tabellio/worktrees`,

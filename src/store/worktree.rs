@@ -382,7 +382,19 @@ impl Store {
     /// `worktrees/`. A `.git` file pointing into another repository would have that
     /// repository's commits judged and recorded here as the run's.
     pub fn check_own_worktree(&self, path: &Path) -> Result<()> {
-        let repo = open_path(path)?;
+        self.check_own_repo(path, &open_path(path)?)
+    }
+
+    /// [`inspect`] the worktree at `path` after [`Store::check_own_worktree`], opening it once:
+    /// a worktree of another repository is refused before its status is computed (which would
+    /// apply that repository's configuration and attributes).
+    pub fn inspect_own(&self, path: &Path) -> Result<WorkspaceState> {
+        let repo = open_checked(path)?;
+        self.check_own_repo(path, &repo)?;
+        status_of(path, repo)
+    }
+
+    fn check_own_repo(&self, path: &Path, repo: &gix::Repository) -> Result<()> {
         let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
         let ours = canonical(self.repo.common_dir());
         let git_dir = canonical(repo.git_dir());
@@ -452,6 +464,11 @@ pub fn shadow_head(
 
 /// Inspect the worktree at `path`: branch, head, tracked changes and untracked files.
 pub fn inspect(path: &Path) -> Result<WorkspaceState> {
+    status_of(path, open_checked(path)?)
+}
+
+/// Open the worktree at `path`, refusing one that is gone or unusable.
+fn open_checked(path: &Path) -> Result<gix::Repository> {
     if !path.exists() {
         return Err(
             Error::refused(format!("the worktree {} no longer exists", path.display()))
@@ -465,7 +482,11 @@ pub fn inspect(path: &Path) -> Result<WorkspaceState> {
         ))
         .hint("abandon its run, then `git tabellio cleanup <run> --force` removes it"));
     }
-    let mut repo = open_path(path)?;
+    open_path(path)
+}
+
+/// Branch, head, tracked changes and untracked files of `repo`, the worktree at `path`.
+fn status_of(path: &Path, mut repo: gix::Repository) -> Result<WorkspaceState> {
     let here = refs::head(&repo)?;
     let _shadow = shadow_head(&mut repo, &here)?;
     let refs::Head { branch, id: head } = here;

@@ -228,7 +228,7 @@ pub fn verify(store: &Store, opts: &VerifyOptions) -> Result<VerifyOutcome> {
         out.push(verifier.check_trusted(commit, &gate, trust.as_ref())?);
     }
     let gating = fixed_gate.as_ref().map(|(at, _, _)| *at);
-    let mut steps = guarded_steps(store, &opts.revs, gating)?;
+    let mut steps = guarded_steps(store, &mut verifier.policies, &opts.revs, gating)?;
     for verdict in &mut out {
         let id = store.parse_oid(&verdict.commit)?;
         if let Some(g) = steps.remove(&id).and_then(GuardedVerdict::of) {
@@ -251,12 +251,12 @@ pub fn verify(store: &Store, opts: &VerifyOptions) -> Result<VerifyOutcome> {
 /// by the policy at its parent (or at `gating`, `--policy-from`) plus its own.
 fn guarded_steps(
     store: &Store,
+    policies: &mut Policies,
     revs: &[String],
     gating: Option<gix::ObjectId>,
 ) -> Result<HashMap<gix::ObjectId, ApprovalCheck>> {
     let default = ["HEAD".to_string()];
     let revs = if revs.is_empty() { &default[..] } else { revs };
-    let mut policies = Policies::default();
     let mut notes = approval::notes(store)?;
     let mut out = HashMap::new();
     for rev in revs {
@@ -280,7 +280,7 @@ fn guarded_steps(
         };
         let steps = approval::judge_chain(
             store,
-            &mut policies,
+            policies,
             &mut notes,
             gating,
             (from, to, approval::Steps::FirstParent),
