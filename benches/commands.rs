@@ -22,7 +22,12 @@ struct Bench {
 
 impl Bench {
     fn new() -> Bench {
-        let dir = tempfile::tempdir().expect("temp dir");
+        let mut dir = tempfile::tempdir().expect("temp dir");
+        // `TABELLIO_BENCH_KEEP=1` leaves every repository behind, to profile a command there.
+        if std::env::var("TABELLIO_BENCH_KEEP").is_ok_and(|v| v == "1") {
+            dir.disable_cleanup(true);
+            eprintln!("bench repository kept: {}", dir.path().display());
+        }
         let repo = dir.path().join("repo");
         let b = Bench { dir, repo };
         b.run(
@@ -462,11 +467,28 @@ fn signatures(n: usize) {
         "the same, unsigned",
     );
     let range = "main..bench-range";
-    let (mut with, mut without) = (vec![], vec![]);
+    let (mut with, mut without, mut log) = (vec![], vec![], vec![]);
     for _ in 0..n.min(7) {
         with.push(signed.run_any(BIN, &signed.repo, &["verify", range], ""));
         without.push(plain.run_any(BIN, &plain.repo, &["verify", range], ""));
+        log.push(plain.run_any(
+            "git",
+            &plain.repo,
+            &["log", "--notes=tabellio/evidence", "--format=%H %N", range],
+            "",
+        ));
     }
+    let evidence = report(
+        "verify (1,000, with records)",
+        without.clone(),
+        log,
+        "git log --notes --format=%H%N",
+    );
+    goal(
+        "verify of 1,000 commits with records / git log",
+        evidence,
+        2.0,
+    );
     report("verify (1,000 signed)", with, without, "the same, unsigned");
     let (mut with, mut without) = (vec![], vec![]);
     let line =

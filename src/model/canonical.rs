@@ -17,11 +17,13 @@ pub struct NotCanonical(pub String);
 /// integers only, strings escaped as RFC 8785 prescribes.
 pub fn to_canonical_string(value: &Value) -> Result<String, NotCanonical> {
     let mut out = String::new();
-    write_value(value, &mut out)?;
+    write_value(value, &[], &mut out)?;
     Ok(out)
 }
 
-fn write_value(value: &Value, out: &mut String) -> Result<(), NotCanonical> {
+/// Write `value` canonically; when it is an object, its top-level keys in `skip` are left out
+/// (the self-digesting records leave out their own `digest` and `signature`).
+fn write_value(value: &Value, skip: &[&str], out: &mut String) -> Result<(), NotCanonical> {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
@@ -41,13 +43,14 @@ fn write_value(value: &Value, out: &mut String) -> Result<(), NotCanonical> {
                 if i > 0 {
                     out.push(',');
                 }
-                write_value(item, out)?;
+                write_value(item, &[], out)?;
             }
             out.push(']');
         }
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+            let mut keys: Vec<&String> =
+                map.keys().filter(|k| !skip.contains(&k.as_str())).collect();
+            keys.sort_by(|a, b| utf16_order(a, b));
             out.push('{');
             for (i, key) in keys.into_iter().enumerate() {
                 if i > 0 {
@@ -55,7 +58,7 @@ fn write_value(value: &Value, out: &mut String) -> Result<(), NotCanonical> {
                 }
                 write_string(key, out);
                 out.push(':');
-                write_value(&map[key], out)?;
+                write_value(&map[key], &[], out)?;
             }
             out.push('}');
         }
@@ -63,50 +66,74 @@ fn write_value(value: &Value, out: &mut String) -> Result<(), NotCanonical> {
     Ok(())
 }
 
+/// RFC 8785's key order: by UTF-16 code units. For ASCII keys (all of ours) that is the byte
+/// order, compared without re-encoding.
+fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
+    if a.is_ascii() && b.is_ascii() {
+        a.as_bytes().cmp(b.as_bytes())
+    } else {
+        a.encode_utf16().cmp(b.encode_utf16())
+    }
+}
+
 fn write_string(s: &str, out: &mut String) {
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
+    // Copy the runs that need no escape whole; escape the rest.
+    let mut run = 0;
+    for (i, c) in s.char_indices() {
+        let escaped = match c {
+            '"' => "\\\"",
+            '\\' => "\\\\",
+            '\u{8}' => "\\b",
+            '\u{c}' => "\\f",
+            '\n' => "\\n",
+            '\r' => "\\r",
+            '\t' => "\\t",
+            c if (c as u32) < 0x20 => {
+                out.push_str(&s[run..i]);
+                out.push_str(&format!("\\u{:04x}", c as u32));
+                run = i + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        out.push_str(&s[run..i]);
+        out.push_str(escaped);
+        run = i + c.len_utf8();
     }
+    out.push_str(&s[run..]);
     out.push('"');
 }
 
 /// Lower-case hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(bytes);
     let mut s = String::with_capacity(64);
     for b in digest {
-        s.push_str(&format!("{b:02x}"));
+        s.push(HEX[usize::from(b >> 4)] as char);
+        s.push(HEX[usize::from(b & 0xf)] as char);
     }
     s
 }
 
 /// SHA-256 of the canonical form of `value`.
 pub fn digest_of(value: &Value) -> Result<String, NotCanonical> {
-    Ok(sha256_hex(to_canonical_string(value)?.as_bytes()))
+    digest_skipping(value, &[])
+}
+
+/// SHA-256 of the canonical form of `value` with its top-level fields named in `skip` left out
+/// (nothing is copied to leave them out).
+pub fn digest_skipping(value: &Value, skip: &[&str]) -> Result<String, NotCanonical> {
+    let mut out = String::new();
+    write_value(value, skip, &mut out)?;
+    Ok(sha256_hex(out.as_bytes()))
 }
 
 /// SHA-256 of the canonical form of `value` with its top-level `digest` field left out:
 /// the rule every self-digesting record follows.
 pub fn digest_without_field(value: &Value) -> Result<String, NotCanonical> {
-    match value {
-        Value::Object(map) if map.contains_key("digest") => {
-            let mut map = map.clone();
-            map.remove("digest");
-            digest_of(&Value::Object(map))
-        }
-        other => digest_of(other),
-    }
+    digest_skipping(value, &["digest"])
 }
 
 #[cfg(test)]

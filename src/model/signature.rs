@@ -24,13 +24,5 @@ pub struct Signature {
 /// The digest a record is signed over: SHA-256 of its canonical JSON without `digest` and
 /// `signature`. `record` is the record as a JSON object.
 pub fn signed_digest(record: &serde_json::Value) -> Result<String, canonical::NotCanonical> {
-    match record {
-        serde_json::Value::Object(map) => {
-            let mut map = map.clone();
-            map.remove("digest");
-            map.remove("signature");
-            canonical::digest_of(&serde_json::Value::Object(map))
-        }
-        other => canonical::digest_of(other),
-    }
+    canonical::digest_skipping(record, &["digest", "signature"])
 }

@@ -40,6 +40,12 @@ pub struct Store {
 /// so a small command allocates little of it.
 const OBJECT_CACHE_BYTES: usize = 16 * 1024 * 1024;
 
+/// The most memory the delta-base cache of one open repository takes, unless
+/// `core.deltaBaseCacheLimit` says otherwise (0 turns it off). Reading a range newest first
+/// finds each object's delta base among the objects just read (git packs newer objects as the
+/// bases of older ones), so a few megabytes turn a walk down a whole delta chain into one step.
+const PACK_CACHE_BYTES: usize = 4 * 1024 * 1024;
+
 impl Store {
     /// Discover the repository containing `dir`, honouring `GIT_DIR` and friends like git does.
     pub fn discover(dir: &Path) -> Result<Store> {
@@ -92,9 +98,23 @@ impl Store {
     /// Every open gets an object cache ([`OBJECT_CACHE_BYTES`]): a command reads the same
     /// commits and trees several times (the policy, the allowed signers, the guarded paths and
     /// the notes of one commit each start from its tree), and a packed object read again
-    /// otherwise costs its whole delta chain again.
+    /// otherwise costs its whole delta chain again. And a delta-base cache
+    /// ([`PACK_CACHE_BYTES`]) for the first read of each.
     pub(crate) fn from_repo(mut repo: gix::Repository) -> Result<Store> {
         repo.object_cache_size_if_unset(OBJECT_CACHE_BYTES);
+        let pack_cache = repo
+            .config_snapshot()
+            .integer("core.deltaBaseCacheLimit")
+            .map_or(PACK_CACHE_BYTES, |bytes| {
+                usize::try_from(bytes).unwrap_or(0)
+            });
+        if pack_cache > 0 {
+            repo.objects.set_pack_cache(move || {
+                Box::new(gix::odb::pack::cache::lru::MemoryCappedHashmap::new(
+                    pack_cache,
+                ))
+            });
+        }
         let ref_format = RefFormat::of(&repo)?;
         Ok(Store {
             repo,

@@ -559,3 +559,21 @@ fn an_intact_record_of_a_newer_schema_is_ignored_not_tampered() {
     let (code, v) = verify_json(&t, &[&head]);
     assert_eq!((code, only_verdict(&v)), (1, "missing".into()), "{v}");
 }
+
+#[test]
+fn packed_objects_judge_the_same_whatever_the_delta_base_cache() {
+    let (t, head) = validated_head();
+    // A second validated commit whose records and tree are close to the first: after `gc` the
+    // notes and trees are packed against each other, read through the delta-base cache.
+    let second = commit_file(&t, "README.md", "readme, second\n");
+    t.tab(&["validate"]).ok();
+    t.git(&["gc", "-q"]).ok();
+    let range = format!("{head}~1..{second}");
+    let (code, unset) = verify_json(&t, &[&range]);
+    assert_eq!(code, 0, "{unset}");
+    for limit in ["0", "1", "1m", "96m"] {
+        t.git(&["config", "core.deltaBaseCacheLimit", limit]).ok();
+        let (code, v) = verify_json(&t, &[&range]);
+        assert_eq!((code, &v), (0, &unset), "core.deltaBaseCacheLimit={limit}");
+    }
+}
