@@ -755,15 +755,6 @@ fn hooks_overhead(n: usize) {
     );
 }
 
-/// A run of `b` started from `main`, with one commit, finished with `true`: ready to promote.
-fn completed_run(b: &Bench, id: &str, i: usize) -> PathBuf {
-    b.tab(&b.repo, &["start", id, "--task", "bench", "--base", "main"]);
-    let wt = b.worktree(id);
-    b.commit_in(&wt, i);
-    b.tab(&wt, &["finish", "--", "true"]);
-    wt
-}
-
 /// `status` (of a completed run) and ref-only `promote` with 0, 50 and 200 live run worktrees.
 fn live_worktrees(n: usize) {
     let mut at = Vec::new();
@@ -772,17 +763,29 @@ fn live_worktrees(n: usize) {
         for i in 0..live {
             b.tab(&b.repo, &["start", &format!("live{i}"), "--task", "bench"]);
         }
-        let (mut st, mut promote) = (vec![], vec![]);
+        let (mut start, mut st, mut promote) = (vec![], vec![], vec![]);
         for i in 0..n {
             let id = format!("w{i}");
-            let wt = completed_run(&b, &id, i);
+            start.push(b.tab(
+                &b.repo,
+                &["start", &id, "--task", "bench", "--base", "main"],
+            ));
+            let wt = b.worktree(&id);
+            b.commit_in(&wt, i);
+            b.tab(&wt, &["finish", "--", "true"]);
             st.push(b.tab(&wt, &["status"]));
             promote.push(b.tab(&b.repo, &["promote", &id]));
         }
-        at.push((live, st, promote));
+        at.push((live, start, st, promote));
     }
-    let (_, st0, pr0) = at.remove(0);
-    for (live, st, promote) in at {
+    let (_, start0, st0, pr0) = at.remove(0);
+    for (live, start, st, promote) in at {
+        report(
+            &format!("start, {live} worktrees"),
+            start,
+            start0.clone(),
+            "start, 0 worktrees",
+        );
         let status = report(
             &format!("status, {live} worktrees"),
             st,
