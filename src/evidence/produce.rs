@@ -15,7 +15,7 @@ use crate::model::{time, EvidenceRecord};
 use crate::runner::{self, CheckCommand, OutputSummary, RunOptions, Stream};
 use crate::store::paths::LocalPaths;
 use crate::store::policy::{policy_at, PolicyAtError};
-use crate::store::{worktree, Store};
+use crate::store::Store;
 
 /// Why the checks to run could not be resolved.
 #[derive(Debug)]
@@ -231,7 +231,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
     // One scan for changes, after the last check that ran (a moved HEAD was caught already).
     let dirty = match &opened {
         Some(_) if ctx.worktree.join(".git").exists() => {
-            !worktree::inspect(ctx.worktree)?.is_clean()
+            !ctx.store.inspect(ctx.worktree)?.is_clean()
         }
         Some(_) => true,
         None => false,
@@ -281,7 +281,10 @@ fn head_moved(ctx: &CheckContext<'_>, opened: &mut Option<gix::Repository>) -> R
     }
     let repo = match opened {
         Some(repo) => repo,
-        None => opened.insert(crate::store::repo::open_path(ctx.worktree)?),
+        None => opened.insert(match ctx.store.opened_at(ctx.worktree)? {
+            Some(repo) => repo,
+            None => crate::store::repo::open_path(ctx.worktree)?,
+        }),
     };
     // Through the ref seam: with reftable, HEAD lives in the worktree's own stack.
     let head = crate::store::refs::head(repo).unwrap_or_default();

@@ -140,6 +140,8 @@ impl Store {
         }
         let dir = if self.repo.worktree().map(|w| w.is_main()).unwrap_or(false) {
             self.repo.workdir().map(Path::to_path_buf)
+        } else if let Some(dir) = self.plain_main_workdir() {
+            dir
         } else {
             let main = self
                 .repo
@@ -148,6 +150,38 @@ impl Store {
             main.workdir().map(Path::to_path_buf)
         };
         Ok(self.main_workdir.get_or_init(|| dir).clone())
+    }
+
+    /// The main worktree of a linked worktree or a bare repository, without opening the main
+    /// repository, when its layout leaves no doubt: a common dir named `.git` with `core.bare`
+    /// false and no `core.worktree` (what `git init` and `git clone` make) is the git dir of its
+    /// parent, and a common dir with `core.bare` true has no main worktree. Anything else
+    /// (`core.worktree`, an unusual name, no `core.bare`) is `None`: gix opens the main
+    /// repository and says.
+    fn plain_main_workdir(&self) -> Option<Option<PathBuf>> {
+        let config = self.repo.config_snapshot();
+        if config.string("core.worktree").is_some() {
+            return None;
+        }
+        let common = self.repo.common_dir();
+        match config.boolean("core.bare")? {
+            true if self.repo.worktree().is_none() => Some(None),
+            true => None,
+            false => {
+                // A linked worktree names its common dir as `<admin dir>/../..`: taken back
+                // lexically, and trusted only where that is the same directory the file system
+                // finds (no symbolic link on the way).
+                let absolute = if common.is_absolute() {
+                    common.to_path_buf()
+                } else {
+                    std::env::current_dir().ok()?.join(common)
+                };
+                let lexical = normalize(&absolute);
+                let same = std::fs::canonicalize(&lexical).ok()? == std::fs::canonicalize(common).ok()?;
+                (same && lexical.file_name() == Some(std::ffi::OsStr::new(".git")))
+                    .then(|| lexical.parent().map(Path::to_path_buf))
+            }
+        }
     }
 
     /// Where run worktrees live: `tabellio.worktreeRoot`, else `<main worktree>/.tabellio/worktrees`,
@@ -350,9 +384,11 @@ impl Store {
     /// Refuse (exit 3) a ref of ours, `name` at `tip`, that does not point at a commit: a blob,
     /// a tree, a tag or a missing object. `repair` says how to put it right.
     pub fn ensure_commit_ref(&self, name: &str, tip: gix::ObjectId, repair: &str) -> Result<()> {
-        let what = match self.repo.find_header(tip) {
-            Ok(h) if h.kind() == gix::object::Kind::Commit => return Ok(()),
-            Ok(h) => format!("a {}", h.kind()),
+        // The whole object, not its header: the caller reads the commit next, and a full read
+        // goes through the object cache where a header read decompresses the object again.
+        let what = match self.repo.find_object(tip) {
+            Ok(o) if o.kind == gix::object::Kind::Commit => return Ok(()),
+            Ok(o) => format!("a {}", o.kind),
             // Present but unreadable (a damaged loose object): the reader's own error names
             // the object and gix's cause, which says more than "corrupt ref" would.
             Err(_) if self.repo.has_object(tip) => return Ok(()),
@@ -610,7 +646,41 @@ fn windows_path(url: &str) -> Option<String> {
 mod tests {
     use std::path::{Path, PathBuf};
 
-    use super::{exclude_line, identity_from_url};
+    use super::{exclude_line, identity_from_url, Store};
+
+    use crate::store::test_git as git;
+
+    #[test]
+    fn the_main_worktree_of_a_linked_worktree_is_found_as_the_main_repository_says() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        git(home, home, &["init", "-q", "-b", "main", "main"]);
+        let main = home.join("main");
+        git(home, &main, &["commit", "-q", "--allow-empty", "-m", "init"]);
+        git(home, &main, &["worktree", "add", "-q", "-b", "w", "../linked"]);
+        let linked = Store::open(&home.join("linked")).expect("linked worktree opens");
+        let canonical = |p: PathBuf| std::fs::canonicalize(p).expect("exists");
+        let want = canonical(main.clone());
+        // The layout `git init` makes: found from the common dir, no repository opened.
+        let plain = linked.plain_main_workdir().expect("a plain layout");
+        assert_eq!(plain.map(canonical), Some(want.clone()));
+        assert_eq!(linked.main_workdir().unwrap().map(canonical), Some(want.clone()));
+        // `core.worktree` in the common config: gix opens the main repository and says.
+        git(home, &main, &["config", "core.worktree", main.to_str().unwrap()]);
+        let linked = Store::open(&home.join("linked")).expect("linked worktree opens");
+        assert!(linked.plain_main_workdir().is_none());
+        assert_eq!(linked.main_workdir().unwrap().map(canonical), Some(want.clone()));
+        git(home, &main, &["config", "--unset", "core.worktree"]);
+        // No `core.bare` at all: not plain either.
+        git(home, &main, &["config", "--unset", "core.bare"]);
+        let linked = Store::open(&home.join("linked")).expect("linked worktree opens");
+        assert!(linked.plain_main_workdir().is_none());
+        assert_eq!(linked.main_workdir().unwrap().map(canonical), Some(want));
+        // A bare repository has no main worktree, from the bare repository itself.
+        git(home, home, &["init", "-q", "--bare", "bare.git"]);
+        let bare = Store::open(&home.join("bare.git")).expect("bare opens");
+        assert_eq!(bare.main_workdir().unwrap(), None);
+    }
 
     #[test]
     fn url_identities() {

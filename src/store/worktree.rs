@@ -389,9 +389,52 @@ impl Store {
     /// a worktree of another repository is refused before its status is computed (which would
     /// apply that repository's configuration and attributes).
     pub fn inspect_own(&self, path: &Path) -> Result<WorkspaceState> {
+        if let Some(repo) = self.opened_at(path)? {
+            return status_of(path, repo);
+        }
         let repo = open_checked(path)?;
         self.check_own_repo(path, &repo)?;
         status_of(path, repo)
+    }
+
+    /// [`inspect`] the worktree at `path`, through this store's own repository when the
+    /// command was started in that worktree ([`Store::opened_at`]), else by opening it.
+    pub fn inspect(&self, path: &Path) -> Result<WorkspaceState> {
+        match self.opened_at(path)? {
+            Some(repo) => status_of(path, repo),
+            None => inspect(path),
+        }
+    }
+
+    /// This store's repository, when it was opened in the worktree at `path` and nothing in the
+    /// environment made it see that worktree differently from [`open_path`]: an agent's
+    /// `checkpoint`, `finish` or `status` in its run worktree then reads that worktree through
+    /// the repository it already opened instead of opening it a second time. `None` (open it
+    /// by its path) when the store is another worktree's, or when a `GIT_*` variable other
+    /// than the identity, the dates and the choice of configuration files is set: a hook's
+    /// `GIT_INDEX_FILE`, `GIT_WORK_TREE` or `GIT_DIR` belong to the command's repository as
+    /// git located it, never to a worktree named by its path. Unusable worktrees are refused
+    /// as [`inspect`] refuses them.
+    pub(crate) fn opened_at(&self, path: &Path) -> Result<Option<gix::Repository>> {
+        let Some(workdir) = self.repo.workdir() else {
+            return Ok(None);
+        };
+        if !environment_locates_nothing() {
+            return Ok(None);
+        }
+        let canonical = |p: &Path| std::fs::canonicalize(p).ok();
+        let here = canonical(path);
+        if here.is_none() || here != canonical(workdir) {
+            return Ok(None);
+        }
+        let dot_git = admin_dir(path).and_then(|d| canonical(&d));
+        if dot_git.is_none() || dot_git != canonical(self.repo.git_dir()) {
+            return Ok(None);
+        }
+        if let Some(why) = broken_reason(path) {
+            return Err(unusable(path, &why));
+        }
+        Ok(Some(self.repo.clone()))
     }
 
     fn check_own_repo(&self, path: &Path, repo: &gix::Repository) -> Result<()> {
@@ -476,13 +519,49 @@ fn open_checked(path: &Path) -> Result<gix::Repository> {
         );
     }
     if let Some(why) = broken_reason(path) {
-        return Err(Error::refused(format!(
-            "the worktree {} is unusable ({why}): it was never completed, or was damaged",
-            path.display()
-        ))
-        .hint("abandon its run, then `git tabellio cleanup <run> --force` removes it"));
+        return Err(unusable(path, &why));
     }
     open_path(path)
+}
+
+fn unusable(path: &Path, why: &str) -> Error {
+    Error::refused(format!(
+        "the worktree {} is unusable ({why}): it was never completed, or was damaged",
+        path.display()
+    ))
+    .hint("abandon its run, then `git tabellio cleanup <run> --force` removes it")
+}
+
+/// Whether no `GIT_*` variable is set that could make git (or gix) locate or read a repository
+/// differently from its path: only the identity and date variables, the choice of
+/// configuration files, git's own exec path, and the variables of the network, the terminal and
+/// tracing (`GIT_SSL_*`, `GIT_SSH*`, `GIT_HTTP_*`, `GIT_TRACE*`, the pager, editor and
+/// prompt) may be set.
+fn environment_locates_nothing() -> bool {
+    const HARMLESS_FAMILIES: &[&str] = &["GIT_SSL_", "GIT_SSH", "GIT_HTTP_", "GIT_TRACE"];
+    const HARMLESS: &[&str] = &[
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_AUTHOR_DATE",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "GIT_COMMITTER_DATE",
+        "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_SYSTEM",
+        "GIT_CONFIG_NOSYSTEM",
+        "GIT_EXEC_PATH",
+        "GIT_PAGER",
+        "GIT_EDITOR",
+        "GIT_SEQUENCE_EDITOR",
+        "GIT_ASKPASS",
+        "GIT_TERMINAL_PROMPT",
+    ];
+    std::env::vars_os().all(|(key, _)| {
+        let key = key.to_string_lossy();
+        !key.starts_with("GIT_")
+            || HARMLESS.contains(&key.as_ref())
+            || HARMLESS_FAMILIES.iter().any(|f| key.starts_with(f))
+    })
 }
 
 /// Branch, head, tracked changes and untracked files of `repo`, the worktree at `path`.

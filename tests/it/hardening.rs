@@ -206,6 +206,46 @@ fn the_git_environment_of_the_caller_does_not_steer_the_run_worktree() {
     );
 }
 
+/// An index that stages `ghost.txt` (absent from the run head and from the worktree) beside the
+/// run worktree's own entries: seen through it, the worktree has changes.
+fn alternate_index(t: &TestEnv, wt: &std::path::Path) -> std::path::PathBuf {
+    let alt = t.path().join("alternate-index");
+    let env = [("GIT_INDEX_FILE", alt.as_os_str())];
+    t.command_with_env("git", wt, &env, &["read-tree", "HEAD"]).ok();
+    let blob = t.git_out_in(wt, &["hash-object", "-w", "README.md"]);
+    let entry = format!("100644,{blob},ghost.txt");
+    t.command_with_env("git", wt, &env, &["update-index", "--add", "--cacheinfo", &entry])
+        .ok();
+    alt
+}
+
+#[test]
+fn a_git_index_file_in_the_environment_does_not_change_what_a_command_in_the_run_worktree_sees() {
+    // A command started in the run worktree reads that worktree through the repository it
+    // opened, unless the environment could make that repository see it differently: with a
+    // hook's `GIT_INDEX_FILE` set, the worktree is opened by its path, as from anywhere else.
+    let t = TestEnv::ref_only();
+    let wt = t.started_run("r1", "a.txt");
+    let alt = alternate_index(&t, &wt);
+    let seen_through_it = t.command_with_env(
+        "git",
+        &wt,
+        &[("GIT_INDEX_FILE", alt.as_os_str())],
+        &["status", "--porcelain"],
+    );
+    assert!(seen_through_it.stdout.contains("ghost.txt"), "{}", seen_through_it.desc);
+    let env = [("GIT_INDEX_FILE", alt.as_os_str())];
+    let status = t.command_with_env(BIN, &wt, &env, &["--json", "status"]);
+    status.ok();
+    assert_eq!(status.json()["live"]["dirty"], serde_json::json!([]), "{}", status.desc);
+    t.command_with_env(BIN, &wt, &env, &["checkpoint"]).ok();
+    t.command_with_env(BIN, &wt, &env, &["finish", "--", "true"]).ok();
+    assert_eq!(
+        t.tab(&["--json", "status", "r1"]).json()["state"],
+        "completed"
+    );
+}
+
 #[test]
 fn an_excerpt_limit_above_one_mib_is_a_policy_error() {
     let t = TestEnv::new();

@@ -11,7 +11,7 @@ use crate::model::{time, RunState};
 use crate::run::advance;
 use crate::store::ledger::{self, Ledger};
 use crate::store::tx::{self, Cas, TxError};
-use crate::store::{worktree, Store};
+use crate::store::Store;
 
 use super::check::Settled;
 use super::stack::{Stacked, Unstacked};
@@ -133,7 +133,7 @@ fn run_worktree_moves(store: &Store, s: &Stacked) -> Result<Vec<FileMove>> {
         if !path.exists() {
             continue;
         }
-        let ws = worktree::inspect(&path)?;
+        let ws = store.inspect(&path)?;
         if ws.is_clean() && ws.head == Some(c.head) {
             out.push((path, store.tree_of(c.head)?, store.tree_of(s.head)?));
         }

@@ -24,7 +24,7 @@ use crate::model::{time, RunRecord, RunState};
 use crate::run::{resolve_run, Env};
 use crate::store::ledger::{self, Ledger};
 use crate::store::tx::{self, Cas};
-use crate::store::{worktree, Store};
+use crate::store::Store;
 use crate::trust::approval::judge_run_step;
 
 pub use crate::store::merge::{merge_preview, MergePreview};
@@ -266,7 +266,7 @@ pub fn check_target_worktree(
         ))
         .hint("remove its registration with `git worktree prune`, then promote again"));
     }
-    let ws = worktree::inspect(path)?;
+    let ws = store.inspect(path)?;
     // A promotion killed while it moved this worktree leaves exactly the old or new content
     // of the paths it touches: finishing the move is the repair, and it loses no one's work.
     let mut touched: Vec<String> = ws.changed.clone();

@@ -113,7 +113,7 @@ pub fn observe(
                 worktree_broken = Some(why);
                 None
             }
-            None => Some(worktree::inspect(p)?),
+            None => Some(store.inspect(p)?),
         },
         _ => None,
     };
