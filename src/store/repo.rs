@@ -177,7 +177,8 @@ impl Store {
                     std::env::current_dir().ok()?.join(common)
                 };
                 let lexical = normalize(&absolute);
-                let same = std::fs::canonicalize(&lexical).ok()? == std::fs::canonicalize(common).ok()?;
+                let same =
+                    std::fs::canonicalize(&lexical).ok()? == std::fs::canonicalize(common).ok()?;
                 (same && lexical.file_name() == Some(std::ffi::OsStr::new(".git")))
                     .then(|| lexical.parent().map(Path::to_path_buf))
             }
@@ -656,20 +657,38 @@ mod tests {
         let home = dir.path();
         git(home, home, &["init", "-q", "-b", "main", "main"]);
         let main = home.join("main");
-        git(home, &main, &["commit", "-q", "--allow-empty", "-m", "init"]);
-        git(home, &main, &["worktree", "add", "-q", "-b", "w", "../linked"]);
+        git(
+            home,
+            &main,
+            &["commit", "-q", "--allow-empty", "-m", "init"],
+        );
+        git(
+            home,
+            &main,
+            &["worktree", "add", "-q", "-b", "w", "../linked"],
+        );
         let linked = Store::open(&home.join("linked")).expect("linked worktree opens");
         let canonical = |p: PathBuf| std::fs::canonicalize(p).expect("exists");
         let want = canonical(main.clone());
         // The layout `git init` makes: found from the common dir, no repository opened.
         let plain = linked.plain_main_workdir().expect("a plain layout");
         assert_eq!(plain.map(canonical), Some(want.clone()));
-        assert_eq!(linked.main_workdir().unwrap().map(canonical), Some(want.clone()));
+        assert_eq!(
+            linked.main_workdir().unwrap().map(canonical),
+            Some(want.clone())
+        );
         // `core.worktree` in the common config: gix opens the main repository and says.
-        git(home, &main, &["config", "core.worktree", main.to_str().unwrap()]);
+        git(
+            home,
+            &main,
+            &["config", "core.worktree", main.to_str().unwrap()],
+        );
         let linked = Store::open(&home.join("linked")).expect("linked worktree opens");
         assert!(linked.plain_main_workdir().is_none());
-        assert_eq!(linked.main_workdir().unwrap().map(canonical), Some(want.clone()));
+        assert_eq!(
+            linked.main_workdir().unwrap().map(canonical),
+            Some(want.clone())
+        );
         git(home, &main, &["config", "--unset", "core.worktree"]);
         // No `core.bare` at all: not plain either.
         git(home, &main, &["config", "--unset", "core.bare"]);

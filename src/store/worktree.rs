@@ -33,6 +33,16 @@ pub struct WorkspaceState {
     pub untracked: Vec<String>,
 }
 
+/// Where a branch is in use ([`Store::branch_use`]).
+#[derive(Debug, Default)]
+pub struct BranchUse {
+    /// The worktrees that have it checked out.
+    pub checked_out: Vec<PathBuf>,
+    /// A rebase or bisect of it in a worktree whose HEAD is detached: `("rebased" |
+    /// "bisected", worktree)`.
+    pub operation: Option<(&'static str, PathBuf)>,
+}
+
 impl WorkspaceState {
     pub fn is_clean(&self) -> bool {
         self.changed.is_empty() && self.untracked.is_empty()
@@ -97,43 +107,35 @@ impl Store {
     /// The worktrees in which `branch` is checked out. Only a worktree that has it is asked
     /// where it lives (its `gitdir` file): the others cost one `HEAD` read each.
     pub fn worktrees_of_branch(&self, branch: &str) -> Result<Vec<PathBuf>> {
-        let mut out = Vec::new();
-        if let Some(main) = self.main_workdir()? {
-            if self.head_branch_of(self.repo.common_dir()).as_deref() == Some(branch) {
-                out.push(main);
-            }
-        }
-        for proxy in self
-            .repo
-            .worktrees()
-            .context(|| "could not list worktrees".into())?
-        {
-            if self.head_branch_of(proxy.git_dir()).as_deref() == Some(branch) {
-                if let Ok(base) = proxy.base() {
-                    out.push(base);
-                }
-            }
-        }
-        Ok(out)
+        Ok(self.branch_use(branch)?.checked_out)
     }
 
     /// A rebase or bisect in some worktree that holds `branch` while its HEAD is detached:
     /// `("rebased" | "bisected", worktree)`. Moving the branch under it breaks the operation.
     pub fn branch_in_operation(&self, branch: &str) -> Result<Option<(&'static str, PathBuf)>> {
-        let mut admin = Vec::new();
-        if let Some(main) = self.main_workdir()? {
-            admin.push((self.repo.common_dir().to_path_buf(), Some(main)));
-        }
-        // Where a linked worktree lives is read only for the one that matches.
-        for proxy in self
-            .repo
-            .worktrees()
-            .context(|| "could not list worktrees".into())?
-        {
-            admin.push((proxy.git_dir().to_path_buf(), None));
-        }
+        Ok(self.branch_use(branch)?.operation)
+    }
+
+    /// Where `branch` is in use, in one pass over the worktrees: each worktree's `HEAD` is read
+    /// once, and only one whose HEAD is detached (or unreadable) is asked for a rebase or bisect
+    /// (git detaches HEAD for both), so a repository of run worktrees, each on its own branch,
+    /// costs one `HEAD` read per worktree.
+    pub fn branch_use(&self, branch: &str) -> Result<BranchUse> {
+        let mut found = BranchUse::default();
         let short = branch.trim_start_matches("refs/heads/");
-        for (git_dir, worktree) in admin {
+        let mut look = |git_dir: &Path, base: &dyn Fn() -> Option<PathBuf>| -> Result<()> {
+            let head = self.head_branch_of(git_dir);
+            if head.as_deref() == Some(branch) {
+                found.checked_out.extend(base());
+            }
+            if head.is_some() || found.operation.is_some() {
+                return Ok(());
+            }
+            // A linked worktree's administrative directory without its `gitdir` file is no
+            // worktree gix or git lists (the main worktree's git dir has none).
+            if git_dir != self.repo.common_dir() && !git_dir.join("gitdir").is_file() {
+                return Ok(());
+            }
             for (file, what) in [
                 ("rebase-merge/head-name", "rebased"),
                 ("rebase-apply/head-name", "rebased"),
@@ -142,29 +144,59 @@ impl Store {
                 if let Ok(text) = std::fs::read_to_string(git_dir.join(file)) {
                     let name = text.trim();
                     if name == branch || name == short {
-                        let worktree = match worktree {
-                            Some(w) => w,
-                            None => self.linked_worktree_base(&git_dir)?,
-                        };
-                        return Ok(Some((what, worktree)));
+                        // Where a linked worktree lives is read only for the one that matches.
+                        let at = base().unwrap_or_else(|| git_dir.to_path_buf());
+                        found.operation = Some((what, at));
+                        return Ok(());
                     }
                 }
             }
+            Ok(())
+        };
+        if let Some(main) = self.main_workdir()? {
+            look(self.repo.common_dir(), &|| Some(main.clone()))?;
         }
-        Ok(None)
+        for git_dir in self.linked_admin_dirs()? {
+            look(&git_dir, &|| self.linked_worktree_base(&git_dir))?;
+        }
+        Ok(found)
     }
 
-    /// Where the linked worktree whose administrative directory is `git_dir` lives (that
-    /// directory itself when its `gitdir` file is unreadable).
-    fn linked_worktree_base(&self, git_dir: &Path) -> Result<PathBuf> {
-        Ok(self
-            .repo
+    /// The administrative directories of the linked worktrees (`<common dir>/worktrees/*`
+    /// that have a `gitdir` file, as gix lists them), read from the directory listing alone:
+    /// one `HEAD` read per worktree is what the callers pay, not a file check besides.
+    fn linked_admin_dirs(&self) -> Result<Vec<PathBuf>> {
+        let dir = self.repo.common_dir().join("worktrees");
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => {
+                return Err(Error::internal(format!(
+                    "could not list worktrees in {}: {e}",
+                    dir.display()
+                )))
+            }
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry =
+                entry.context(|| format!("could not list worktrees in {}", dir.display()))?;
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                out.push(entry.path());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Where the linked worktree whose administrative directory is `git_dir` lives, as gix
+    /// reads its `gitdir` file; `None` for a directory gix does not list as a worktree.
+    fn linked_worktree_base(&self, git_dir: &Path) -> Option<PathBuf> {
+        self.repo
             .worktrees()
-            .context(|| "could not list worktrees".into())?
+            .ok()?
             .into_iter()
             .find(|p| p.git_dir() == git_dir)
             .and_then(|p| p.base().ok())
-            .unwrap_or_else(|| git_dir.to_path_buf()))
     }
 
     /// Add a linked worktree at `path` with `branch` checked out.
@@ -311,10 +343,27 @@ impl Store {
 /// only (with reftable, HEAD lives in the worktree's own reftable stack and the file holds a
 /// placeholder), so a second ref backend branches here.
 pub fn head_branch_at(git_dir: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(git_dir.join("HEAD")).ok()?;
+    let text = read_small(&git_dir.join("HEAD"))?;
     let name = text.strip_prefix("ref:")?.trim();
     gix::refs::FullName::try_from(name).ok()?;
     Some(name.to_string())
+}
+
+/// A small file whole, as git writes it (ending in a newline), in one read where
+/// `std::fs::read_to_string` asks for its size and reads again to see the end: this is read
+/// for every worktree of the repository. Anything else (longer, no final newline) is read the
+/// plain way.
+fn read_small(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut buf = [0u8; 512];
+    let n = file.read(&mut buf).ok()?;
+    if n < buf.len() && n > 0 && buf[n - 1] == b'\n' {
+        return String::from_utf8(buf[..n].to_vec()).ok();
+    }
+    let mut text = String::from_utf8(buf[..n].to_vec()).ok()?;
+    file.read_to_string(&mut text).ok()?;
+    Some(text)
 }
 
 /// The git dir a worktree's `.git` names: the directory itself, or the `gitdir:` of a `.git`
@@ -682,6 +731,13 @@ mod tests {
         let admin = ours.join(".git/worktrees/wt");
         std::fs::create_dir_all(admin.join("rebase-merge")).expect("rebase dir");
         std::fs::write(admin.join("rebase-merge/head-name"), "refs/heads/x\n").expect("write");
+        // git detaches HEAD for a rebase: a worktree still on a branch is rebasing nothing.
+        assert_eq!(
+            store.branch_in_operation("refs/heads/x").expect("read"),
+            None
+        );
+        let tip = store.ref_target("refs/heads/w").expect("read").expect("w");
+        std::fs::write(admin.join("HEAD"), format!("{tip}\n")).expect("detach");
         let (what, at) = store
             .branch_in_operation("refs/heads/x")
             .expect("read")

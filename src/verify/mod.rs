@@ -140,6 +140,19 @@ impl<'s> Verifier<'s> {
             .map_err(PolicyAtError::naming_commit)
     }
 
+    /// Look up the policy of each of `commits` (given newest first) oldest first, so that the
+    /// judging that follows finds every one remembered. The order is what makes it cheap: a pack
+    /// stores a newer root tree as a delta of an older one, chains dozens deep, and the
+    /// delta-base cache keeps each tree it resolves; read newest first, every tree walks its
+    /// whole chain again, read oldest first each one is a single step from the one before.
+    /// Nothing is reported here: a policy that cannot be read or parsed is not remembered, and
+    /// the judging asks again and names the commit.
+    pub fn read_policies_oldest_first(&mut self, commits: &[gix::ObjectId]) {
+        for &commit in commits.iter().rev() {
+            let _ = self.policies.at(self.store, commit);
+        }
+    }
+
     /// Judge `commit` against `gate`.
     pub fn check(&mut self, commit: gix::ObjectId, gate: &Gate) -> Result<CommitVerdict> {
         self.check_trusted(commit, gate, None)
@@ -215,6 +228,9 @@ pub fn verify(store: &Store, opts: &VerifyOptions) -> Result<VerifyOutcome> {
         }
         None => None,
     };
+    if fixed_gate.is_none() {
+        verifier.read_policies_oldest_first(&commits);
+    }
     let mut out = Vec::with_capacity(commits.len());
     for commit in commits {
         // The allowed signers come from the same commit as the policy that judges.

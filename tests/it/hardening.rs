@@ -211,11 +211,17 @@ fn the_git_environment_of_the_caller_does_not_steer_the_run_worktree() {
 fn alternate_index(t: &TestEnv, wt: &std::path::Path) -> std::path::PathBuf {
     let alt = t.path().join("alternate-index");
     let env = [("GIT_INDEX_FILE", alt.as_os_str())];
-    t.command_with_env("git", wt, &env, &["read-tree", "HEAD"]).ok();
+    t.command_with_env("git", wt, &env, &["read-tree", "HEAD"])
+        .ok();
     let blob = t.git_out_in(wt, &["hash-object", "-w", "README.md"]);
     let entry = format!("100644,{blob},ghost.txt");
-    t.command_with_env("git", wt, &env, &["update-index", "--add", "--cacheinfo", &entry])
-        .ok();
+    t.command_with_env(
+        "git",
+        wt,
+        &env,
+        &["update-index", "--add", "--cacheinfo", &entry],
+    )
+    .ok();
     alt
 }
 
@@ -233,13 +239,23 @@ fn a_git_index_file_in_the_environment_does_not_change_what_a_command_in_the_run
         &[("GIT_INDEX_FILE", alt.as_os_str())],
         &["status", "--porcelain"],
     );
-    assert!(seen_through_it.stdout.contains("ghost.txt"), "{}", seen_through_it.desc);
+    assert!(
+        seen_through_it.stdout.contains("ghost.txt"),
+        "{}",
+        seen_through_it.desc
+    );
     let env = [("GIT_INDEX_FILE", alt.as_os_str())];
     let status = t.command_with_env(BIN, &wt, &env, &["--json", "status"]);
     status.ok();
-    assert_eq!(status.json()["live"]["dirty"], serde_json::json!([]), "{}", status.desc);
+    assert_eq!(
+        status.json()["live"]["dirty"],
+        serde_json::json!([]),
+        "{}",
+        status.desc
+    );
     t.command_with_env(BIN, &wt, &env, &["checkpoint"]).ok();
-    t.command_with_env(BIN, &wt, &env, &["finish", "--", "true"]).ok();
+    t.command_with_env(BIN, &wt, &env, &["finish", "--", "true"])
+        .ok();
     assert_eq!(
         t.tab(&["--json", "status", "r1"]).json()["state"],
         "completed"

@@ -173,6 +173,8 @@ fn a_validated_commit_off_the_base_is_not_a_fast_forward() {
 fn a_target_being_rebased_is_refused() {
     let t = TestEnv::for_lib();
     t.lib_completed("r1");
+    // What `git rebase` leaves while it stops: HEAD detached, the branch named in its state.
+    t.git(&["checkout", "-q", "--detach"]).ok();
     write_file(
         &t.repo.join(".git/rebase-merge/head-name"),
         "refs/heads/main\n",

@@ -221,14 +221,15 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan, PromoteError> {
     if let Some((name, lock)) = tx::held_lock(store, &[target.as_str(), ledger_ref.as_str()]) {
         return Err(tx::TxError::Locked { name, lock }.into_error().into());
     }
-    if let Some((what, path)) = store.branch_in_operation(&target)? {
+    let used = store.branch_use(&target)?;
+    if let Some((what, path)) = used.operation {
         return Err(PromoteError::TargetInOperation {
             target,
             what: what.to_string(),
             path,
         });
     }
-    let target_worktree = store.worktrees_of_branch(&target)?.into_iter().next();
+    let target_worktree = used.checked_out.into_iter().next();
     if let Some(path) = &target_worktree {
         if let Err(e) = check_target_worktree(store, path, &target, base, validated_id) {
             // A worktree seen mid-move by a concurrent promoter looks dirty or ahead: if the
