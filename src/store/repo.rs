@@ -154,16 +154,18 @@ impl Store {
 
     /// The main worktree of a linked worktree or a bare repository, without opening the main
     /// repository, when its layout leaves no doubt: a common dir named `.git` with `core.bare`
-    /// false and no `core.worktree` (what `git init` and `git clone` make) is the git dir of its
-    /// parent, and a common dir with `core.bare` true has no main worktree. Anything else
-    /// (`core.worktree`, an unusual name, no `core.bare`) is `None`: gix opens the main
-    /// repository and says.
+    /// false, no `core.worktree` and no `config.worktree` of its own (what `git init` and
+    /// `git clone` make) is the git dir of its parent, and a common dir with `core.bare` true has
+    /// no main worktree. Anything else (`core.worktree`, an unusual name, no `core.bare`) is
+    /// `None`: gix opens the main repository and says.
     fn plain_main_workdir(&self) -> Option<Option<PathBuf>> {
         let config = self.repo.config_snapshot();
-        if config.string("core.worktree").is_some() {
+        let common = self.repo.common_dir();
+        // The main worktree's own `config.worktree` may say otherwise, and this worktree's
+        // configuration does not include it.
+        if config.string("core.worktree").is_some() || common.join("config.worktree").exists() {
             return None;
         }
-        let common = self.repo.common_dir();
         match config.boolean("core.bare")? {
             true if self.repo.worktree().is_none() => Some(None),
             true => None,
@@ -690,6 +692,12 @@ mod tests {
             Some(want.clone())
         );
         git(home, &main, &["config", "--unset", "core.worktree"]);
+        // The main worktree's own `config.worktree`, which this worktree does not read.
+        let own = main.join(".git/config.worktree");
+        std::fs::write(&own, "[core]\n").expect("config.worktree");
+        let linked = Store::open(&home.join("linked")).expect("linked worktree opens");
+        assert!(linked.plain_main_workdir().is_none());
+        std::fs::remove_file(&own).expect("removed");
         // No `core.bare` at all: not plain either.
         git(home, &main, &["config", "--unset", "core.bare"]);
         let linked = Store::open(&home.join("linked")).expect("linked worktree opens");
