@@ -590,3 +590,48 @@ fn status_survives_a_broken_policy_and_says_so() {
         .contains("policy.json"));
     assert_eq!(st["missing_evidence"], serde_json::json!(["policy"]));
 }
+
+/// Stop a real `git rebase` of the branch checked out at `wt`: `--exec false` after its first
+/// pick leaves HEAD detached and the rebase state naming the branch, as a conflict would.
+fn stopped_rebase(t: &TestEnv, wt: &std::path::Path) {
+    let r = t.git_in(wt, &["rebase", "-q", "--root", "--exec", "false"]);
+    assert_ne!(r.code, 0, "the rebase should stop: {}", r.desc);
+    let head = t.git_out_in(wt, &["rev-parse", "--abbrev-ref", "HEAD"]);
+    assert_eq!(head, "HEAD", "a stopped rebase detaches HEAD");
+}
+
+#[test]
+fn a_real_rebase_of_the_target_in_the_main_worktree_is_refused() {
+    let t = TestEnv::new();
+    t.completed_run("r1", "a.txt");
+    let repo = t.repo.clone();
+    stopped_rebase(&t, &repo);
+    refused(
+        &t,
+        &["promote", "r1"],
+        3,
+        "refs/heads/main is being rebased",
+    );
+    t.git(&["rebase", "--abort"]).ok();
+    t.tab(&["promote", "r1"]).ok();
+}
+
+#[test]
+fn a_real_rebase_of_the_target_in_a_linked_worktree_is_refused_and_named() {
+    let t = TestEnv::ref_only();
+    t.completed_run("r1", "a.txt");
+    let wt = t.path().join("on-main");
+    t.git(&["worktree", "add", "-q", wt.to_str().unwrap(), "main"])
+        .ok();
+    stopped_rebase(&t, &wt);
+    let r = t.tab(&["--json", "promote", "r1"]);
+    r.code(3);
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("being rebased") && message.contains("on-main"),
+        "{message}"
+    );
+    // Aborted, the rebase no longer holds main: promote moves that worktree with it.
+    t.git_in(&wt, &["rebase", "--abort"]).ok();
+    t.tab(&["promote", "r1"]).ok();
+}
