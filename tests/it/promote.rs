@@ -635,3 +635,43 @@ fn a_real_rebase_of_the_target_in_a_linked_worktree_is_refused_and_named() {
     t.git_in(&wt, &["rebase", "--abort"]).ok();
     t.tab(&["promote", "r1"]).ok();
 }
+
+#[test]
+fn an_untracked_directory_where_the_move_writes_a_file_is_refused() {
+    let t = TestEnv::new();
+    t.completed_run("r1", "gen");
+    t.write("gen/mine.txt", "my own untracked file\n");
+    refused(&t, &["promote", "r1"], 3, "gen/mine.txt");
+    assert!(t.repo.join("gen/mine.txt").is_file());
+}
+
+#[test]
+fn an_untracked_file_where_the_move_needs_a_directory_is_refused() {
+    let t = TestEnv::new();
+    t.completed_run("r1", "lib/new.txt");
+    t.write("lib", "my own untracked file\n");
+    refused(&t, &["promote", "r1"], 3, "lib");
+    assert_eq!(
+        std::fs::read_to_string(t.repo.join("lib")).unwrap(),
+        "my own untracked file\n"
+    );
+}
+
+#[test]
+fn untracked_files_out_of_the_moves_way_stay_where_they_are() {
+    let t = TestEnv::new();
+    t.completed_run("r1", "src/a.txt");
+    t.write("notes/todo.txt", "mine\n");
+    t.write("src/b.txt", "mine too\n");
+    t.tab(&["promote", "r1"]).ok();
+    assert_eq!(
+        t.git_out(&["rev-parse", "main"]),
+        t.git_out(&["rev-parse", "tabellio/r1"])
+    );
+    assert!(t.repo.join("src/a.txt").is_file());
+    let left = t.git_out(&["status", "--porcelain", "--untracked-files=all"]);
+    assert!(
+        left.contains("?? notes/todo.txt") && left.contains("?? src/b.txt"),
+        "{left}"
+    );
+}
