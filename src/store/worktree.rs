@@ -110,16 +110,11 @@ impl Store {
         Ok(self.branch_use(branch)?.checked_out)
     }
 
-    /// A rebase or bisect in some worktree that holds `branch` while its HEAD is detached:
-    /// `("rebased" | "bisected", worktree)`. Moving the branch under it breaks the operation.
-    pub fn branch_in_operation(&self, branch: &str) -> Result<Option<(&'static str, PathBuf)>> {
-        Ok(self.branch_use(branch)?.operation)
-    }
-
     /// Where `branch` is in use, in one pass over the worktrees: each worktree's `HEAD` is read
     /// once, and only one whose HEAD is detached (or unreadable) is asked for a rebase or bisect
     /// (git detaches HEAD for both), so a repository of run worktrees, each on its own branch,
-    /// costs one `HEAD` read per worktree.
+    /// costs one `HEAD` read per worktree. Moving a branch under a rebase or bisect of it
+    /// breaks that operation.
     pub fn branch_use(&self, branch: &str) -> Result<BranchUse> {
         let mut found = BranchUse::default();
         let short = branch.trim_start_matches("refs/heads/");
@@ -174,7 +169,8 @@ impl Store {
                 return Err(Error::internal(format!(
                     "could not list worktrees in {}: {e}",
                     dir.display()
-                )))
+                ))
+                .hint("git worktree list reads the same directory: check that it is readable"))
             }
         };
         let mut out = Vec::new();
@@ -447,7 +443,8 @@ impl Store {
     }
 
     /// [`inspect`] the worktree at `path`, through this store's own repository when the
-    /// command was started in that worktree ([`Store::opened_at`]), else by opening it.
+    /// command was started in that worktree (and the environment locates nothing else), else
+    /// by opening it.
     pub fn inspect(&self, path: &Path) -> Result<WorkspaceState> {
         match self.opened_at(path)? {
             Some(repo) => status_of(path, repo),
@@ -459,10 +456,10 @@ impl Store {
     /// environment made it see that worktree differently from [`open_path`]: an agent's
     /// `checkpoint`, `finish` or `status` in its run worktree then reads that worktree through
     /// the repository it already opened instead of opening it a second time. `None` (open it
-    /// by its path) when the store is another worktree's, or when a `GIT_*` variable other
-    /// than the identity, the dates and the choice of configuration files is set: a hook's
-    /// `GIT_INDEX_FILE`, `GIT_WORK_TREE` or `GIT_DIR` belong to the command's repository as
-    /// git located it, never to a worktree named by its path. Unusable worktrees are refused
+    /// by its path) when the store is another worktree's, or when a `GIT_*` variable outside
+    /// [`environment_locates_nothing`]'s list is set: a hook's `GIT_INDEX_FILE`,
+    /// `GIT_WORK_TREE` or `GIT_DIR` belong to the command's repository as git located it,
+    /// never to a worktree named by its path. Unusable worktrees are refused
     /// as [`inspect`] refuses them.
     pub(crate) fn opened_at(&self, path: &Path) -> Result<Option<gix::Repository>> {
         let Some(workdir) = self.repo.workdir() else {
@@ -733,18 +730,19 @@ mod tests {
         std::fs::write(admin.join("rebase-merge/head-name"), "refs/heads/x\n").expect("write");
         // git detaches HEAD for a rebase: a worktree still on a branch is rebasing nothing.
         assert_eq!(
-            store.branch_in_operation("refs/heads/x").expect("read"),
+            store.branch_use("refs/heads/x").expect("read").operation,
             None
         );
         let tip = store.ref_target("refs/heads/w").expect("read").expect("w");
         std::fs::write(admin.join("HEAD"), format!("{tip}\n")).expect("detach");
         let (what, at) = store
-            .branch_in_operation("refs/heads/x")
+            .branch_use("refs/heads/x")
             .expect("read")
+            .operation
             .expect("a rebase");
         assert_eq!((what, canonical(&at)), ("rebased", canonical(&wt)));
         assert_eq!(
-            store.branch_in_operation("refs/heads/w").expect("read"),
+            store.branch_use("refs/heads/w").expect("read").operation,
             None
         );
 
