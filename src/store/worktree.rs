@@ -452,6 +452,21 @@ impl Store {
         }
     }
 
+    /// [`Store::inspect`], also handing back the repository it opened there and the index it
+    /// compared: what promote checks before it moves a checked-out target, without reading
+    /// a large index a second time.
+    pub(crate) fn inspect_with_index(
+        &self,
+        path: &Path,
+    ) -> Result<(WorkspaceState, gix::Repository, gix::index::File)> {
+        let repo = match self.opened_at(path)? {
+            Some(repo) => repo,
+            None => open_checked(path)?,
+        };
+        let (state, index) = status_with_index(path, repo.clone())?;
+        Ok((state, repo, index))
+    }
+
     /// This store's repository, when it was opened in the worktree at `path` and nothing in the
     /// environment made it see that worktree differently from [`open_path`]: an agent's
     /// `checkpoint`, `finish` or `status` in its run worktree then reads that worktree through
@@ -610,21 +625,62 @@ fn environment_locates_nothing() -> bool {
     })
 }
 
+/// The index of `repo`'s worktree, decoded (honouring `index.threads`) and empty when there is
+/// none yet. As git reads it, its trailing checksum is not verified: git verifies it only in
+/// `git fsck`, and whoever can write the index can write its checksum too. (gix's status still
+/// reads it once more for the attributes, verified.)
+pub(crate) fn read_index(repo: &gix::Repository) -> Result<gix::index::File> {
+    let path = repo.index_path();
+    if std::fs::symlink_metadata(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        let empty = gix::index::State::new(repo.object_hash());
+        return Ok(gix::index::File::from_state(empty, path));
+    }
+    let threads = repo
+        .config_snapshot()
+        .string("index.threads")
+        .map(|v| gix::config::tree::Index::THREADS.try_into_index_threads(&*v))
+        .transpose()
+        .context(|| format!("invalid index.threads in {}", repo.git_dir().display()))?;
+    let options = gix::index::decode::Options {
+        thread_limit: threads,
+        ..Default::default()
+    };
+    gix::index::File::at(&path, repo.object_hash(), true, options)
+        .context(|| format!("could not read the index {}", path.display()))
+        .map_err(|e| {
+            e.hint(format!(
+                "if it is damaged, remove it (`rm {}`) and `git reset` rebuilds it from HEAD, \
+                 keeping the files",
+                crate::error::shell_path(&path)
+            ))
+        })
+}
+
 /// Branch, head, tracked changes and untracked files of `repo`, the worktree at `path`.
-fn status_of(path: &Path, mut repo: gix::Repository) -> Result<WorkspaceState> {
+fn status_of(path: &Path, repo: gix::Repository) -> Result<WorkspaceState> {
+    Ok(status_with_index(path, repo)?.0)
+}
+
+/// [`status_of`], with the index it compared.
+fn status_with_index(
+    path: &Path,
+    mut repo: gix::Repository,
+) -> Result<(WorkspaceState, gix::index::File)> {
+    let index = read_index(&repo)?;
     let here = refs::head(&repo)?;
     let _shadow = shadow_head(&mut repo, &here)?;
     let refs::Head { branch, id: head } = here;
     let mut changed = Vec::new();
     let mut untracked = Vec::new();
-    let iter = repo
+    let mut iter = repo
         .status(gix::progress::Discard)
         .context(|| format!("could not compute the status of {}", path.display()))?
+        .index(index.into())
         .untracked_files(gix::status::UntrackedFiles::Files)
         .index_worktree_rewrites(None)
         .into_iter(None)
         .context(|| format!("could not compute the status of {}", path.display()))?;
-    for item in iter {
+    for item in iter.by_ref() {
         let item =
             item.context(|| format!("could not compute the status of {}", path.display()))?;
         let location = item.location().to_str_lossy().into_owned();
@@ -642,13 +698,23 @@ fn status_of(path: &Path, mut repo: gix::Repository) -> Result<WorkspaceState> {
     changed.sort();
     changed.dedup();
     untracked.sort();
-    Ok(WorkspaceState {
+    let index = match iter.into_outcome().map(|o| o.worktree_index) {
+        Some(gix::worktree::IndexPersistedOrInMemory::InMemory(index)) => index,
+        _ => {
+            return Err(Error::internal(format!(
+                "the status of {} ended without its outcome",
+                path.display()
+            )))
+        }
+    };
+    let state = WorkspaceState {
         path: path.to_path_buf(),
         branch,
         head,
         changed,
         untracked,
-    })
+    };
+    Ok((state, index))
 }
 
 #[cfg(test)]

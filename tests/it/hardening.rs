@@ -475,3 +475,26 @@ fn a_non_json_note_line_without_a_policy_is_tampered() {
     assert_eq!(code, 1, "{v}");
     assert_eq!(v["commits"][0]["checks"][0]["verdict"], "tampered", "{v}");
 }
+
+#[test]
+fn a_damaged_index_in_the_run_worktree_is_named_with_the_way_out() {
+    let t = TestEnv::ref_only();
+    let wt = t.started_run("r1", "a.txt");
+    let index = std::path::PathBuf::from(t.git_out_in(
+        &wt,
+        &["rev-parse", "--path-format=absolute", "--git-path", "index"],
+    ));
+    std::fs::write(&index, b"DIRC not an index").expect("write index");
+    let before = t.snapshot();
+    for args in [&["status"][..], &["checkpoint"], &["finish", "--", "true"]] {
+        let r = t.tab_in(&wt, args);
+        r.code(70);
+        assert!(r.stderr.contains("could not read the index"), "{}", r.desc);
+        assert!(r.stderr.contains("git reset"), "{}", r.desc);
+        assert_eq!(t.snapshot(), before, "{args:?} wrote something");
+    }
+    // The way out the hint gives.
+    std::fs::remove_file(&index).expect("remove index");
+    t.git_in(&wt, &["reset", "-q"]).ok();
+    t.tab_in(&wt, &["checkpoint"]).ok();
+}

@@ -160,23 +160,15 @@ pub fn untracked_in_the_way(
 /// Why a checked-out worktree cannot be moved, found before anything is written: an index
 /// lock held by a running git (exit 4), or a sparse checkout, whose skip-worktree entries
 /// moving the worktree would materialise (exit 3).
-pub fn refuse_unmovable(path: &Path) -> Result<()> {
-    let repo = crate::store::repo::open_path(path)?;
+pub fn refuse_unmovable(
+    path: &Path,
+    repo: &gix::Repository,
+    index: &gix::index::State,
+) -> Result<()> {
     let lock = repo.index_path().with_extension("lock");
     if lock.exists() {
-        return Err(Error::conflict(format!(
-            "the index of {} is locked: {} exists",
-            path.display(),
-            lock.display()
-        ))
-        .hint(format!(
-            "another git process is working there; if none is, remove the stale lock with `rm {}`",
-            crate::error::shell_path(&lock)
-        )));
+        return Err(index_locked(path, &lock));
     }
-    let index = repo
-        .index_or_empty()
-        .context(|| format!("could not read the index of {}", path.display()))?;
     let sparse = index
         .entries()
         .iter()
@@ -228,16 +220,59 @@ fn try_move(
         .workdir()
         .ok_or_else(|| Error::internal(format!("{} has no worktree", path.display())))?
         .to_path_buf();
+    // As git's checkout does, hold `index.lock` while the files move, then read, edit and
+    // write the index through it: a `git add` meanwhile fails on the lock instead of being
+    // lost when the index is written.
+    let lock = if write_index {
+        Some(lock_index(&repo, path)?)
+    } else {
+        None
+    };
     // Only the paths that differ are touched: the trees are walked together, skipping every
     // subtree they share, and the index is edited in place for those paths.
     let changes = tree_changes(&repo, old_tree, new_tree)?;
 
     remove_deleted(&workdir, &changes)?;
     let written = write_changed(&repo, &workdir, &changes, path, new_tree)?;
-    if write_index {
-        update_index(&repo, path, old_tree, &changes, &written)?;
+    if let Some(lock) = lock {
+        update_index(&repo, path, old_tree, &changes, &written, lock)?;
     }
     Ok(())
+}
+
+/// Take `index.lock` of the worktree at `path`, refusing (exit 4) when someone holds it.
+fn lock_index(repo: &gix::Repository, path: &Path) -> Result<gix::lock::File> {
+    let index = repo.index_path();
+    gix::lock::File::acquire_to_update_resource(
+        &index,
+        gix::lock::acquire::Fail::Immediately,
+        None,
+        0,
+    )
+    .map_err(|e| {
+        let lock = index.with_extension("lock");
+        if lock.exists() {
+            index_locked(path, &lock)
+        } else {
+            Error::internal(format!(
+                "could not lock the index of {}: {e}",
+                path.display()
+            ))
+        }
+    })
+}
+
+/// The index of the worktree at `path` is locked by `lock` (exit 4).
+fn index_locked(path: &Path, lock: &Path) -> Error {
+    Error::conflict(format!(
+        "the index of {} is locked: {} exists",
+        path.display(),
+        lock.display()
+    ))
+    .hint(format!(
+        "another git process is working there; if none is, remove the stale lock with `rm {}`",
+        crate::error::shell_path(lock)
+    ))
 }
 
 /// What [`write_changed`] wrote: each path with the stat data, id and mode of its new entry.
@@ -359,16 +394,17 @@ fn update_index(
     old_tree: gix::ObjectId,
     changes: &[PathChange],
     written: &Written,
+    lock: gix::lock::File,
 ) -> Result<()> {
     // The index as it is (it describes the old tree: promote refused tracked changes, and it is
     // written last), edited for the paths that moved: their entries dropped, the new ones added
     // with the stat data of the files just written. Every other entry keeps its stat data and
     // flags (assume-unchanged stays set). The cached trees no longer hold: git rebuilds them.
-    let mut index = match repo.open_index() {
-        Ok(index) => index,
-        Err(_) => repo
-            .index_from_tree(&old_tree)
-            .context(|| format!("could not read tree {old_tree}"))?,
+    let mut index = if repo.index_path().exists() {
+        crate::store::worktree::read_index(repo)?
+    } else {
+        repo.index_from_tree(&old_tree)
+            .context(|| format!("could not read tree {old_tree}"))?
     };
     let touched: std::collections::HashSet<&gix::bstr::BStr> =
         changes.iter().map(|c| c.path.as_ref()).collect();
@@ -384,9 +420,20 @@ fn update_index(
     }
     index.sort_entries();
     index.remove_tree();
+    let failed = |e: &dyn std::fmt::Display| {
+        Error::internal(format!(
+            "could not write the index of {}: {e}",
+            path.display()
+        ))
+    };
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, lock);
     index
-        .write(Default::default())
-        .context(|| format!("could not write the index of {}", path.display()))?;
+        .write_to(&mut out, Default::default())
+        .map_err(|e| failed(&e))?;
+    out.into_inner()
+        .map_err(|e| failed(&e.into_error()))?
+        .commit()
+        .map_err(|e| failed(&e.error))?;
     Ok(())
 }
 

@@ -267,14 +267,14 @@ pub fn check_target_worktree(
         ))
         .hint("remove its registration with `git worktree prune`, then promote again"));
     }
-    let ws = store.inspect(path)?;
+    let (ws, repo, index) = store.inspect_with_index(path)?;
     // A promotion killed while it moved this worktree leaves exactly the old or new content
     // of the paths it touches: finishing the move is the repair, and it loses no one's work.
     let mut touched: Vec<String> = ws.changed.clone();
     touched.extend(ws.untracked.iter().cloned());
     let foreign = checkout::foreign_to_move(store, path, base, validated, &touched)?;
     if !touched.is_empty() && foreign.is_empty() {
-        return checkout::refuse_unmovable(path);
+        return checkout::refuse_unmovable(path, &repo, &index);
     }
     // Only someone's own changes are named: leftovers of a killed move are the move's.
     let changed: Vec<&String> = ws.changed.iter().filter(|p| foreign.contains(p)).collect();
@@ -312,7 +312,7 @@ pub fn check_target_worktree(
         ))
         .hint("move or delete them, then promote again"));
     }
-    checkout::refuse_unmovable(path)
+    checkout::refuse_unmovable(path, &repo, &index)
 }
 
 pub fn promote(env: &Env, run: Option<&str>, dry_run: bool) -> Result<PromoteOutcome> {
