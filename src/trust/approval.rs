@@ -332,10 +332,20 @@ pub fn first_parent_chain(
     from: gix::ObjectId,
     to: gix::ObjectId,
 ) -> Result<Vec<gix::ObjectId>> {
+    first_parent_chain_within(store, from, to, None)
+}
+
+/// [`first_parent_chain`], giving up (`[to]`) as soon as the line leaves `within`.
+fn first_parent_chain_within(
+    store: &Store,
+    from: gix::ObjectId,
+    to: gix::ObjectId,
+    within: Option<&std::collections::HashSet<gix::ObjectId>>,
+) -> Result<Vec<gix::ObjectId>> {
     let mut chain = Vec::new();
     let mut at = to;
     while at != from {
-        if chain.len() >= MAX_CHAIN {
+        if chain.len() >= MAX_CHAIN || within.is_some_and(|w| !w.contains(&at)) {
             return Ok(vec![to]);
         }
         chain.push(at);
@@ -384,7 +394,25 @@ pub fn judge_chain(
     policies: &mut Policies,
     notes: &mut NotesView,
     gating: Option<gix::ObjectId>,
+    move_: (gix::ObjectId, gix::ObjectId, Steps),
+    actor: Option<&Actor>,
+) -> Result<Vec<Step>> {
+    judge_chain_within(store, policies, notes, gating, move_, None, actor)
+}
+
+/// [`judge_chain`], for a caller that has already walked the commits the move brings
+/// (`within`: at least every commit reachable from `to` and not from `from`, as `verify`'s
+/// range walk finds them). The first-parent line is then followed only while it stays among
+/// them, which decides whether it reaches `from` without an ancestry walk first: every commit
+/// of that line above `from` is one the move brings, and a commit it does not bring is
+/// reachable from `from`, so `from` cannot be further down that line.
+pub fn judge_chain_within(
+    store: &Store,
+    policies: &mut Policies,
+    notes: &mut NotesView,
+    gating: Option<gix::ObjectId>,
     (from, to, steps_of): (gix::ObjectId, gix::ObjectId, Steps),
+    within: Option<&std::collections::HashSet<gix::ObjectId>>,
     actor: Option<&Actor>,
 ) -> Result<Vec<Step>> {
     if let Some(at) = gating {
@@ -394,6 +422,9 @@ pub fn judge_chain(
     }
     let chain = match steps_of {
         Steps::Whole => vec![to],
+        Steps::FirstParent if within.is_some() => {
+            first_parent_chain_within(store, from, to, within)?
+        }
         Steps::FirstParent if !store.is_ancestor(from, to)? => vec![to],
         Steps::FirstParent => first_parent_chain(store, from, to)?,
     };

@@ -231,6 +231,9 @@ pub fn verify(store: &Store, opts: &VerifyOptions) -> Result<VerifyOutcome> {
     if fixed_gate.is_none() {
         verifier.read_policies_oldest_first(&commits);
     }
+    // The ranges' commits as walked (all of them, unless only first parents were walked).
+    let walked: Option<HashSet<gix::ObjectId>> =
+        (!opts.first_parent).then(|| commits.iter().copied().collect());
     let mut out = Vec::with_capacity(commits.len());
     for commit in commits {
         // The allowed signers come from the same commit as the policy that judges.
@@ -244,7 +247,13 @@ pub fn verify(store: &Store, opts: &VerifyOptions) -> Result<VerifyOutcome> {
         out.push(verifier.check_trusted(commit, &gate, trust.as_ref())?);
     }
     let gating = fixed_gate.as_ref().map(|(at, _, _)| *at);
-    let mut steps = guarded_steps(store, &mut verifier.policies, &opts.revs, gating)?;
+    let mut steps = guarded_steps(
+        store,
+        &mut verifier.policies,
+        &opts.revs,
+        gating,
+        walked.as_ref(),
+    )?;
     for verdict in &mut out {
         let id = store.parse_oid(&verdict.commit)?;
         if let Some(g) = steps.remove(&id).and_then(GuardedVerdict::of) {
@@ -270,16 +279,18 @@ fn guarded_steps(
     policies: &mut Policies,
     revs: &[String],
     gating: Option<gix::ObjectId>,
+    walked: Option<&HashSet<gix::ObjectId>>,
 ) -> Result<HashMap<gix::ObjectId, ApprovalCheck>> {
     let default = ["HEAD".to_string()];
     let revs = if revs.is_empty() { &default[..] } else { revs };
     let mut notes = approval::notes(store)?;
     let mut out = HashMap::new();
     for rev in revs {
-        let (from, to) = match rev.split_once("..") {
+        let (from, to, within) = match rev.split_once("..") {
             Some((from, to)) => (
                 store.resolve_commit(if from.is_empty() { "HEAD" } else { from })?,
                 store.resolve_commit(if to.is_empty() { "HEAD" } else { to })?,
+                walked,
             ),
             None => {
                 let to = store.resolve_commit(rev)?;
@@ -289,17 +300,18 @@ fn guarded_steps(
                     .context(|| format!("could not read commit {to}"))?;
                 let parent = commit.parent_ids().next().map(|p| p.detach());
                 match parent {
-                    Some(p) => (p, to),
+                    Some(p) => (p, to, None),
                     None => continue,
                 }
             }
         };
-        let steps = approval::judge_chain(
+        let steps = approval::judge_chain_within(
             store,
             policies,
             &mut notes,
             gating,
             (from, to, approval::Steps::FirstParent),
+            within,
             None,
         )?;
         for step in steps {

@@ -602,3 +602,39 @@ fn land_carries_an_approval_over_a_squash() {
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["commits"][0]["approval"]["verdict"], "approved", "{v}");
 }
+
+/// `verify a..b` where `a` is reachable from `b` only through a merge's second parent: `a` is
+/// not on `b`'s first-parent line, so the whole range is one step judged at `b` (from `a`'s
+/// tree to `b`'s), and the commits below `b` are not steps of their own.
+#[test]
+fn verify_judges_a_range_whose_start_is_off_the_first_parent_line_as_one_step() {
+    let t = guarded_repo(serde_json::json!({}));
+    t.git(&["checkout", "-q", "-b", "side", "main"]).ok();
+    t.write("tests/a.rs", "// emptied\n");
+    t.git(&["commit", "-q", "-am", "empty the test"]).ok();
+    let emptied = t.git_out(&["rev-parse", "HEAD"]);
+    t.git(&["checkout", "-q", "-b", "moved", "main"]).ok();
+    t.write("README.md", "moved on\n");
+    t.git(&["commit", "-q", "-am", "unguarded change"]).ok();
+    t.git(&["checkout", "-q", "side"]).ok();
+    t.git(&["merge", "-q", "--no-ff", "-m", "merge moved", "moved"])
+        .ok();
+    let merge = t.git_out(&["rev-parse", "HEAD"]);
+    let before = t.snapshot();
+    let (code, v) = t.tab_json(&["verify", "moved..side"]);
+    assert_ne!(code, 0, "{v}");
+    let verdict = |c: &str| {
+        v["commits"]
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["commit"] == c))
+            .cloned()
+            .unwrap_or_else(|| panic!("{c} not judged: {v}"))
+    };
+    assert_eq!(
+        verdict(&merge)["approval"]["verdict"],
+        "unapproved-guarded-change",
+        "{v}"
+    );
+    assert!(verdict(&emptied).get("approval").is_none(), "{v}");
+    assert_eq!(t.snapshot(), before, "verify wrote something");
+}
