@@ -152,10 +152,29 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// Print one row and return its ratio (ours / theirs, of the medians).
+/// Print one row of runs taken in turn (ours, theirs, ours, …) and return its ratio: the median
+/// of the pairs' ratios, which a drift in the machine's speed during the row moves far less than
+/// it moves the ratio of the two medians.
 fn report(name: &str, ours: Vec<Duration>, theirs: Vec<Duration>, plumbing: &str) -> f64 {
+    assert_eq!(ours.len(), theirs.len(), "{name}: runs not taken in pairs");
+    let mut ratios: Vec<f64> = ours
+        .iter()
+        .zip(&theirs)
+        .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let ratio = ratios[ratios.len() / 2];
+    row(name, median(ours), median(theirs), plumbing, ratio)
+}
+
+/// Print one row of runs not taken in turn (two repositories measured one after the other) and
+/// return the ratio of the medians.
+fn report_unpaired(name: &str, ours: Vec<Duration>, theirs: Vec<Duration>, plumbing: &str) -> f64 {
     let (a, b) = (median(ours), median(theirs));
-    let ratio = a.as_secs_f64() / b.as_secs_f64();
+    row(name, a, b, plumbing, a.as_secs_f64() / b.as_secs_f64())
+}
+
+fn row(name: &str, a: Duration, b: Duration, plumbing: &str, ratio: f64) -> f64 {
     println!(
         "{name:<28} {:>9.2} ms   {plumbing:<34} {:>9.2} ms   ratio {ratio:>5.2}x",
         a.as_secs_f64() * 1e3,
@@ -780,19 +799,19 @@ fn live_worktrees(n: usize) {
     }
     let (_, start0, st0, pr0) = at.remove(0);
     for (live, start, st, promote) in at {
-        report(
+        report_unpaired(
             &format!("start, {live} worktrees"),
             start,
             start0.clone(),
             "start, 0 worktrees",
         );
-        let status = report(
+        let status = report_unpaired(
             &format!("status, {live} worktrees"),
             st,
             st0.clone(),
             "status, 0 worktrees",
         );
-        let promote = report(
+        let promote = report_unpaired(
             &format!("promote, {live} worktrees"),
             promote,
             pr0.clone(),
@@ -983,7 +1002,10 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(15);
-    println!("git-tabellio vs git plumbing: medians of {n} runs each (whole processes)\n");
+    println!(
+        "git-tabellio vs git plumbing: medians of {n} runs each (whole processes); the ratio is \
+         the median of the ratios of runs taken in turn, else (worktrees, runs) of the medians\n"
+    );
     println!("small repository:");
     let b = Bench::new();
     lifecycle(&b, n, "r");
@@ -999,7 +1021,7 @@ fn main() {
         let at_zero = idless(&empty, n);
         let b = Bench::new();
         populate_scale(&b);
-        let idless = report(
+        let idless = report_unpaired(
             "id-less status, 10,000 runs",
             idless(&b, n),
             at_zero,
