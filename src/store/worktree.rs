@@ -219,10 +219,95 @@ impl Store {
         if self.ref_format() == RefFormat::Reftable {
             return self.add_worktree_with_git(path, head);
         }
+        if let NewHead::Branch(branch) = head {
+            if !self.config_includes_on_branch() {
+                return self.add_worktree_on_branch(path, branch, interrupt);
+            }
+        }
         self.repo
             .add_worktree(path, gix_head, gix::progress::Discard, interrupt)
             .context(|| format!("could not add the worktree at {}", path.display()))?;
         Ok(())
+    }
+
+    /// Add a linked worktree at `path` on `branch` without opening every other worktree: gix's
+    /// attached add opens each registered worktree as a repository to learn which branches are
+    /// checked out, so `start` grew with the live runs. [`Store::branch_use`] answers that from
+    /// their `HEAD` files (and refuses a branch being rebased or bisected, as git does); the
+    /// worktree is then prepared detached at the branch's commit, its `HEAD` attached to the
+    /// branch (the reflog entry is the same: none to the commit), and checked out. A failed
+    /// checkout rolls the registration back, as gix's own add does; until the checkout ends the
+    /// worktree stays locked as initializing, so nothing reads it half made.
+    fn add_worktree_on_branch(
+        &self,
+        path: &Path,
+        branch: &str,
+        interrupt: &AtomicBool,
+    ) -> Result<()> {
+        let failed = |e: &dyn std::fmt::Display| {
+            Error::internal(format!(
+                "could not add the worktree at {}: {e}",
+                path.display()
+            ))
+        };
+        let used = self.branch_use(branch)?;
+        if let Some(at) = used
+            .checked_out
+            .first()
+            .or(used.operation.as_ref().map(|o| &o.1))
+        {
+            return Err(Error::refused(format!(
+                "{branch} is already used by the worktree at {}",
+                at.display()
+            ))
+            .hint("a run needs a branch of its own; choose another --branch or run id"));
+        }
+        let commit = self
+            .ref_target(branch)?
+            .ok_or_else(|| Error::not_found(format!("branch {branch} not found")))?;
+        let prepared = self
+            .repo
+            .prepare_add_worktree(path, gix::worktree::add::Head::Detached(commit), interrupt)
+            .map_err(|e| failed(&e))?;
+        let head = prepared.repo().git_dir().join("HEAD");
+        let attached = (|| -> std::io::Result<()> {
+            use std::io::Write;
+            let mut lock = gix::lock::File::acquire_to_update_resource(
+                &head,
+                gix::lock::acquire::Fail::Immediately,
+                None,
+                0,
+            )
+            .map_err(std::io::Error::other)?;
+            lock.write_all(format!("ref: {branch}\n").as_bytes())?;
+            lock.commit().map_err(|e| e.error)?;
+            Ok(())
+        })();
+        if let Err(e) = attached {
+            let _ = prepared.rollback();
+            return Err(failed(&format!(
+                "could not attach its HEAD to {branch}: {e}"
+            )));
+        }
+        prepared
+            .checkout(gix::progress::Discard, interrupt)
+            .map_err(|e| failed(&e))?;
+        Ok(())
+    }
+
+    /// Whether the configuration includes a file only on some branch (`includeIf "onbranch:…"`):
+    /// a worktree must then be checked out with its branch already attached when the repository
+    /// is opened, which only gix's attached add does.
+    fn config_includes_on_branch(&self) -> bool {
+        let config = self.repo.config_snapshot();
+        let sections = config.plumbing().sections_by_name("includeIf");
+        sections.is_some_and(|mut s| {
+            s.any(|s| {
+                s.header()
+                    .subsection_name()
+                    .is_some_and(|n| n.starts_with(b"onbranch:"))
+            })
+        })
     }
 
     /// `git worktree add`: with reftable, a linked worktree's HEAD lives in a reftable stack of
@@ -878,6 +963,77 @@ mod tests {
             assert_eq!(state.branch.as_deref(), Some("refs/heads/side"), "{format}");
             assert!(state.is_clean(), "{format}: {state:?}");
         }
+    }
+
+    /// A worktree added on a branch without opening the others: on the branch, checked out,
+    /// its HEAD reflog one entry to the commit; a branch in use elsewhere is refused before
+    /// anything is written; and with a configuration included on some branch, gix's own add
+    /// (which opens the worktree with its branch attached) does it.
+    #[test]
+    fn a_worktree_is_added_on_its_branch_without_opening_the_others() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let ours = repo(home, "ours");
+        std::fs::write(ours.join("f.txt"), "f\n").expect("write");
+        git(home, &ours, &["add", "f.txt"]);
+        git(home, &ours, &["commit", "-q", "-m", "f"]);
+        git(home, &ours, &["branch", "run"]);
+        git(
+            home,
+            &ours,
+            &["worktree", "add", "-q", "-b", "other", "../other"],
+        );
+        let store = Store::open(&ours).expect("open");
+        assert!(!store.config_includes_on_branch());
+
+        let wt = home.join("wt");
+        store.add_worktree(&wt, "refs/heads/run").expect("added");
+        let admin = ours.join(".git/worktrees/wt");
+        assert_eq!(
+            std::fs::read_to_string(admin.join("HEAD")).expect("HEAD"),
+            "ref: refs/heads/run\n"
+        );
+        assert_eq!(std::fs::read_to_string(wt.join("f.txt")).expect("f"), "f\n");
+        assert!(!admin.join("locked").exists());
+        assert!(super::inspect(&wt).expect("inspect").is_clean());
+        let reflog = std::fs::read_to_string(admin.join("logs/HEAD")).expect("reflog");
+        let tip = store
+            .ref_target("refs/heads/run")
+            .expect("read")
+            .expect("run");
+        assert_eq!(reflog.lines().count(), 1, "{reflog}");
+        assert!(
+            reflog.starts_with(&format!("{} {tip} ", "0".repeat(40))),
+            "{reflog}"
+        );
+
+        let listed = |s: &Store| s.worktrees_with_branches().expect("listed").len();
+        let before = listed(&store);
+        let err = store
+            .add_worktree(&home.join("again"), "refs/heads/other")
+            .expect_err("in use");
+        assert!(
+            err.message.contains("already used by the worktree"),
+            "{}",
+            err.message
+        );
+        assert_eq!(listed(&store), before);
+        assert!(!home.join("again").exists());
+
+        git(
+            home,
+            &ours,
+            &["config", "includeIf.onbranch:run2.path", "nothing.inc"],
+        );
+        git(home, &ours, &["branch", "run2"]);
+        let store = Store::open(&ours).expect("open");
+        assert!(store.config_includes_on_branch());
+        let wt2 = home.join("wt2");
+        store.add_worktree(&wt2, "refs/heads/run2").expect("added");
+        assert_eq!(
+            store.linked_worktree_branch(&wt2).as_deref(),
+            Some("refs/heads/run2")
+        );
     }
 
     /// With reftable a linked worktree's HEAD lives in its own stack (its `HEAD` file is a
