@@ -250,6 +250,11 @@ impl Store {
                 path.display()
             ))
         };
+        if !branch.starts_with("refs/heads/") {
+            return Err(Error::usage(format!(
+                "{branch:?} is not a branch under refs/heads/"
+            )));
+        }
         let used = self.branch_use(branch)?;
         if let Some(at) = used
             .checked_out
@@ -1007,6 +1012,9 @@ mod tests {
             "{reflog}"
         );
 
+        assert!(store
+            .add_worktree(&home.join("remote"), "refs/remotes/origin/run")
+            .is_err());
         let listed = |s: &Store| s.worktrees_with_branches().expect("listed").len();
         let before = listed(&store);
         let err = store
