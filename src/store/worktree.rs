@@ -548,7 +548,7 @@ impl Store {
     pub(crate) fn inspect_with_index(
         &self,
         path: &Path,
-    ) -> Result<(WorkspaceState, gix::Repository, gix::index::File)> {
+    ) -> Result<(WorkspaceState, gix::Repository, gix::worktree::Index)> {
         let repo = match self.opened_at(path)? {
             Some(repo) => repo,
             None => open_checked(path)?,
@@ -715,10 +715,9 @@ fn environment_locates_nothing() -> bool {
     })
 }
 
-/// The index of `repo`'s worktree, decoded (honouring `index.threads`) and empty when there is
-/// none yet. As git reads it, its trailing checksum is not verified: git verifies it only in
-/// `git fsck`, and whoever can write the index can write its checksum too. (gix's status still
-/// reads it once more for the attributes, verified.)
+/// The index of `repo`'s worktree read afresh, decoded (honouring `index.threads`) and empty
+/// when there is none yet. As git reads it, its trailing checksum is not verified: git verifies
+/// it only in `git fsck`, and whoever can write the index can write its checksum too.
 pub(crate) fn read_index(repo: &gix::Repository) -> Result<gix::index::File> {
     let path = repo.index_path();
     if std::fs::symlink_metadata(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
@@ -737,13 +736,16 @@ pub(crate) fn read_index(repo: &gix::Repository) -> Result<gix::index::File> {
     };
     gix::index::File::at(&path, repo.object_hash(), true, options)
         .context(|| format!("could not read the index {}", path.display()))
-        .map_err(|e| {
-            e.hint(format!(
-                "if it is damaged, remove it (`rm {}`) and `git reset` rebuilds it from HEAD, \
-                 keeping the files",
-                crate::error::shell_path(&path)
-            ))
-        })
+        .map_err(|e| damaged_index(e, &path))
+}
+
+/// `e`, about the index at `path`, with the way out of a damaged index.
+fn damaged_index(e: Error, path: &Path) -> Error {
+    e.hint(format!(
+        "if it is damaged, remove it (`rm {}`) and `git reset` rebuilds it from HEAD, keeping \
+         the files",
+        crate::error::shell_path(path)
+    ))
 }
 
 /// Branch, head, tracked changes and untracked files of `repo`, the worktree at `path`.
@@ -751,26 +753,30 @@ fn status_of(path: &Path, repo: gix::Repository) -> Result<WorkspaceState> {
     Ok(status_with_index(path, repo)?.0)
 }
 
-/// [`status_of`], with the index it compared.
+/// [`status_of`], with the index it compared: `repo`'s shared copy, which gix's status also
+/// uses for the attributes and the submodules, so it is read once.
 fn status_with_index(
     path: &Path,
     mut repo: gix::Repository,
-) -> Result<(WorkspaceState, gix::index::File)> {
-    let index = read_index(&repo)?;
+) -> Result<(WorkspaceState, gix::worktree::Index)> {
+    let index = repo
+        .index_or_empty()
+        .context(|| format!("could not read the index {}", repo.index_path().display()))
+        .map_err(|e| damaged_index(e, &repo.index_path()))?;
     let here = refs::head(&repo)?;
     let _shadow = shadow_head(&mut repo, &here)?;
     let refs::Head { branch, id: head } = here;
     let mut changed = Vec::new();
     let mut untracked = Vec::new();
-    let mut iter = repo
+    let iter = repo
         .status(gix::progress::Discard)
         .context(|| format!("could not compute the status of {}", path.display()))?
-        .index(index.into())
+        .index(index.clone().into())
         .untracked_files(gix::status::UntrackedFiles::Files)
         .index_worktree_rewrites(None)
         .into_iter(None)
         .context(|| format!("could not compute the status of {}", path.display()))?;
-    for item in iter.by_ref() {
+    for item in iter {
         let item =
             item.context(|| format!("could not compute the status of {}", path.display()))?;
         let location = item.location().to_str_lossy().into_owned();
@@ -788,15 +794,6 @@ fn status_with_index(
     changed.sort();
     changed.dedup();
     untracked.sort();
-    let index = match iter.into_outcome().map(|o| o.worktree_index) {
-        Some(gix::worktree::IndexPersistedOrInMemory::InMemory(index)) => index,
-        _ => {
-            return Err(Error::internal(format!(
-                "the status of {} ended without its outcome",
-                path.display()
-            )))
-        }
-    };
     let state = WorkspaceState {
         path: path.to_path_buf(),
         branch,
