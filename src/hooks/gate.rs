@@ -129,6 +129,7 @@ impl<'s> Gatekeeper<'s> {
             gating,
             (from, commit, approval::Steps::FirstParent),
             None,
+            None,
         )?;
         let check = approval::fold(&steps);
         Ok(check.is_needed().then_some(check))

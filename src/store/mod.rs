@@ -45,3 +45,16 @@ pub(crate) fn test_git(home: &std::path::Path, dir: &std::path::Path, args: &[&s
         .expect("git runs");
     assert!(status.success(), "git {args:?}");
 }
+
+/// A repository `home/name` on `main` with one empty commit, for unit tests.
+#[cfg(test)]
+pub(crate) fn test_repo(home: &std::path::Path, name: &str) -> std::path::PathBuf {
+    test_git(home, home, &["init", "-q", "-b", "main", name]);
+    let repo = home.join(name);
+    test_git(
+        home,
+        &repo,
+        &["commit", "-q", "--allow-empty", "-m", "init"],
+    );
+    repo
+}

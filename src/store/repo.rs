@@ -657,13 +657,7 @@ mod tests {
     fn the_main_worktree_of_a_linked_worktree_is_found_as_the_main_repository_says() {
         let dir = tempfile::tempdir().expect("temp dir");
         let home = dir.path();
-        git(home, home, &["init", "-q", "-b", "main", "main"]);
-        let main = home.join("main");
-        git(
-            home,
-            &main,
-            &["commit", "-q", "--allow-empty", "-m", "init"],
-        );
+        let main = crate::store::test_repo(home, "main");
         git(
             home,
             &main,

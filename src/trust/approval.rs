@@ -389,24 +389,14 @@ pub struct Step {
 /// `gating` is the commit whose policy guards every step (the target's tip for promote and the
 /// hooks); `None` guards each step by the policy at its parent (`verify` on a branch's
 /// history). The policy at each step's commit adds its own `guarded` list.
+///
+/// `within`, from a caller that has already walked the commits the move brings, holds at least
+/// every commit reachable from `to` and not from `from` (as `verify`'s range walk finds them).
+/// The first-parent line is then followed only while it stays among them, which decides
+/// whether it reaches `from` without an ancestry walk first: every commit of that line above
+/// `from` is one the move brings, and a commit it does not bring is reachable from `from`, so
+/// `from` cannot be further down that line.
 pub fn judge_chain(
-    store: &Store,
-    policies: &mut Policies,
-    notes: &mut NotesView,
-    gating: Option<gix::ObjectId>,
-    move_: (gix::ObjectId, gix::ObjectId, Steps),
-    actor: Option<&Actor>,
-) -> Result<Vec<Step>> {
-    judge_chain_within(store, policies, notes, gating, move_, None, actor)
-}
-
-/// [`judge_chain`], for a caller that has already walked the commits the move brings
-/// (`within`: at least every commit reachable from `to` and not from `from`, as `verify`'s
-/// range walk finds them). The first-parent line is then followed only while it stays among
-/// them, which decides whether it reaches `from` without an ancestry walk first: every commit
-/// of that line above `from` is one the move brings, and a commit it does not bring is
-/// reachable from `from`, so `from` cannot be further down that line.
-pub fn judge_chain_within(
     store: &Store,
     policies: &mut Policies,
     notes: &mut NotesView,
@@ -689,6 +679,7 @@ pub fn judge_run_step(
         &mut notes(store)?,
         gating,
         (base, candidate, Steps::Whole),
+        None,
         actor,
     )?;
     Ok(fold(&steps))

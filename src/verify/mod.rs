@@ -305,7 +305,7 @@ fn guarded_steps(
                 }
             }
         };
-        let steps = approval::judge_chain_within(
+        let steps = approval::judge_chain(
             store,
             policies,
             &mut notes,
