@@ -191,7 +191,7 @@ impl Store {
         Ok(pruned)
     }
 
-    /// Remove an unusable worktree at `path` (see [`broken_reason`]): its administrative
+    /// Remove an unusable worktree at `path` (see [`broken_reason`](super::broken_reason)): its administrative
     /// directory (found by its `gitdir` file, or by name when that file is unreadable, as a
     /// killed `git worktree add` can leave it) and the directory itself.
     pub fn forget_broken_worktree(&self, path: &Path) -> Result<()> {
