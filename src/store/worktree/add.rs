@@ -191,9 +191,9 @@ impl Store {
         Ok(pruned)
     }
 
-    /// Remove an unusable worktree at `path` (see [`broken_reason`](super::broken_reason)): its administrative
-    /// directory (found by its `gitdir` file, or by name when that file is unreadable, as a
-    /// killed `git worktree add` can leave it) and the directory itself.
+    /// Remove an unusable worktree at `path` (see [`broken_reason`](super::broken_reason)): its
+    /// administrative directory (found by its `gitdir` file, or by name when that file is
+    /// unreadable, as a killed `git worktree add` can leave it) and the directory itself.
     pub fn forget_broken_worktree(&self, path: &Path) -> Result<()> {
         let admin_root = self.repo.common_dir().join("worktrees");
         let want = path.join(".git");
