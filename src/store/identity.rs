@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use gix::bstr::{BString, ByteSlice};
 
-use crate::error::{Context, Result};
+use crate::error::Result;
 
 use super::repo::{FALLBACK_EMAIL, FALLBACK_NAME};
 use super::Store;
@@ -108,11 +108,7 @@ impl Store {
             parents: parents.into_iter().collect(),
             extra_headers: Vec::new(),
         };
-        Ok(self
-            .repo
-            .write_object(&commit)
-            .context(|| "could not write a commit".into())?
-            .detach())
+        self.write_object(&commit)
     }
 }
 

@@ -14,6 +14,7 @@ pub mod ledger;
 pub mod merge;
 pub mod notes;
 pub mod notes_view;
+pub mod objects;
 pub mod paths;
 pub mod policy;
 pub mod publish;

@@ -117,13 +117,9 @@ impl Store {
             if merged == merge_lines(&current, &[]) {
                 continue;
             }
-            let blob = self
-                .repo
-                .write_blob(merged.as_bytes())
-                .context(|| "could not write a note".into())?
-                .detach();
+            let blob = self.write_blob(merged.as_bytes())?;
             state
-                .edit(*object, Some(blob), &self.repo)
+                .edit(*object, Some(blob), &self.objects())
                 .context(|| format!("could not note {object} in {notes_ref}"))?;
             changed = true;
         }
@@ -137,7 +133,7 @@ impl Store {
             });
         }
         let tree = state
-            .write(&self.repo)
+            .write(&self.objects())
             .context(|| format!("could not write the {notes_ref} tree"))?;
         let commit = self
             .write_commit(message, tree, previous)

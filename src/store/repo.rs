@@ -33,6 +33,8 @@ pub struct Store {
     /// The main worktree's directory, found once (from a linked worktree that opens the main
     /// repository).
     main_workdir: std::sync::OnceLock<Option<PathBuf>>,
+    /// The one deflate stream of this store's object writes (see [`super::objects`]).
+    pub(super) loose: super::objects::LooseWriter,
 }
 
 /// The most memory the decoded-object cache of one open repository takes: enough for the trees
@@ -121,6 +123,7 @@ impl Store {
             ref_format,
             ref_reader: refs::Reader::default(),
             main_workdir: std::sync::OnceLock::new(),
+            loose: Default::default(),
         })
     }
 

@@ -47,11 +47,7 @@ impl Store {
         }
         let run_json = self.write_json_blob(&stored.run_json, "run.json")?;
         root.push(blob_entry("run.json", run_json));
-        let task = self
-            .repo
-            .write_blob(stored.task_text.as_bytes())
-            .context(|| format!("could not write {}", run_file::TASK_FILE))?
-            .detach();
+        let task = self.write_blob(stored.task_text.as_bytes())?;
         root.push(blob_entry(run_file::TASK_FILE, task));
         self.write_tree(root)
     }
@@ -187,20 +183,12 @@ impl Store {
         let mut json = serde_json::to_string_pretty(value)
             .context(|| format!("could not serialize {what}"))?;
         json.push('\n');
-        Ok(self
-            .repo
-            .write_blob(json.as_bytes())
-            .context(|| format!("could not write {what}"))?
-            .detach())
+        self.write_blob(json.as_bytes())
     }
 
     /// Write a tree of `entries`, given in git's order.
     fn write_tree(&self, entries: Vec<Entry>) -> Result<gix::ObjectId> {
-        Ok(self
-            .repo
-            .write_object(&gix::objs::Tree { entries })
-            .context(|| "could not write the ledger tree".into())?
-            .detach())
+        self.write_object(&gix::objs::Tree { entries })
     }
 }
 

@@ -146,25 +146,19 @@ pub fn merge(
                 (None, Some(theirs)) => Some(theirs),
                 (Some(ours), theirs) => {
                     let text = cat_sort_uniq(&blob(store, Some(ours))?, &blob(store, theirs)?);
-                    Some(
-                        store
-                            .repo
-                            .write_blob(&text)
-                            .context(|| "could not write a merged note".into())?
-                            .detach(),
-                    )
+                    Some(store.write_blob(&text)?)
                 }
             }
         };
         if merged != our_note {
             state
-                .edit(object, merged, &store.repo)
+                .edit(object, merged, &store.objects())
                 .context(|| format!("could not merge the note on {object}"))?;
             changed += 1;
         }
     }
     let tree = state
-        .write(&store.repo)
+        .write(&store.objects())
         .context(|| "could not write the merged notes tree".into())?;
     let commit = store
         .write_commit(message, tree, [ours, theirs])

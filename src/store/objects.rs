@@ -1,0 +1,298 @@
+//! Loose objects written through one zlib stream per command.
+//!
+//! gix's loose store starts a new deflate stream for every object it writes, and zlib-rs
+//! allocates and zeroes about half a megabyte for each (its window, hash chains and buffers).
+//! A checkpoint writes ten objects (the note, its fanout trees and commit, the ledger's blobs,
+//! trees and commit), so that set-up was most of a checkpoint's instructions. git keeps one
+//! stream and resets it between objects; [`Store::write_blob`] and [`Store::write_object`] do the
+//! same, and write what gix's loose store writes: the object, compressed at
+//! `core.looseCompression` (else `core.compression`, else 1, git's default), into a read-only
+//! temporary file in the objects directory that is then renamed to its
+//! `objects/xx/<rest of the id>` path. An object the repository already has is not written
+//! again.
+//!
+//! [`Objects`] hands this writer, with the repository's reads, to gix-note's notes editing.
+
+use std::io::Write as _;
+use std::sync::Mutex;
+
+use gix::objs::{Kind, WriteTo};
+use gix::zlib::stream::deflate::{Compress, FlushCompress};
+use gix::zlib::{Compression, Status};
+
+use crate::error::{Context, Error, Result};
+
+use super::Store;
+
+/// The deflate stream of a [`Store`]'s writes, made on the first write.
+#[derive(Default)]
+pub(crate) struct LooseWriter {
+    compressor: Mutex<Option<Compress>>,
+}
+
+impl std::fmt::Debug for LooseWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LooseWriter")
+    }
+}
+
+impl Store {
+    /// Write `data` as a blob.
+    pub fn write_blob(&self, data: &[u8]) -> Result<gix::ObjectId> {
+        self.write_loose(Kind::Blob, data)
+    }
+
+    /// Write `object` (a tree, a commit).
+    pub fn write_object(&self, object: &impl WriteTo) -> Result<gix::ObjectId> {
+        let mut data = Vec::with_capacity(object.size() as usize);
+        object
+            .write_to(&mut data)
+            .context(|| format!("could not encode a {}", object.kind()))?;
+        self.write_loose(object.kind(), &data)
+    }
+
+    fn write_loose(&self, kind: Kind, data: &[u8]) -> Result<gix::ObjectId> {
+        let id = gix::objs::compute_hash(self.object_hash(), kind, data)
+            .context(|| format!("could not hash a {kind}"))?;
+        if self.repo.objects.exists_without_refresh(&id) {
+            return Ok(id);
+        }
+        let compressed = self.deflate(kind, data)?;
+        let dir = self.repo.objects.store_ref().path();
+        let written = (|| -> std::io::Result<()> {
+            let mut file = tempfile::Builder::new()
+                .permissions(read_only())
+                .tempfile_in(dir)?;
+            file.write_all(&compressed)?;
+            let path = dir.join(id.to_hex().to_string().split_at(2).0);
+            match std::fs::create_dir(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+                _ => {}
+            }
+            let hex = id.to_hex().to_string();
+            file.persist(path.join(&hex[2..])).map_err(|e| e.error)?;
+            Ok(())
+        })();
+        written.context(|| format!("could not write the {kind} {id} into {}", dir.display()))?;
+        Ok(id)
+    }
+
+    /// The zlib stream of `kind`'s loose header and `data`, made by the one compressor.
+    fn deflate(&self, kind: Kind, data: &[u8]) -> Result<Vec<u8>> {
+        let header = gix::objs::encode::loose_header(kind, data.len() as u64);
+        let mut guard = self
+            .loose
+            .compressor
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let compressor = match guard.as_mut() {
+            Some(compressor) => {
+                compressor.reset();
+                compressor
+            }
+            None => guard.insert(Compress::new(self.loose_compression()?)),
+        };
+        let mut out = Vec::with_capacity(data.len() / 2 + 64);
+        let mut chunk = [0u8; 16 * 1024];
+        for (input, flush) in [
+            (&header[..], FlushCompress::None),
+            (data, FlushCompress::Finish),
+        ] {
+            let mut input = input;
+            loop {
+                let (read, wrote) = (compressor.total_in(), compressor.total_out());
+                let status = compressor
+                    .compress(input, &mut chunk, flush)
+                    .map_err(|e| Error::internal(format!("could not compress a {kind}: {e}")))?;
+                input = &input[(compressor.total_in() - read) as usize..];
+                out.extend_from_slice(&chunk[..(compressor.total_out() - wrote) as usize]);
+                match (flush, status) {
+                    (_, Status::StreamEnd) => break,
+                    (FlushCompress::None, _) if input.is_empty() => break,
+                    _ => {}
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The loose-object compression level, as git and gix choose it.
+    fn loose_compression(&self) -> Result<Compression> {
+        use gix::config::tree::{Core, Key};
+        let config = self.repo.config_snapshot();
+        for key in [&Core::LOOSE_COMPRESSION, &Core::COMPRESSION] {
+            let name = key.logical_name();
+            let level = key
+                .try_into_compression(config.try_integer(name.as_str()))
+                .context(|| format!("invalid {name}"))?;
+            if let Some(level) = level {
+                return Ok(level);
+            }
+        }
+        Ok(Compression::BEST_SPEED)
+    }
+
+    /// This store's reads and writes, for gix's object traits.
+    pub(crate) fn objects(&self) -> Objects<'_> {
+        Objects(self)
+    }
+}
+
+#[cfg(unix)]
+fn read_only() -> std::fs::Permissions {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::Permissions::from_mode(0o444)
+}
+
+/// A [`Store`]'s object reads (gix's) and writes ([`Store::write_object`]).
+pub(crate) struct Objects<'a>(&'a Store);
+
+impl gix::objs::Find for Objects<'_> {
+    fn try_find<'a>(
+        &self,
+        id: &gix::hash::oid,
+        buffer: &'a mut Vec<u8>,
+    ) -> gix::error::Result<Option<gix::objs::Data<'a>>> {
+        self.0.repo.objects.try_find(id, buffer)
+    }
+}
+
+impl gix::objs::Write for Objects<'_> {
+    fn write_buf_with_known_id(
+        &self,
+        kind: Kind,
+        from: &[u8],
+        _id: gix::ObjectId,
+    ) -> gix::error::Result<gix::ObjectId> {
+        self.0.write_loose(kind, from).map_err(gix_error)
+    }
+
+    fn write_stream(
+        &self,
+        kind: Kind,
+        _size: u64,
+        from: &mut dyn std::io::Read,
+    ) -> gix::error::Result<gix::ObjectId> {
+        let mut data = Vec::new();
+        from.read_to_end(&mut data)
+            .map_err(|e| gix_error(Error::internal(format!("could not read a {kind}: {e}"))))?;
+        self.0.write_loose(kind, &data).map_err(gix_error)
+    }
+
+    fn write_stream_with_known_id(
+        &self,
+        kind: Kind,
+        size: u64,
+        from: &mut dyn std::io::Read,
+        _id: gix::ObjectId,
+    ) -> gix::error::Result<gix::ObjectId> {
+        self.write_stream(kind, size, from)
+    }
+}
+
+fn gix_error(e: Error) -> gix::Error {
+    gix::Error::from_error(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::store::test_git as git;
+    use crate::store::test_repo as repo;
+    use crate::store::Store;
+
+    fn git_out(home: &Path, dir: &Path, args: &[&str]) -> Vec<u8> {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("HOME", home)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}");
+        out.stdout
+    }
+
+    fn loose_file(repo: &Path, id: gix::ObjectId) -> std::path::PathBuf {
+        let hex = id.to_hex().to_string();
+        repo.join(".git/objects").join(&hex[..2]).join(&hex[2..])
+    }
+
+    #[test]
+    fn objects_written_by_one_reused_stream_are_what_git_reads() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let path = repo(home, "r");
+        let store = Store::open(&path).expect("open");
+        // Sizes around the compressor's 16 KiB output chunk, and an empty blob.
+        let blobs: Vec<Vec<u8>> = [0usize, 1, 100, 16 * 1024 - 7, 16 * 1024, 200_000]
+            .iter()
+            .map(|&n| (0..n).map(|i| (i * 7919 % 251) as u8).collect())
+            .collect();
+        let mut ids = Vec::new();
+        for blob in &blobs {
+            ids.push(store.write_blob(blob).expect("written"));
+        }
+        let tree = gix::objs::Tree {
+            entries: vec![gix::objs::tree::Entry {
+                mode: gix::objs::tree::EntryKind::Blob.into(),
+                filename: "f".into(),
+                oid: ids[2],
+            }],
+        };
+        let tree = store.write_object(&tree).expect("tree");
+        let commit = store.write_commit("m\n", tree, []).expect("commit");
+
+        for (blob, id) in blobs.iter().zip(&ids) {
+            let hex = id.to_hex().to_string();
+            assert_eq!(&git_out(home, &path, &["cat-file", "blob", &hex]), blob);
+            assert!(loose_file(&path, *id).is_file(), "{hex} is a loose object");
+        }
+        let listed = git_out(home, &path, &["ls-tree", &commit.to_string()]);
+        assert!(String::from_utf8_lossy(&listed).contains(&ids[2].to_string()));
+        git(home, &path, &["fsck", "--strict", "--no-dangling"]);
+        // A second store (a new stream) reads and dedups them.
+        let again = Store::open(&path).expect("open");
+        let before = std::fs::metadata(loose_file(&path, ids[5])).expect("there");
+        assert_eq!(again.write_blob(&blobs[5]).expect("same"), ids[5]);
+        let after = std::fs::metadata(loose_file(&path, ids[5])).expect("there");
+        assert_eq!(
+            before.modified().expect("mtime"),
+            after.modified().expect("mtime"),
+            "an object the repository has is not written again"
+        );
+        assert_eq!(
+            again.repo.find_blob(ids[3]).expect("gix reads it").data,
+            blobs[3]
+        );
+    }
+
+    #[test]
+    fn the_loose_compression_level_is_git_s() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let path = repo(home, "r");
+        let data = vec![b'a'; 100_000];
+        let size = |store: &Store, data: &[u8]| {
+            let id = store.write_blob(data).expect("written");
+            std::fs::metadata(loose_file(&path, id))
+                .expect("loose")
+                .len()
+        };
+        // Default (1) compresses; core.compression 0 stores; core.looseCompression wins.
+        assert!(size(&Store::open(&path).expect("open"), &data) < 2_000);
+        git(home, &path, &["config", "core.compression", "0"]);
+        let stored = size(&Store::open(&path).expect("open"), &data[1..]);
+        assert!(stored > 100_000, "level 0 stores: {stored}");
+        git(home, &path, &["config", "core.looseCompression", "9"]);
+        assert!(size(&Store::open(&path).expect("open"), &data[2..]) < 2_000);
+        git(home, &path, &["config", "core.looseCompression", "12"]);
+        let err = Store::open(&path)
+            .expect("open")
+            .write_blob(b"x")
+            .expect_err("an invalid level is refused");
+        assert!(err.to_string().contains("core.looseCompression"), "{err}");
+    }
+}
