@@ -32,8 +32,21 @@ pub use repo::Store;
 /// fixed identity.
 #[cfg(test)]
 pub(crate) fn test_git(home: &std::path::Path, dir: &std::path::Path, args: &[&str]) {
-    let status = std::process::Command::new("git")
-        .args(args)
+    let status = test_git_command(home, dir, args)
+        .status()
+        .expect("git runs");
+    assert!(status.success(), "git {args:?}");
+}
+
+/// The command [`test_git`] runs, for a test that reads its output or expects it to fail.
+#[cfg(test)]
+pub(crate) fn test_git_command(
+    home: &std::path::Path,
+    dir: &std::path::Path,
+    args: &[&str],
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new("git");
+    cmd.args(args)
         .current_dir(dir)
         .env("HOME", home)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
@@ -41,10 +54,8 @@ pub(crate) fn test_git(home: &std::path::Path, dir: &std::path::Path, args: &[&s
         .env("GIT_AUTHOR_NAME", "a")
         .env("GIT_AUTHOR_EMAIL", "a@example.com")
         .env("GIT_COMMITTER_NAME", "a")
-        .env("GIT_COMMITTER_EMAIL", "a@example.com")
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {args:?}");
+        .env("GIT_COMMITTER_EMAIL", "a@example.com");
+    cmd
 }
 
 /// A repository `home/name` on `main` with one empty commit, for unit tests.

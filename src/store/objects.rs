@@ -199,16 +199,12 @@ mod tests {
     use std::path::Path;
 
     use crate::store::test_git as git;
+    use crate::store::test_git_command;
     use crate::store::test_repo as repo;
     use crate::store::Store;
 
     fn git_out(home: &Path, dir: &Path, args: &[&str]) -> Vec<u8> {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("HOME", home)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
+        let out = test_git_command(home, dir, args)
             .output()
             .expect("git runs");
         assert!(out.status.success(), "git {args:?}");

@@ -2,8 +2,6 @@
 
 use std::path::{Path, PathBuf};
 
-use gix::bstr::ByteSlice;
-
 use crate::error::{Context, Error, Result};
 
 use super::refs::{self, RefFormat};
@@ -11,6 +9,9 @@ use super::repo::open_path;
 use super::Store;
 
 mod add;
+mod status;
+
+use status::{status_of, status_with_index};
 
 /// What a new linked worktree checks out.
 #[derive(Debug, Clone, Copy)]
@@ -521,62 +522,6 @@ fn damaged_index(e: Error, path: &Path) -> Error {
          the files",
         crate::error::shell_path(path)
     ))
-}
-
-/// Branch, head, tracked changes and untracked files of `repo`, the worktree at `path`.
-fn status_of(path: &Path, repo: gix::Repository) -> Result<WorkspaceState> {
-    Ok(status_with_index(path, repo)?.0)
-}
-
-/// [`status_of`], with the index it compared: `repo`'s shared copy, which gix's status also
-/// uses for the attributes and the submodules, so it is read once.
-fn status_with_index(
-    path: &Path,
-    mut repo: gix::Repository,
-) -> Result<(WorkspaceState, gix::worktree::Index)> {
-    let index = repo
-        .index_or_empty()
-        .context(|| format!("could not read the index {}", repo.index_path().display()))
-        .map_err(|e| damaged_index(e, &repo.index_path()))?;
-    let here = refs::head(&repo)?;
-    let _shadow = shadow_head(&mut repo, &here)?;
-    let refs::Head { branch, id: head } = here;
-    let mut changed = Vec::new();
-    let mut untracked = Vec::new();
-    let iter = repo
-        .status(gix::progress::Discard)
-        .context(|| format!("could not compute the status of {}", path.display()))?
-        .index(index.clone().into())
-        .untracked_files(gix::status::UntrackedFiles::Files)
-        .index_worktree_rewrites(None)
-        .into_iter(None)
-        .context(|| format!("could not compute the status of {}", path.display()))?;
-    for item in iter {
-        let item =
-            item.context(|| format!("could not compute the status of {}", path.display()))?;
-        let location = item.location().to_str_lossy().into_owned();
-        match &item {
-            gix::status::Item::IndexWorktree(
-                gix::status::index_worktree::Item::DirectoryContents { entry, .. },
-            ) => {
-                if matches!(entry.status, gix::dir::entry::Status::Untracked) {
-                    untracked.push(location);
-                }
-            }
-            _ => changed.push(location),
-        }
-    }
-    changed.sort();
-    changed.dedup();
-    untracked.sort();
-    let state = WorkspaceState {
-        path: path.to_path_buf(),
-        branch,
-        head,
-        changed,
-        untracked,
-    };
-    Ok((state, index))
 }
 
 #[cfg(test)]

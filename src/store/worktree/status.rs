@@ -1,0 +1,373 @@
+//! What a worktree looks like right now: its branch, head, tracked changes (staged or not) and
+//! untracked files, as `git status --porcelain` lists them.
+//!
+//! gix's `status()` compares HEAD's tree with the index, the index with the files and walks for
+//! untracked files in three threads, and splits the file check over more: six threads for a
+//! worktree of a dozen files. Starting them costs more than the work in a small worktree (each
+//! thread is a stack, a malloc arena and their page faults). So a worktree whose index has
+//! fewer than [`IN_THREAD_BELOW`] entries (git's own bound for its parallel index preload) is
+//! compared here, in the calling thread, by the same three gix steps with the same
+//! configuration: [`gix::Repository::tree_index_status`] (renames as `status.renames` says),
+//! gix-status's `index_as_worktree` (the file check, with the attributes, filters, stat and
+//! file-system options gix's status takes) and [`gix::Repository::dirwalk`] (the untracked
+//! files). An index with submodules or a sparse index keeps gix's own status, which handles
+//! them.
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+use gix::bstr::{BStr, ByteSlice};
+use gix::status::plumbing::index_as_worktree::{traits::FastEq, EntryStatus};
+
+use crate::error::{Context, Result};
+
+use super::super::refs;
+use super::{damaged_index, shadow_head, WorkspaceState};
+
+/// Indexes with fewer entries are compared in the calling thread (git preloads the index in
+/// threads from 1,000 entries on: 500 per thread, at least two).
+const IN_THREAD_BELOW: usize = 1_000;
+
+/// Branch, head, tracked changes and untracked files of `repo`, the worktree at `path`.
+pub(super) fn status_of(path: &Path, repo: gix::Repository) -> Result<WorkspaceState> {
+    Ok(status_with_index(path, repo)?.0)
+}
+
+/// [`status_of`], with the index it compared: `repo`'s shared copy, which gix's status also
+/// uses for the attributes and the submodules, so it is read once.
+pub(super) fn status_with_index(
+    path: &Path,
+    mut repo: gix::Repository,
+) -> Result<(WorkspaceState, gix::worktree::Index)> {
+    let index = repo
+        .index_or_empty()
+        .context(|| format!("could not read the index {}", repo.index_path().display()))
+        .map_err(|e| damaged_index(e, &repo.index_path()))?;
+    let here = refs::head(&repo)?;
+    let _shadow = shadow_head(&mut repo, &here)?;
+    let refs::Head { branch, id: head } = here;
+    let mut changes = Changes::default();
+    let failed = || format!("could not compute the status of {}", path.display());
+    if fits_in_thread(&index) {
+        in_this_thread(&repo, &index, head, &mut changes).context(failed)?;
+    } else {
+        in_threads(&repo, &index, &mut changes).context(failed)?;
+    }
+    let Changes {
+        mut changed,
+        mut untracked,
+    } = changes;
+    changed.sort();
+    changed.dedup();
+    untracked.sort();
+    untracked.dedup();
+    let state = WorkspaceState {
+        path: path.to_path_buf(),
+        branch,
+        head,
+        changed,
+        untracked,
+    };
+    Ok((state, index))
+}
+
+/// What the comparison found.
+#[derive(Default, Debug, PartialEq)]
+struct Changes {
+    changed: Vec<String>,
+    untracked: Vec<String>,
+}
+
+impl Changes {
+    fn changed(&mut self, location: &BStr) {
+        self.changed.push(location.to_str_lossy().into_owned());
+    }
+}
+
+/// Whether [`in_this_thread`] compares `index` as gix's status would.
+fn fits_in_thread(index: &gix::index::State) -> bool {
+    index.entries().len() < IN_THREAD_BELOW
+        && !index.is_sparse()
+        && !index
+            .entries()
+            .iter()
+            .any(|e| e.mode == gix::index::entry::Mode::COMMIT)
+}
+
+/// gix's status, in its threads.
+fn in_threads(
+    repo: &gix::Repository,
+    index: &gix::worktree::Index,
+    changes: &mut Changes,
+) -> gix::Result<()> {
+    let iter = repo
+        .status(gix::progress::Discard)?
+        .index(index.clone().into())
+        .untracked_files(gix::status::UntrackedFiles::Files)
+        .index_worktree_rewrites(None)
+        .into_iter(None)?;
+    for item in iter {
+        let item = item?;
+        match &item {
+            gix::status::Item::IndexWorktree(
+                gix::status::index_worktree::Item::DirectoryContents { entry, .. },
+            ) => {
+                if matches!(entry.status, gix::dir::entry::Status::Untracked) {
+                    changes
+                        .untracked
+                        .push(item.location().to_str_lossy().into_owned());
+                }
+            }
+            _ => changes.changed(item.location()),
+        }
+    }
+    Ok(())
+}
+
+/// The three steps of gix's status, one after the other in this thread (see the module
+/// documentation). `head` is HEAD's commit, `None` when unborn.
+fn in_this_thread(
+    repo: &gix::Repository,
+    index: &gix::index::State,
+    head: Option<gix::ObjectId>,
+    changes: &mut Changes,
+) -> gix::Result<()> {
+    use gix::worktree::stack::state::attributes::Source;
+    let interrupt = AtomicBool::new(false);
+    let workdir = repo
+        .workdir()
+        .ok_or_else(|| gix::Error::from_error(std::io::Error::other("no worktree")))?;
+
+    // HEAD's tree against the index (staged changes).
+    let tree = match head {
+        Some(commit) => repo.find_commit(commit)?.tree_id()?.detach(),
+        None => gix::ObjectId::empty_tree(repo.object_hash()),
+    };
+    let mut pathspec = repo.pathspec(
+        false,
+        None::<&str>,
+        true,
+        index,
+        Source::WorktreeThenIdMapping,
+    )?;
+    repo.tree_index_status(
+        &tree,
+        index,
+        Some(&mut pathspec),
+        gix::status::tree_index::TrackRenames::AsConfigured,
+        |change, _, _| {
+            changes.changed(change.location());
+            Ok(std::ops::ControlFlow::Continue(()))
+        },
+    )?;
+
+    // The index against the files (unstaged changes).
+    let attributes = repo
+        .attributes_only(index, Source::WorktreeThenIdMapping)?
+        .detach();
+    let (filter, attributes) = gix::filter::Pipeline::new(repo, attributes)?.into_parts();
+    let fscache = repo
+        .config_snapshot()
+        .boolean("core.fscache")
+        .unwrap_or(false);
+    gix::status::plumbing::index_as_worktree(
+        index,
+        workdir,
+        &mut TrackedChanges(changes),
+        FastEq,
+        NoSubmodules,
+        repo.objects
+            .clone()
+            .into_arc()
+            .map_err(gix::Error::from_error)?,
+        &mut gix::progress::Discard,
+        gix::status::plumbing::index_as_worktree::Context {
+            pathspec: pathspec.into_parts().0,
+            stack: attributes,
+            filter,
+            should_interrupt: &interrupt,
+        },
+        gix::status::plumbing::index_as_worktree::Options {
+            fs: repo.filesystem_options()?,
+            thread_limit: Some(1),
+            stat: repo.stat_options()?,
+            fscache,
+        },
+    )?;
+
+    // Untracked files.
+    let options = repo
+        .dirwalk_options()?
+        .emit_untracked(gix::dir::walk::EmissionMode::Matching);
+    repo.dirwalk(
+        index,
+        None::<&str>,
+        &interrupt,
+        options,
+        &mut Untracked(&mut changes.untracked),
+    )?;
+    Ok(())
+}
+
+/// Tracked files whose content or mode differs from the index. A file whose stat changed but
+/// not its content (`NeedsUpdate`) is not a change, as in gix's status.
+struct TrackedChanges<'a>(&'a mut Changes);
+
+impl<'index> gix::status::plumbing::index_as_worktree::VisitEntry<'index> for TrackedChanges<'_> {
+    type ContentChange = ();
+    type SubmoduleStatus = ();
+
+    fn visit_entry(
+        &mut self,
+        _entries: &'index [gix::index::Entry],
+        _entry: &'index gix::index::Entry,
+        _entry_index: usize,
+        rela_path: &'index BStr,
+        status: EntryStatus<(), ()>,
+    ) {
+        if !matches!(status, EntryStatus::NeedsUpdate(_)) {
+            self.0.changed(rela_path);
+        }
+    }
+}
+
+/// The index has no submodules when [`in_this_thread`] runs ([`fits_in_thread`]).
+#[derive(Clone)]
+struct NoSubmodules;
+
+impl gix::status::plumbing::index_as_worktree::traits::SubmoduleStatus for NoSubmodules {
+    type Output = ();
+
+    fn status(
+        &mut self,
+        _entry: &gix::index::Entry,
+        _rela_path: &BStr,
+    ) -> gix::Result<Option<Self::Output>> {
+        Ok(None)
+    }
+}
+
+/// Untracked, not ignored files, as gix's status lists them (never an untrackable entry such
+/// as a socket).
+struct Untracked<'a>(&'a mut Vec<String>);
+
+impl gix::dir::walk::Delegate for Untracked<'_> {
+    fn emit(
+        &mut self,
+        entry: gix::dir::EntryRef<'_>,
+        _collapsed_directory_status: Option<gix::dir::entry::Status>,
+    ) -> gix::dir::walk::Action {
+        if entry.status == gix::dir::entry::Status::Untracked
+            && entry.disk_kind != Some(gix::dir::entry::Kind::Untrackable)
+        {
+            self.0.push(entry.rela_path.to_str_lossy().into_owned());
+        }
+        std::ops::ControlFlow::Continue(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::{in_this_thread, in_threads, Changes};
+    use crate::store::test_git as git;
+    use crate::store::test_git_command;
+    use crate::store::test_repo as repo;
+    use crate::store::Store;
+
+    /// Both ways of comparing, sorted as [`super::status_with_index`] sorts them.
+    fn both(path: &Path) -> (Changes, Changes) {
+        let store = Store::open(path).expect("open");
+        let repo = &store.repo;
+        let index = repo.index_or_empty().expect("index");
+        let head = super::refs::head(repo).expect("head").id;
+        let (mut here, mut threads) = (Changes::default(), Changes::default());
+        in_this_thread(repo, &index, head, &mut here).expect("in this thread");
+        in_threads(repo, &index, &mut threads).expect("in threads");
+        for c in [&mut here, &mut threads] {
+            c.changed.sort();
+            c.changed.dedup();
+            c.untracked.sort();
+            c.untracked.dedup();
+        }
+        (here, threads)
+    }
+
+    #[test]
+    fn the_in_thread_status_finds_what_gix_s_status_finds() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let path = repo(home, "r");
+        let write = |name: &str, text: &str| {
+            let file = path.join(name);
+            std::fs::create_dir_all(file.parent().expect("parent")).expect("dir");
+            std::fs::write(file, text).expect("write");
+        };
+        for name in ["a", "b", "c", "d", "e", "x.sh", "dir/f", "crlf.txt"] {
+            write(name, &format!("{name}\n"));
+        }
+        write(".gitignore", "*.log\nbuild/\n");
+        write(".gitattributes", "*.txt text eol=crlf\n");
+        git(home, &path, &["add", "-A"]);
+        git(home, &path, &["commit", "-q", "-m", "files"]);
+        assert_eq!(both(&path).0, Changes::default(), "a clean worktree");
+
+        write("a", "changed\n"); // unstaged change
+        write("b", "staged\n");
+        git(home, &path, &["add", "b"]); // staged change
+        std::fs::remove_file(path.join("c")).expect("rm"); // deleted, not staged
+        git(home, &path, &["rm", "-q", "d"]); // staged deletion
+        git(home, &path, &["mv", "e", "e2"]); // staged rename
+        let x = path.join("x.sh");
+        let mut mode = std::fs::metadata(&x).expect("x").permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut mode, 0o755);
+        std::fs::set_permissions(&x, mode).expect("chmod"); // mode change
+        let dir_f = path.join("dir/f");
+        let text = std::fs::read(&dir_f).expect("f");
+        std::fs::write(&dir_f, text).expect("rewrite"); // stat changed, content the same
+        write("new.txt", "new\n"); // untracked
+        write("deep/er/n", "n\n"); // untracked in new directories
+        write("skip.log", "log\n"); // ignored
+        write("build/out", "o\n"); // ignored directory
+        write("intent", "i\n");
+        git(home, &path, &["add", "-N", "intent"]); // intent to add
+        std::os::unix::fs::symlink("a", path.join("link")).expect("symlink"); // untracked link
+
+        let (here, threads) = both(&path);
+        assert_eq!(here, threads);
+        assert_eq!(
+            here.changed,
+            ["a", "b", "c", "d", "e2", "intent", "x.sh"],
+            "{here:?}"
+        );
+        assert_eq!(here.untracked, ["deep/er/n", "link", "new.txt"]);
+
+        // A conflict (unmerged entries), and an unborn branch.
+        git(home, &path, &["add", "-A"]);
+        git(home, &path, &["commit", "-q", "-m", "more"]);
+        git(home, &path, &["switch", "-q", "-c", "side"]);
+        write("a", "side\n");
+        git(home, &path, &["commit", "-q", "-am", "side"]);
+        git(home, &path, &["switch", "-q", "main"]);
+        write("a", "main\n");
+        git(home, &path, &["commit", "-q", "-am", "main"]);
+        let merge = test_git_command(home, &path, &["merge", "-q", "side"])
+            .output()
+            .expect("git runs");
+        assert!(
+            String::from_utf8_lossy(&merge.stdout).contains("CONFLICT"),
+            "the merge conflicts: {merge:?}"
+        );
+        let (here, threads) = both(&path);
+        assert_eq!(here, threads);
+        assert_eq!(here.changed, ["a"]);
+        git(home, &path, &["merge", "--abort"]);
+        git(home, &path, &["switch", "-q", "--orphan", "unborn"]);
+        write("a", "staged on an unborn branch\n");
+        git(home, &path, &["add", "a"]);
+        let (here, threads) = both(&path);
+        assert_eq!(here, threads);
+        assert_eq!(here.changed, ["a"]);
+    }
+}
