@@ -291,7 +291,28 @@ mod tests {
             c.untracked.sort();
             c.untracked.dedup();
         }
+        assert_eq!(here, git_status(path), "as git sees it");
         (here, threads)
+    }
+
+    /// `git status --porcelain -uall`, as [`Changes`]: a rename by its new path.
+    fn git_status(path: &Path) -> Changes {
+        let home = path.parent().expect("home");
+        let out = test_git_command(home, path, &["status", "--porcelain", "-uall"])
+            .output()
+            .expect("git runs");
+        let mut git = Changes::default();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let (code, name) = line.split_at(3);
+            let name = name.rsplit(" -> ").next().expect("a path").to_string();
+            match code {
+                "?? " => git.untracked.push(name),
+                _ => git.changed.push(name),
+            }
+        }
+        git.changed.sort();
+        git.untracked.sort();
+        git
     }
 
     #[test]
