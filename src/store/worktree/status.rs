@@ -330,6 +330,8 @@ mod tests {
         }
         write(".gitignore", "*.log\nbuild/\n");
         write(".gitattributes", "*.txt text eol=crlf\n");
+        // Quiet git's "LF will be replaced by CRLF" warnings about the `eol=crlf` files.
+        git(home, &path, &["config", "core.safecrlf", "false"]);
         git(home, &path, &["add", "-A"]);
         git(home, &path, &["commit", "-q", "-m", "files"]);
         assert_eq!(both(&path).0, Changes::default(), "a clean worktree");
