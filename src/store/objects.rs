@@ -11,7 +11,7 @@
 //! `objects/xx/<rest of the id>` path. An object the repository already has is not written
 //! again.
 //!
-//! [`Objects`] hands this writer, with the repository's reads, to gix-note's notes editing.
+//! `Objects` hands this writer, with the repository's reads, to gix-note's notes editing.
 
 use std::io::Write as _;
 use std::sync::Mutex;

@@ -2,8 +2,9 @@
 //! untracked files, as `git status --porcelain` lists them.
 //!
 //! gix's `status()` compares HEAD's tree with the index, the index with the files and walks for
-//! untracked files in three threads, and splits the file check over more: six threads for a
-//! worktree of a dozen files. Starting them costs more than the work in a small worktree (each
+//! untracked files in four threads, and splits the file check over two more once the index
+//! has a handful of entries (`strace -f` counts seven threads for one `status` of a run with
+//! nine files). Starting them costs more than the work in a small worktree (each
 //! thread is a stack, a malloc arena and their page faults). So a worktree whose index has
 //! fewer than [`IN_THREAD_BELOW`] entries (git's own bound for its parallel index preload) is
 //! compared here, in the calling thread, by the same three gix steps with the same
