@@ -59,18 +59,19 @@ impl Store {
         }
         let compressed = self.deflate(kind, data)?;
         let dir = self.repo.objects.store_ref().path();
+        let hex = id.to_hex().to_string();
+        let (fanout, rest) = hex.split_at(2);
         let written = (|| -> std::io::Result<()> {
             let mut file = tempfile::Builder::new()
                 .permissions(read_only())
                 .tempfile_in(dir)?;
             file.write_all(&compressed)?;
-            let path = dir.join(id.to_hex().to_string().split_at(2).0);
-            match std::fs::create_dir(&path) {
+            let fanout = dir.join(fanout);
+            match std::fs::create_dir(&fanout) {
                 Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
                 _ => {}
             }
-            let hex = id.to_hex().to_string();
-            file.persist(path.join(&hex[2..])).map_err(|e| e.error)?;
+            file.persist(fanout.join(rest)).map_err(|e| e.error)?;
             Ok(())
         })();
         written.context(|| format!("could not write the {kind} {id} into {}", dir.display()))?;
