@@ -443,3 +443,43 @@ fn checks_picked_by_hand_do_not_complete_a_run_whose_policy_requires_others() {
     // The required check itself completes it.
     t.tab(&["finish", "p2"]).ok();
 }
+
+#[test]
+fn a_run_worktree_of_a_thousand_files_sees_changes_as_a_small_one_does() {
+    // A worktree under 1,000 index entries is compared in the calling thread, one of 1,000 or
+    // more by gix's threaded status: `status`, `checkpoint` and `finish` see the same either way.
+    let t = TestEnv::ref_only();
+    let small = t.started_run("small", "a.txt");
+    let large = t.started_run("large", "a.txt");
+    for i in 0..1_000 {
+        write_file(&large.join(format!("d/f{i}.txt")), "x\n");
+    }
+    t.git_in(&large, &["add", "-A"]).ok();
+    t.git_in(&large, &["commit", "-q", "-m", "many"]).ok();
+    let entries = t.git_out_in(&large, &["ls-files"]).lines().count();
+    assert!(entries > 1_000, "{entries} entries");
+
+    for wt in [&small, &large] {
+        write_file(&wt.join("a.txt"), "changed\n");
+        write_file(&wt.join("staged.txt"), "s\n");
+        t.git_in(wt, &["add", "staged.txt"]).ok();
+        write_file(&wt.join("new/untracked.txt"), "n\n");
+        let live = t.tab_in(wt, &["--json", "status"]).json()["live"].clone();
+        assert_eq!(
+            (&live["dirty"], &live["untracked"]),
+            (
+                &serde_json::json!(["a.txt", "staged.txt"]),
+                &serde_json::json!(["new/untracked.txt"])
+            ),
+            "{}",
+            wt.display()
+        );
+        let before = t.snapshot();
+        t.tab_in(wt, &["checkpoint"]).code(3);
+        t.tab_in(wt, &["finish", "--", "true"]).code(3);
+        assert_eq!(t.snapshot(), before, "a refused command writes nothing");
+        t.git_in(wt, &["add", "-A"]).ok();
+        t.git_in(wt, &["commit", "-q", "-m", "all"]).ok();
+        t.tab_in(wt, &["checkpoint"]).ok();
+    }
+}
