@@ -3,13 +3,14 @@
 //! gix's loose store starts a new deflate stream for every object it writes, and zlib-rs
 //! allocates and zeroes about half a megabyte for each (its window, hash chains and buffers).
 //! A checkpoint writes ten objects (the note, its fanout trees and commit, the ledger's blobs,
-//! trees and commit), so that set-up was most of a checkpoint's instructions. git keeps one
-//! stream and resets it between objects; [`Store::write_blob`] and [`Store::write_object`] do the
-//! same, and write what gix's loose store writes: the object, compressed at
-//! `core.looseCompression` (else `core.compression`, else 1, git's default), into a read-only
-//! temporary file in the objects directory that is then renamed to its
+//! trees and commit), so that set-up was much of a checkpoint's fresh memory and page faults.
+//! git keeps one stream and resets it between objects; [`Store::write_blob`] and
+//! [`Store::write_object`] do the same, and write what gix's loose store writes: the object,
+//! compressed at `core.looseCompression` (else `core.compression`, else 1, git's default), into
+//! a read-only temporary file in the objects directory that is then renamed to its
 //! `objects/xx/<rest of the id>` path. An object the repository already has is not written
-//! again.
+//! again. An invalid level is a usage error (exit 2) with the way to set a valid one, at the
+//! command's first object write, before its first ref moves.
 //!
 //! `Objects` hands this writer, with the repository's reads, to gix-note's notes editing.
 
@@ -125,7 +126,11 @@ impl Store {
             let name = key.logical_name();
             let level = key
                 .try_into_compression(config.try_integer(name.as_str()))
-                .context(|| format!("invalid {name}"))?;
+                .map_err(|e| {
+                    Error::usage(format!("invalid {name}: {e:#}")).hint(format!(
+                        "git takes a level from -1 to 9: `git config {name} 1` (git's default)"
+                    ))
+                })?;
             if let Some(level) = level {
                 return Ok(level);
             }
