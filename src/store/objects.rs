@@ -8,7 +8,9 @@
 //! [`Store::write_object`] do the same, and write what gix's loose store writes: the object,
 //! compressed at `core.looseCompression` (else `core.compression`, else 1, git's default), into
 //! a read-only temporary file in the objects directory that is then renamed to its
-//! `objects/xx/<rest of the id>` path. An object the repository already has is not written
+//! `objects/xx/<rest of the id>` path. The temporary file is named as git names its own
+//! (`tmp_obj_…`), so one that a killed write leaves behind is removed by `git gc` once it is
+//! older than `gc.pruneExpire`, or at once by `git prune`. An object the repository already has is not written
 //! again. An invalid level is a usage error (exit 2) with the way to set a valid one, at the
 //! command's first object write, before its first ref moves.
 //!
@@ -24,6 +26,9 @@ use gix::zlib::{Compression, Status};
 use crate::error::{Context, Error, Result};
 
 use super::Store;
+
+/// How the temporary file of an object being written is named, as git names its own.
+const TEMP_PREFIX: &str = "tmp_obj_";
 
 /// The deflate stream of a [`Store`]'s writes, made on the first write.
 #[derive(Default)]
@@ -63,9 +68,7 @@ impl Store {
         let hex = id.to_hex().to_string();
         let (fanout, rest) = hex.split_at(2);
         let written = (|| -> std::io::Result<()> {
-            let mut file = tempfile::Builder::new()
-                .permissions(read_only())
-                .tempfile_in(dir)?;
+            let mut file = temp_object_file(dir)?;
             file.write_all(&compressed)?;
             let fanout = dir.join(fanout);
             match std::fs::create_dir(&fanout) {
@@ -144,6 +147,15 @@ impl Store {
     }
 }
 
+/// A read-only temporary file in the objects directory `dir`, named as git names its own:
+/// `git gc` (after gc.pruneExpire) and `git prune` remove one that a killed write left behind.
+fn temp_object_file(dir: &std::path::Path) -> std::io::Result<tempfile::NamedTempFile> {
+    tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .permissions(read_only())
+        .tempfile_in(dir)
+}
+
 #[cfg(unix)]
 fn read_only() -> std::fs::Permissions {
     use std::os::unix::fs::PermissionsExt;
@@ -202,6 +214,7 @@ fn gix_error(e: Error) -> gix::Error {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write as _;
     use std::path::Path;
 
     use crate::store::test_git as git;
@@ -269,6 +282,22 @@ mod tests {
             again.repo.find_blob(ids[3]).expect("gix reads it").data,
             blobs[3]
         );
+    }
+
+    #[test]
+    fn a_temporary_object_file_left_by_a_killed_write_is_one_git_prune_removes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let path = repo(home, "r");
+        let objects = path.join(".git/objects");
+        // What a write killed before its rename leaves: the temporary file, kept.
+        let mut file = super::temp_object_file(&objects).expect("temp file");
+        file.write_all(b"half an object").expect("written");
+        let (_, left) = file.keep().expect("kept");
+        assert_eq!(left.parent(), Some(objects.as_path()));
+        git(home, &path, &["fsck", "--strict"]);
+        git(home, &path, &["prune"]);
+        assert!(!left.exists(), "git prune removes {}", left.display());
     }
 
     #[test]
