@@ -64,6 +64,9 @@ pub fn finish(
     let (path, head) = workspace_with_work(env, &ledger)?;
     let (checks, cap) = resolve_checks(store, head, sel)?;
     let plans_gate = super::plans::gate(store, head)?;
+    // The evidence is written after the checks run: a compression level it could not be
+    // written with is refused before they start.
+    store.loose_compression()?;
     // The principal is the one the target's allowed signers grant the key: those judge it.
     let signer = RecordSigner::resolve(
         store,

@@ -122,7 +122,7 @@ impl Store {
     }
 
     /// The loose-object compression level, as git and gix choose it.
-    fn loose_compression(&self) -> Result<Compression> {
+    pub(crate) fn loose_compression(&self) -> Result<Compression> {
         use gix::config::tree::{Core, Key};
         let config = self.repo.config_snapshot();
         for key in [&Core::LOOSE_COMPRESSION, &Core::COMPRESSION] {

@@ -216,6 +216,46 @@ fn finish_without_checks_is_a_usage_error() {
 }
 
 #[test]
+fn an_invalid_compression_level_refuses_finish_before_its_checks_run() {
+    let t = TestEnv::new();
+    t.start_with_commit("r1", "a.txt", "a\n");
+    let ran = t.path().join("check-ran");
+    let touch = ran.to_str().unwrap();
+    // git itself refuses the level at every command, so refs are compared with it unset.
+    let before = t.snapshot();
+    t.git(&["config", "core.compression", "42"]).ok();
+    let r = t.tab(&["--json", "finish", "r1", "--", "touch", touch]);
+    r.code(2);
+    let j = r.json();
+    t.git_in(
+        t.path(),
+        &[
+            "config",
+            "--file",
+            t.repo.join(".git/config").to_str().unwrap(),
+            "--unset",
+            "core.compression",
+        ],
+    )
+    .ok();
+    assert_eq!(before, t.snapshot(), "a refused finish wrote nothing");
+    assert!(
+        j["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("core.compression"),
+        "{j}"
+    );
+    assert!(j["error"]["hint"]
+        .as_str()
+        .unwrap()
+        .contains("git config core.compression 1"));
+    assert!(!ran.exists(), "the check did not run");
+    t.tab(&["finish", "r1", "--", "touch", touch]).ok();
+    assert!(ran.exists());
+}
+
+#[test]
 fn wrong_states_are_refused() {
     let t = TestEnv::new();
     t.start_with_commit("r1", "a.txt", "a\n");
