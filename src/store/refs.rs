@@ -98,9 +98,7 @@ pub(super) fn find(
 ) -> Result<Option<gix::ObjectId>> {
     match format {
         RefFormat::Files => {
-            let reference = repo
-                .try_find_reference(name)
-                .context(|| format!("could not read {name}"))?;
+            let reference = exactly(repo, name).context(|| format!("could not read {name}"))?;
             Ok(reference.and_then(|r| r.target().try_id().map(ToOwned::to_owned)))
         }
         RefFormat::Reftable if name.starts_with("refs/") => {
@@ -126,6 +124,24 @@ pub(super) fn find(
             hex.map(|hex| parse_oid(repo, &hex)).transpose()
         }
     }
+}
+
+/// The ref `name` (files backend), `None` when absent; a full `refs/…` name means exactly
+/// that ref.
+///
+/// gix's lookup is git's revision lookup: a name it does not find is tried again under
+/// `tags/`, `heads/` and `remotes/`, and for a full `refs/…` name those tries are paths
+/// outside `refs/` (`<git dir>/tags/refs/notes/…`), which no ref transaction writes. A ref the
+/// tool reads (a ledger, a notes ref, a target) is a full name and means that ref only: what
+/// such a try finds in its place is not it. Other names (`HEAD`) are looked up as gix does,
+/// as the reftable backend hands them to `git rev-parse`.
+pub(super) fn exactly<'r>(
+    repo: &'r gix::Repository,
+    name: &str,
+) -> gix::Result<Option<gix::Reference<'r>>> {
+    Ok(repo
+        .try_find_reference(name)?
+        .filter(|r| !name.starts_with("refs/") || r.name().as_bstr() == name.as_bytes()))
 }
 
 /// Names and targets of the direct refs under `prefix` (which ends in `/`), sorted by name.
@@ -170,8 +186,7 @@ pub(super) fn symbolic_target(
 ) -> Result<Option<String>> {
     match format {
         RefFormat::Files => {
-            let reference = repo
-                .try_find_reference(name)
+            let reference = exactly(repo, name)
                 .map_err(|e| Error::internal(format!("could not read {name}: {e}")))?;
             Ok(match reference.as_ref().map(|r| r.target()) {
                 Some(gix::refs::TargetRef::Symbolic(next)) => Some(next.as_bstr().to_string()),
@@ -210,8 +225,30 @@ struct ReaderProcess {
 
 impl Reader {
     /// The value of the ref `name` (a full name under `refs/`, or `HEAD` of the reader's
-    /// worktree): `None` when git answers `missing` (absent, unborn, or at a missing object).
+    /// worktree): `None` when git answers `missing` (absent, unborn, or at a missing object),
+    /// and for a `refs/…` name also when git could have found a look-alike in its place.
+    ///
+    /// `cat-file` resolves a revision, so a `refs/…` name that is absent is tried again as
+    /// `refs/tags/<name>`, `refs/heads/<name>` and so on: a tag called `refs/notes/…`, which
+    /// any remote can hand out, would be read as our notes. Those names are asked in the same
+    /// round trip, and only when git finds none of them is the answer `name`'s own; otherwise
+    /// `None` sends the caller to the exact `for-each-ref`.
     fn resolve(&self, repo: &gix::Repository, name: &str) -> Result<Option<gix::ObjectId>> {
+        if !name.starts_with("refs/") {
+            return Ok(self.ask(repo, &[name])?[0]);
+        }
+        let mut names = vec![name.to_string()];
+        names.extend(LOOK_ALIKES.iter().map(|rule| rule.replace("%s", name)));
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let answers = self.ask(repo, &names)?;
+        Ok(match answers.split_first() {
+            Some((own, others)) if others.iter().all(Option::is_none) => *own,
+            _ => None,
+        })
+    }
+
+    /// `cat-file`'s answer for each of `names`, in one round trip.
+    fn ask(&self, repo: &gix::Repository, names: &[&str]) -> Result<Vec<Option<gix::ObjectId>>> {
         use std::io::{BufRead, Write};
         let mut guard = self
             .process
@@ -237,25 +274,46 @@ impl Reader {
             .stdin
             .as_mut()
             .ok_or_else(|| Error::internal("git cat-file was closed"))?;
+        let lines: String = names.iter().map(|name| format!("{name}\n")).collect();
         stdin
-            .write_all(format!("{name}\n").as_bytes())
+            .write_all(lines.as_bytes())
             .and_then(|()| stdin.flush())
             .map_err(failed)?;
-        let mut answer = String::new();
-        if process.stdout.read_line(&mut answer).map_err(failed)? == 0 {
-            // git went away: forget it, the next read starts another.
-            *guard = None;
-            return Err(Error::internal(format!(
-                "git cat-file ended while reading {name}"
-            )));
+        // Every answer is read before any is parsed, so the next ask starts at its own.
+        let mut answers = Vec::with_capacity(names.len());
+        for name in names {
+            let mut answer = String::new();
+            if process.stdout.read_line(&mut answer).map_err(failed)? == 0 {
+                // git went away: forget it, the next read starts another.
+                *guard = None;
+                return Err(Error::internal(format!(
+                    "git cat-file ended while reading {name}"
+                )));
+            }
+            answers.push(answer);
         }
-        let answer = answer.trim_end();
-        if answer.ends_with(" missing") {
-            return Ok(None);
-        }
-        parse_oid(repo, answer).map(Some)
+        answers
+            .iter()
+            .map(|answer| {
+                let answer = answer.trim_end();
+                match answer.ends_with(" missing") {
+                    true => Ok(None),
+                    false => parse_oid(repo, answer).map(Some),
+                }
+            })
+            .collect()
     }
 }
+
+/// What git's revision lookup tries after a full name `%s` it does not find (its
+/// `ref_rev_parse_rules`, less the name itself).
+const LOOK_ALIKES: [&str; 5] = [
+    "refs/%s",
+    "refs/tags/%s",
+    "refs/heads/%s",
+    "refs/remotes/%s",
+    "refs/remotes/%s/HEAD",
+];
 
 impl Drop for ReaderProcess {
     fn drop(&mut self) {

@@ -335,6 +335,12 @@ impl Store {
         refs::head_with(&self.repo, Some(&self.ref_reader))
     }
 
+    /// The ref `name` as gix reads it (files backend; its reflog, its peeled target), `None`
+    /// when absent; a full `refs/…` name means exactly that ref ([`refs::exactly`]).
+    pub fn exact_reference(&self, name: &str) -> gix::Result<Option<gix::Reference<'_>>> {
+        refs::exactly(&self.repo, name)
+    }
+
     /// The ref `name` points to when it is symbolic (one hop), `None` when direct or absent.
     pub fn symbolic_target(&self, name: &str) -> Result<Option<String>> {
         refs::symbolic_target(&self.repo, self.ref_format, name)

@@ -58,6 +58,30 @@ fn scratch_entries(t: &TestEnv) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The evidence ref is `refs/notes/tabellio/evidence` and nothing else: with it gone, a copy
+/// planted where git's revision lookup would look next (outside `refs/`, or a tag of that name)
+/// is not read as the evidence.
+#[test]
+fn evidence_is_read_from_its_own_ref_only_never_from_a_look_alike() {
+    let (t, head) = validated_head();
+    let notes = "refs/notes/tabellio/evidence";
+    let evidence = t.git_out(&["rev-parse", notes]);
+    assert_eq!(only_verdict(&verify_json(&t, &[&head]).1), "satisfied");
+    t.git(&["update-ref", "-d", notes]).ok();
+    t.git(&["tag", "refs/notes/tabellio/evidence", &evidence])
+        .ok();
+    for dir in ["tags", "heads", "remotes"] {
+        let planted = t.repo.join(".git").join(dir).join(notes);
+        write_file(&planted, &format!("{evidence}\n"));
+        let (code, v) = verify_json(&t, &[&head]);
+        assert_eq!(code, 1, "{dir}: {v}");
+        assert_eq!(only_verdict(&v), "missing", "{dir}: {v}");
+        std::fs::remove_file(&planted).unwrap();
+    }
+    t.git(&["update-ref", notes, &evidence]).ok();
+    assert_eq!(only_verdict(&verify_json(&t, &[&head]).1), "satisfied");
+}
+
 #[test]
 fn validated_commit_verifies_and_an_unvalidated_one_does_not() {
     let t = TestEnv::with_readme_policy();

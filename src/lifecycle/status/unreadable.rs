@@ -154,7 +154,7 @@ fn last_good(
     bad: gix::ObjectId,
     is_good: impl Fn(gix::ObjectId) -> bool,
 ) -> Option<gix::ObjectId> {
-    let reference = store.repo.try_find_reference(name).ok()??;
+    let reference = store.exact_reference(name).ok()??;
     let mut log = reference.log_iter();
     let lines = log.rev().ok()??;
     lines
