@@ -215,6 +215,8 @@ pub(super) fn rev_parse(repo: &gix::Repository, rev: &str) -> Result<Option<gix:
 #[derive(Default)]
 pub struct Reader {
     process: std::sync::Mutex<Option<ReaderProcess>>,
+    /// `refs/…` names found with no look-alike: asked again, they are asked alone.
+    confirmed: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 struct ReaderProcess {
@@ -232,9 +234,10 @@ impl Reader {
     /// `refs/tags/<name>`, `refs/heads/<name>` and so on: a tag called `refs/notes/…`, which
     /// any remote can hand out, would be read as our notes. Those names are asked in the same
     /// round trip, and only when git finds none of them is the answer `name`'s own; otherwise
-    /// `None` sends the caller to the exact `for-each-ref`.
+    /// `None` sends the caller to the exact `for-each-ref`. A name found with no look-alike is
+    /// asked alone for the rest of the command: while it exists, git's lookup finds it first.
     fn resolve(&self, repo: &gix::Repository, name: &str) -> Result<Option<gix::ObjectId>> {
-        if !name.starts_with("refs/") {
+        if !name.starts_with("refs/") || self.confirmed().contains(name) {
             return Ok(self.ask(repo, &[name])?[0]);
         }
         let mut names = vec![name.to_string()];
@@ -242,9 +245,18 @@ impl Reader {
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let answers = self.ask(repo, &names)?;
         Ok(match answers.split_first() {
-            Some((own, others)) if others.iter().all(Option::is_none) => *own,
+            Some((Some(own), others)) if others.iter().all(Option::is_none) => {
+                self.confirmed().insert(name.to_string());
+                Some(*own)
+            }
             _ => None,
         })
+    }
+
+    fn confirmed(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.confirmed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// `cat-file`'s answer for each of `names`, in one round trip.
