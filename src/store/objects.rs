@@ -10,9 +10,10 @@
 //! a read-only temporary file in the objects directory that is then renamed to its
 //! `objects/xx/<rest of the id>` path. The temporary file is named as git names its own
 //! (`tmp_obj_…`), so one that a killed write leaves behind is removed by `git gc` once it is
-//! older than `gc.pruneExpire`, or at once by `git prune`. An object the repository already has is not written
-//! again. An invalid level is a usage error (exit 2) with the way to set a valid one, at the
-//! command's first object write, before its first ref moves.
+//! older than `gc.pruneExpire`, or at once by `git prune`. An object the repository already
+//! has is not written again. An invalid level is a usage error (exit 2) with the way to set a
+//! valid one, at the command's first object write, before its first ref moves (`finish` asks
+//! for it before its checks run).
 //!
 //! `Objects` hands this writer, with the repository's reads, to gix-note's notes editing.
 
