@@ -107,8 +107,9 @@ pub(super) fn find(
                     return Ok(Some(id));
                 }
             }
-            // Absent, or at an object that is missing (which the reader cannot tell apart, and
-            // which callers report as a corrupt ref): `for-each-ref` matches whole path
+            // Absent, at an object that is missing (which the reader cannot tell apart, and
+            // which callers report as a corrupt ref), or with a look-alike that the reader's
+            // revision lookup could have answered for it: `for-each-ref` matches whole path
             // components, so only `name` itself (or refs below it, which cannot coexist with
             // it) can come back.
             Ok(list_reftable(repo, name)?
@@ -225,6 +226,16 @@ struct ReaderProcess {
     stdout: std::io::BufReader<std::process::ChildStdout>,
 }
 
+/// What git's revision lookup tries after a full name `%s` it does not find (its
+/// `ref_rev_parse_rules`, less the name itself).
+const LOOK_ALIKES: [&str; 5] = [
+    "refs/%s",
+    "refs/tags/%s",
+    "refs/heads/%s",
+    "refs/remotes/%s",
+    "refs/remotes/%s/HEAD",
+];
+
 impl Reader {
     /// The value of the ref `name` (a full name under `refs/`, or `HEAD` of the reader's
     /// worktree): `None` when git answers `missing` (absent, unborn, or at a missing object),
@@ -316,16 +327,6 @@ impl Reader {
             .collect()
     }
 }
-
-/// What git's revision lookup tries after a full name `%s` it does not find (its
-/// `ref_rev_parse_rules`, less the name itself).
-const LOOK_ALIKES: [&str; 5] = [
-    "refs/%s",
-    "refs/tags/%s",
-    "refs/heads/%s",
-    "refs/remotes/%s",
-    "refs/remotes/%s/HEAD",
-];
 
 impl Drop for ReaderProcess {
     fn drop(&mut self) {

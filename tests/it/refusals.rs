@@ -227,6 +227,7 @@ fn an_invalid_compression_level_refuses_finish_before_its_checks_run() {
     let r = t.tab(&["--json", "finish", "r1", "--", "touch", touch]);
     r.code(2);
     let j = r.json();
+    // Unset from outside the repository, by the file's path: git in the repository refuses.
     t.git_in(
         t.path(),
         &[
