@@ -303,7 +303,7 @@ impl Driver<'_> {
                 .head
                 .ok_or_else(|| Error::refused("the run worktree has no HEAD commit"))?;
             let base = store.parse_oid(&rec.base.commit)?;
-            if !store.is_ancestor(base, head)? {
+            if !crate::lifecycle::checkpoint::descends_from_base(store, rec, head)? {
                 failure(
                     Some(head),
                     format!("the agent rewrote the run branch: {head} does not descend from the base {base}"),

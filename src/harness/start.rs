@@ -113,7 +113,7 @@ fn clean_head(env: &Env, ledger: &Ledger) -> Result<gix::ObjectId> {
             }
         })?;
     let base = store.parse_oid(&rec.base.commit)?;
-    if !store.is_ancestor(base, head)? {
+    if !crate::lifecycle::checkpoint::descends_from_base(store, rec, head)? {
         return Err(Error::refused(format!(
             "the run head {head} does not descend from the run's base {base}"
         ))

@@ -86,13 +86,33 @@ pub fn workspace_with_work(
                 .hint("commit your work in the run worktree first"),
         );
     }
-    if !env.store.is_ancestor(base, head)? {
+    if !descends_from_base(&env.store, &ledger.record, head)? {
         return Err(Error::refused(format!(
             "the run head {head} does not descend from the run's base {base}"
         ))
         .hint("the run branch was rewritten; rebase it onto the base commit or start a new run"));
     }
     Ok((path, head))
+}
+
+/// Does `head` descend from the run's base? Every checkpoint was checked to descend from the
+/// base when it was recorded, and the base never changes, so a head that descends from the
+/// newest checkpoint does too: the walk then covers the commits since that checkpoint instead
+/// of the run's whole history. Otherwise (the branch was rewritten, the checkpoint's commit is
+/// gone) the base itself is asked.
+pub fn descends_from_base(store: &Store, run: &RunRecord, head: gix::ObjectId) -> Result<bool> {
+    let base = store.parse_oid(&run.base.commit)?;
+    let newest = run
+        .checkpoints
+        .last()
+        .and_then(|c| gix::ObjectId::from_hex(c.commit.as_bytes()).ok())
+        .filter(|c| *c != base && store.repo.has_object(c));
+    if let Some(checkpoint) = newest {
+        if store.is_ancestor(checkpoint, head).unwrap_or(false) {
+            return Ok(true);
+        }
+    }
+    store.is_ancestor(base, head)
 }
 
 pub fn checkpoint(

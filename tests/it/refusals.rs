@@ -510,3 +510,37 @@ fn a_corrupt_ledger_commit_is_an_internal_error_that_says_its_cause_once() {
     assert_eq!(j["error"]["code"], "internal");
     assert!(j["error"].get("causes").is_none(), "{j}");
 }
+
+/// A head that descends from the run's newest checkpoint descends from its base, so only the
+/// commits since that checkpoint are walked; a branch rewritten past the checkpoint (an amend)
+/// is still checked against the base itself, and one rewritten away from the base is refused
+/// however many checkpoints the run has.
+#[test]
+fn a_run_branch_rewritten_away_from_its_base_is_refused_after_its_checkpoints() {
+    let t = TestEnv::new();
+    t.tab(&["start", "r1", "--task", "t"]).ok();
+    let wt = t.worktree("r1");
+    for step in ["one", "two"] {
+        write_file(&wt.join(format!("{step}.txt")), step);
+        t.commit_all_in(&wt, step);
+        t.tab_in(&wt, &["checkpoint"]).ok();
+    }
+    // Amended: beside the newest checkpoint, still on the base.
+    t.git_in(&wt, &["commit", "-q", "--amend", "-m", "two, amended"])
+        .ok();
+    let amended = t.tab_in(&wt, &["--json", "checkpoint"]);
+    amended.ok();
+    assert_eq!(amended.json()["recorded"], true);
+
+    let tree = t.git_out_in(&wt, &["rev-parse", "HEAD^{tree}"]);
+    let orphan = t.git_out_in(&wt, &["commit-tree", &tree, "-m", "orphan"]);
+    t.git_in(&wt, &["reset", "-q", "--hard", &orphan]).ok();
+    for args in [&["checkpoint"][..], &["finish", "--", "true"]] {
+        let j = refused(&t, &wt, args, 3);
+        let message = j["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("does not descend from the run's base"),
+            "{message}"
+        );
+    }
+}
