@@ -35,6 +35,8 @@ pub struct Store {
     main_workdir: std::sync::OnceLock<Option<PathBuf>>,
     /// The one deflate stream of this store's object writes (see [`super::objects`]).
     pub(super) loose: super::objects::LooseWriter,
+    /// The ledger history buckets read by this command (see [`super::ledger`]'s layout).
+    pub(super) read_buckets: super::ledger::ReadBuckets,
 }
 
 /// The most memory the decoded-object cache of one open repository takes: enough for the trees
@@ -124,6 +126,7 @@ impl Store {
             ref_reader: refs::Reader::default(),
             main_workdir: std::sync::OnceLock::new(),
             loose: Default::default(),
+            read_buckets: Default::default(),
         })
     }
 
