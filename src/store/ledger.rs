@@ -8,7 +8,7 @@
 
 mod layout;
 
-pub(crate) use layout::ReadBuckets;
+pub(crate) use layout::KnownBuckets;
 
 use gix::bstr::ByteSlice;
 

@@ -33,10 +33,11 @@ pub struct Store {
     /// The main worktree's directory, found once (from a linked worktree that opens the main
     /// repository).
     main_workdir: std::sync::OnceLock<Option<PathBuf>>,
-    /// The one deflate stream of this store's object writes (see [`super::objects`]).
-    pub(super) loose: super::objects::LooseWriter,
-    /// The ledger history buckets read by this command (see [`super::ledger`]'s layout).
-    pub(super) read_buckets: super::ledger::ReadBuckets,
+    /// The one deflate stream of this store's object writes, and the one inflate stream of its
+    /// loose blob reads (see [`super::objects`]).
+    pub(super) loose: super::objects::LooseStreams,
+    /// The ledger history buckets read or written by this command (see [`super::ledger`]'s layout).
+    pub(super) known_buckets: super::ledger::KnownBuckets,
 }
 
 /// The most memory the decoded-object cache of one open repository takes: enough for the trees
@@ -126,7 +127,7 @@ impl Store {
             ref_reader: refs::Reader::default(),
             main_workdir: std::sync::OnceLock::new(),
             loose: Default::default(),
-            read_buckets: Default::default(),
+            known_buckets: Default::default(),
         })
     }
 

@@ -17,16 +17,17 @@ use crate::store::diff::entries_of;
 
 use super::super::Store;
 
-/// The most history entries one command keeps in [`ReadBuckets`].
-const READ_BUCKETS_MAX_ENTRIES: usize = 10_000;
+/// The most history entries one command keeps in [`KnownBuckets`].
+const KNOWN_BUCKETS_MAX_ENTRIES: usize = 10_000;
 
-/// The history buckets this command has read, by tree id: each entry's value and blob. A
-/// transition compares its entries with the buckets of the ledger commit it follows and reuses
-/// what is equal (a whole bucket's tree, or one entry's blob) instead of serializing and hashing
-/// it again, so that writing costs what the transition changed, not the run's age. Bounded by
-/// [`READ_BUCKETS_MAX_ENTRIES`]: a `list` reads every ledger, a transition one.
+/// The history buckets this command has read or written, by tree id: each entry's value and
+/// blob. A transition compares its entries with the buckets of the ledger commit it follows and
+/// reuses what is equal (a whole bucket's tree, or one entry's blob) instead of serializing and
+/// hashing it again, so that writing costs what the transition changed, not the run's age; a
+/// command that makes several transitions (`loop`) finds the buckets it wrote itself. Bounded
+/// by [`KNOWN_BUCKETS_MAX_ENTRIES`]: a `list` reads every ledger, a transition one.
 #[derive(Debug, Default)]
-pub(crate) struct ReadBuckets(Mutex<Buckets>);
+pub(crate) struct KnownBuckets(Mutex<Buckets>);
 
 #[derive(Debug, Default)]
 struct Buckets {
@@ -34,15 +35,15 @@ struct Buckets {
     entries: usize,
 }
 
-impl ReadBuckets {
+impl KnownBuckets {
     fn has_room(&self, entries: usize) -> bool {
         let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        kept.entries + entries <= READ_BUCKETS_MAX_ENTRIES
+        kept.entries + entries <= KNOWN_BUCKETS_MAX_ENTRIES
     }
 
     fn remember(&self, tree: ObjectId, entries: Vec<(Value, ObjectId)>) {
         let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if kept.entries + entries.len() <= READ_BUCKETS_MAX_ENTRIES {
+        if kept.entries + entries.len() <= KNOWN_BUCKETS_MAX_ENTRIES {
             kept.entries += entries.len();
             kept.by_tree.insert(tree, Arc::new(entries));
         }
@@ -81,7 +82,7 @@ impl Store {
                 let end = run_file::bucket_end(n + 1).min(entries.len());
                 let read = before
                     .get(&bucket)
-                    .and_then(|t| Some((*t, self.read_buckets.get(*t)?)));
+                    .and_then(|t| Some((*t, self.known_buckets.get(*t)?)));
                 let tree = match read {
                     Some((tree, read)) if same_values(&read, &entries[n..end]) => tree,
                     read => self.write_bucket(kind, n, &entries[n..end], read.map(|(_, r)| r))?,
@@ -112,6 +113,7 @@ impl Store {
         read: Option<Arc<Vec<(Value, ObjectId)>>>,
     ) -> Result<ObjectId> {
         let mut files = Vec::new();
+        let mut known = self.known_buckets.has_room(entries.len()).then(Vec::new);
         for (j, entry) in entries.iter().enumerate() {
             let (_, file) = run_file::entry_names(first + j + 1);
             let blob = match read.as_deref().and_then(|r| r.get(j)) {
@@ -119,8 +121,15 @@ impl Store {
                 _ => self.write_json_blob(entry, &format!("{}/{file}", kind.dir_name()))?,
             };
             files.push(blob_entry(&file, blob));
+            if let Some(known) = known.as_mut() {
+                known.push((entry.clone(), blob));
+            }
         }
-        self.write_tree(files)
+        let tree = self.write_tree(files)?;
+        if let Some(known) = known {
+            self.known_buckets.remember(tree, known);
+        }
+        Ok(tree)
     }
 
     /// The run record of the ledger commit `commit`, `None` when its tree has no `run.json`.
@@ -181,7 +190,7 @@ impl Store {
             let mut n = 0;
             for (bucket, bucket_id) in self.subtrees(id, invalid)? {
                 let files = entries_of(&self.repo, Some(bucket_id))?;
-                let mut read = self.read_buckets.has_room(files.len()).then(Vec::new);
+                let mut read = self.known_buckets.has_room(files.len()).then(Vec::new);
                 for (file, (mode, oid)) in files {
                     n += 1;
                     let file = file.to_str_lossy();
@@ -192,10 +201,9 @@ impl Store {
                         return Err(invalid(format!("unexpected entry {path}")));
                     }
                     let blob = self
-                        .repo
-                        .find_object(oid)
+                        .read_blob(oid)
                         .context(|| format!("could not read {path}"))?;
-                    let value: Value = serde_json::from_slice(&blob.data)
+                    let value: Value = serde_json::from_slice(&blob)
                         .map_err(|e| invalid(format!("{path} is not valid JSON: {e}")))?;
                     if let Some(read) = read.as_mut() {
                         read.push((value.clone(), oid));
@@ -203,7 +211,7 @@ impl Store {
                     history.push(kind, value);
                 }
                 if let Some(read) = read {
-                    self.read_buckets.remember(bucket_id, read);
+                    self.known_buckets.remember(bucket_id, read);
                 }
             }
         }
@@ -364,7 +372,7 @@ mod tests {
         assert_eq!(buckets.len(), 3, "{buckets:?}");
         for bucket in buckets.values() {
             assert!(
-                store.read_buckets.get(*bucket).is_some(),
+                store.known_buckets.get(*bucket).is_some(),
                 "the read kept it"
             );
         }
@@ -382,7 +390,21 @@ mod tests {
                 .write_commit("tabellio: test\n", written, vec![tip])
                 .expect("commit");
             let back = Store::open(&path).expect("open");
-            assert_eq!(back.read_ledger_tree(commit).expect("read"), Some(next));
+            assert_eq!(
+                back.read_ledger_tree(commit).expect("read"),
+                Some(next.clone())
+            );
+            // The next transition in this command finds the bucket it just wrote.
+            let written = store.previous_buckets(Some(commit), super::HistoryKind::Checkpoints);
+            assert!(store.known_buckets.get(written["0002"]).is_some());
+            let mut then = next.clone();
+            then.checkpoints.push(entry(252));
+            assert_eq!(
+                store
+                    .write_ledger_tree(&then, Some(commit))
+                    .expect("written"),
+                fresh_tree(&path, &then)
+            );
         }
     }
 }
