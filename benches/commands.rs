@@ -824,6 +824,44 @@ fn live_worktrees(n: usize) {
     }
 }
 
+/// A run with 300 checkpoints against a run with one: `checkpoint` and `status`, each taken in
+/// turn with the same command in the young run. What grows is reading the history (one loose
+/// object per entry) and what the ancestry check walks.
+fn long_run(n: usize) {
+    let b = Bench::new();
+    for id in ["old", "young"] {
+        b.tab(&b.repo, &["start", id, "--task", "bench", "--base", "main"]);
+    }
+    let (old, young) = (b.worktree("old"), b.worktree("young"));
+    for i in 0..300 {
+        b.commit_in(&old, i);
+        b.tab(&old, &["checkpoint"]);
+    }
+    b.commit_in(&young, 0);
+    b.tab(&young, &["checkpoint"]);
+    let (mut cp_old, mut cp_young, mut st_old, mut st_young) = (vec![], vec![], vec![], vec![]);
+    for i in 0..n {
+        b.commit_in(&old, 1000 + i);
+        b.commit_in(&young, 1000 + i);
+        cp_old.push(b.tab(&old, &["checkpoint"]));
+        cp_young.push(b.tab(&young, &["checkpoint"]));
+        st_old.push(b.tab(&old, &["status"]));
+        st_young.push(b.tab(&young, &["status"]));
+    }
+    report(
+        "checkpoint, run of 300 checkpoints",
+        cp_old,
+        cp_young,
+        "checkpoint, run of 1",
+    );
+    report(
+        "status, run of 300 checkpoints",
+        st_old,
+        st_young,
+        "status, run of 1",
+    );
+}
+
 /// A repository whose `main` has 20,000 files (200 directories of 100), checked out in the main
 /// worktree: `start`, `status`, `finish` and the checked-out `promote` of a one-file change,
 /// against the git commands doing the nearest job.
@@ -1031,6 +1069,8 @@ fn main() {
         lifecycle(&b, n, "x");
         println!("\nlive run worktrees:");
         live_worktrees(n);
+        println!("\na long run:");
+        long_run(n);
         println!("\na 20,000-file worktree:");
         large_worktree(n.min(9));
         println!();
