@@ -74,11 +74,6 @@ pub fn entry_names(n: usize) -> (String, String) {
     (format!("{:04}", n / BUCKET), format!("{n:06}.json"))
 }
 
-/// The position (1-based) of the last entry that shares the bucket of the `n`-th.
-pub fn bucket_end(n: usize) -> usize {
-    (n / BUCKET + 1) * BUCKET - 1
-}
-
 /// The history entries of a record, one list per kind (indexed like [`HistoryKind::ALL`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct History([Vec<Value>; 3]);
@@ -301,10 +296,5 @@ mod tests {
         assert_eq!(entry_names(99), ("0000".into(), "000099.json".into()));
         assert_eq!(entry_names(100), ("0001".into(), "000100.json".into()));
         assert_eq!(entry_names(12345), ("0123".into(), "012345.json".into()));
-        for n in [1, 98, 99, 100, 101, 199, 200, 12345] {
-            let last = bucket_end(n);
-            assert_eq!(entry_names(last).0, entry_names(n).0, "{n}");
-            assert_ne!(entry_names(last + 1).0, entry_names(n).0, "{n}");
-        }
     }
 }

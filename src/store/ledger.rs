@@ -8,8 +8,6 @@
 
 mod layout;
 
-pub(crate) use layout::KnownBuckets;
-
 use gix::bstr::ByteSlice;
 
 use crate::error::{Context, Error, Result};
@@ -112,7 +110,7 @@ impl Store {
             "tabellio: {command} {}: {from} -> {}\n",
             record.run_id, record.state
         );
-        let tree = self.write_ledger_tree(record, previous.map(|p| p.tip))?;
+        let tree = self.write_ledger_tree(record)?;
         let parents: Vec<gix::ObjectId> = previous.map(|p| p.tip).into_iter().collect();
         self.write_commit(&message, tree, parents)
             .context(|| "could not write the ledger commit".into())

@@ -45,6 +45,9 @@ const TEMP_PREFIX: &str = "tmp_obj_";
 pub(crate) struct LooseStreams {
     compressor: Mutex<Option<Compress>>,
     decompressor: Mutex<Option<gix::zlib::Inflate>>,
+    /// Objects this command has read through [`Store::read_blob`] or written, or that its
+    /// caller named with [`Store::known_object`]: a write of one of them does not look for it.
+    known: Mutex<std::collections::HashSet<gix::ObjectId>>,
     /// Set when a blob was not loose: the repository has been packed, and the rest of what this
     /// command reads is most likely packed too, so gix (which looks in the packs first) reads it
     /// without a failed open before each.
@@ -75,7 +78,7 @@ impl Store {
     fn write_loose(&self, kind: Kind, data: &[u8]) -> Result<gix::ObjectId> {
         let id = gix::objs::compute_hash(self.object_hash(), kind, data)
             .context(|| format!("could not hash a {kind}"))?;
-        if self.repo.objects.exists_without_refresh(&id) {
+        if self.is_known(id) || self.repo.objects.exists_without_refresh(&id) {
             return Ok(id);
         }
         let compressed = self.deflate(kind, data)?;
@@ -94,7 +97,22 @@ impl Store {
             Ok(())
         })();
         written.context(|| format!("could not write the {kind} {id} into {}", dir.display()))?;
+        self.known_object(id);
         Ok(id)
+    }
+
+    /// Note that the object `id` is in the repository (this command read or wrote it), so that
+    /// writing it again costs no lookup: a transition in a run of hundreds of history entries
+    /// writes every entry's blob and bucket tree again, and most are what it has just read.
+    pub(crate) fn known_object(&self, id: gix::ObjectId) {
+        let mut known = self.loose.known.lock().unwrap_or_else(|e| e.into_inner());
+        known.insert(id);
+    }
+
+    /// Did this command read or write the object `id`?
+    pub(crate) fn is_known(&self, id: gix::ObjectId) -> bool {
+        let known = self.loose.known.lock().unwrap_or_else(|e| e.into_inner());
+        known.contains(&id)
     }
 
     /// The zlib stream of `kind`'s loose header and `data`, made by the one compressor.
@@ -133,14 +151,20 @@ impl Store {
     /// The blob `id`: read from its loose file through the one inflate stream when this
     /// repository's objects directory has it, else by gix.
     pub(crate) fn read_blob(&self, id: gix::ObjectId) -> Result<Vec<u8>> {
+        let data = self.read_blob_once(id)?;
+        self.known_object(id);
+        Ok(data)
+    }
+
+    fn read_blob_once(&self, id: gix::ObjectId) -> Result<Vec<u8>> {
         use std::sync::atomic::Ordering;
         let what = || format!("could not read the blob {id}");
         let by_gix = || {
-            let object = self.repo.find_object(id).context(what)?;
+            let mut object = self.repo.find_object(id).context(what)?;
             if object.kind != Kind::Blob {
                 return Err(not_a_blob(id, object.kind));
             }
-            Ok(object.detach().data)
+            Ok(std::mem::take(&mut object.data))
         };
         if self.loose.packed.load(Ordering::Relaxed) {
             return by_gix();

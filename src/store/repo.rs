@@ -36,8 +36,6 @@ pub struct Store {
     /// The one deflate stream of this store's object writes, and the one inflate stream of its
     /// loose blob reads (see [`super::objects`]).
     pub(super) loose: super::objects::LooseStreams,
-    /// The ledger history buckets read or written by this command (see [`super::ledger`]'s layout).
-    pub(super) known_buckets: super::ledger::KnownBuckets,
 }
 
 /// The most memory the decoded-object cache of one open repository takes: enough for the trees
@@ -127,7 +125,6 @@ impl Store {
             ref_reader: refs::Reader::default(),
             main_workdir: std::sync::OnceLock::new(),
             loose: Default::default(),
-            known_buckets: Default::default(),
         })
     }
 

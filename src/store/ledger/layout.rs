@@ -2,12 +2,8 @@
 //! [`crate::model::run_file`] splits a run record, written and read back here. Read-only apart
 //! from writing objects (never a ref): the caller's transaction makes them reachable.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
 use gix::bstr::ByteSlice;
 use gix::objs::tree::{Entry, EntryKind};
-use gix::ObjectId;
 use serde_json::Value;
 
 use crate::error::{Context, Error, Result};
@@ -17,55 +13,12 @@ use crate::store::diff::entries_of;
 
 use super::super::Store;
 
-/// The most history entries one command keeps in [`KnownBuckets`].
-const KNOWN_BUCKETS_MAX_ENTRIES: usize = 10_000;
-
-/// The history buckets this command has read or written, by tree id: each entry's value and
-/// blob. A transition compares its entries with the buckets of the ledger commit it follows and
-/// reuses what is equal (a whole bucket's tree, or one entry's blob) instead of serializing and
-/// hashing it again, so that writing costs what the transition changed, not the run's age; a
-/// command that makes several transitions (`loop`) finds the buckets it wrote itself. Bounded
-/// by [`KNOWN_BUCKETS_MAX_ENTRIES`]: a `list` reads every ledger, a transition one.
-#[derive(Debug, Default)]
-pub(crate) struct KnownBuckets(Mutex<Buckets>);
-
-#[derive(Debug, Default)]
-struct Buckets {
-    by_tree: HashMap<ObjectId, Arc<Vec<(Value, ObjectId)>>>,
-    entries: usize,
-}
-
-impl KnownBuckets {
-    fn has_room(&self, entries: usize) -> bool {
-        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        kept.entries + entries <= KNOWN_BUCKETS_MAX_ENTRIES
-    }
-
-    fn remember(&self, tree: ObjectId, entries: Vec<(Value, ObjectId)>) {
-        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if kept.entries + entries.len() <= KNOWN_BUCKETS_MAX_ENTRIES {
-            kept.entries += entries.len();
-            kept.by_tree.insert(tree, Arc::new(entries));
-        }
-    }
-
-    fn get(&self, tree: ObjectId) -> Option<Arc<Vec<(Value, ObjectId)>>> {
-        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        kept.by_tree.get(&tree).cloned()
-    }
-}
-
 impl Store {
-    /// The tree of a ledger commit holding `record`, on top of the ledger commit `previous`:
-    /// objects already stored (the task text, history entries an earlier transition wrote) are
-    /// not written again, so a transition adds only `run.json`, the entries it changed and the
-    /// trees above them. Entries equal to those `previous` holds, as this command read them,
-    /// keep their blobs (and a bucket of them its tree) without being serialized again.
-    pub(super) fn write_ledger_tree(
-        &self,
-        record: &RunRecord,
-        previous: Option<ObjectId>,
-    ) -> Result<ObjectId> {
+    /// The tree of a ledger commit holding `record`: objects already stored (the task text,
+    /// history entries an earlier transition wrote) are not written again, so a transition adds
+    /// only `run.json`, the entries it changed and the trees above them. Those this command read
+    /// are not even looked for (see [`Store::known_object`]).
+    pub(super) fn write_ledger_tree(&self, record: &RunRecord) -> Result<gix::ObjectId> {
         let stored = run_file::split(record).context(|| "could not serialize run.json".into())?;
         let mut root = Vec::new();
         let mut kinds = Vec::new();
@@ -74,21 +27,19 @@ impl Store {
             if entries.is_empty() {
                 continue;
             }
-            let before = self.previous_buckets(previous, kind);
+            let mut buckets: Vec<(String, Vec<Entry>)> = Vec::new();
+            for (i, entry) in entries.iter().enumerate() {
+                let (bucket, file) = run_file::entry_names(i + 1);
+                let blob = self.write_json_blob(entry, &format!("{}/{file}", kind.dir_name()))?;
+                if buckets.last().map(|(b, _)| b) != Some(&bucket) {
+                    buckets.push((bucket.clone(), Vec::new()));
+                }
+                let files = &mut buckets.last_mut().expect("pushed above").1;
+                files.push(blob_entry(&file, blob));
+            }
             let mut dirs = Vec::new();
-            let mut n = 0;
-            while n < entries.len() {
-                let (bucket, _) = run_file::entry_names(n + 1);
-                let end = run_file::bucket_end(n + 1).min(entries.len());
-                let read = before
-                    .get(&bucket)
-                    .and_then(|t| Some((*t, self.known_buckets.get(*t)?)));
-                let tree = match read {
-                    Some((tree, read)) if same_values(&read, &entries[n..end]) => tree,
-                    read => self.write_bucket(kind, n, &entries[n..end], read.map(|(_, r)| r))?,
-                };
-                dirs.push(tree_entry(&bucket, tree));
-                n = end;
+            for (bucket, files) in buckets {
+                dirs.push(tree_entry(&bucket, self.write_tree(files)?));
             }
             kinds.push(tree_entry(kind.dir_name(), self.write_tree(dirs)?));
         }
@@ -100,36 +51,6 @@ impl Store {
         let task = self.write_blob(stored.task_text.as_bytes())?;
         root.push(blob_entry(run_file::TASK_FILE, task));
         self.write_tree(root)
-    }
-
-    /// The tree of one history bucket: `entries` of `kind` from position `first + 1` on, each
-    /// keeping its blob where it equals the entry at its place in `read`, the bucket as this
-    /// command read it from the previous ledger commit.
-    fn write_bucket(
-        &self,
-        kind: HistoryKind,
-        first: usize,
-        entries: &[Value],
-        read: Option<Arc<Vec<(Value, ObjectId)>>>,
-    ) -> Result<ObjectId> {
-        let mut files = Vec::new();
-        let mut known = self.known_buckets.has_room(entries.len()).then(Vec::new);
-        for (j, entry) in entries.iter().enumerate() {
-            let (_, file) = run_file::entry_names(first + j + 1);
-            let blob = match read.as_deref().and_then(|r| r.get(j)) {
-                Some((value, blob)) if value == entry => *blob,
-                _ => self.write_json_blob(entry, &format!("{}/{file}", kind.dir_name()))?,
-            };
-            files.push(blob_entry(&file, blob));
-            if let Some(known) = known.as_mut() {
-                known.push((entry.clone(), blob));
-            }
-        }
-        let tree = self.write_tree(files)?;
-        if let Some(known) = known {
-            self.known_buckets.remember(tree, known);
-        }
-        Ok(tree)
     }
 
     /// The run record of the ledger commit `commit`, `None` when its tree has no `run.json`.
@@ -189,9 +110,7 @@ impl Store {
                 })?;
             let mut n = 0;
             for (bucket, bucket_id) in self.subtrees(id, invalid)? {
-                let files = entries_of(&self.repo, Some(bucket_id))?;
-                let mut read = self.known_buckets.has_room(files.len()).then(Vec::new);
-                for (file, (mode, oid)) in files {
+                for (file, (mode, oid)) in entries_of(&self.repo, Some(bucket_id))? {
                     n += 1;
                     let file = file.to_str_lossy();
                     let path = format!("{}/{name}/{bucket}/{file}", run_file::HISTORY_DIR);
@@ -205,38 +124,14 @@ impl Store {
                         .context(|| format!("could not read {path}"))?;
                     let value: Value = serde_json::from_slice(&blob)
                         .map_err(|e| invalid(format!("{path} is not valid JSON: {e}")))?;
-                    if let Some(read) = read.as_mut() {
-                        read.push((value.clone(), oid));
-                    }
                     history.push(kind, value);
                 }
-                if let Some(read) = read {
-                    self.known_buckets.remember(bucket_id, read);
-                }
+                // Its entries are known through `read_blob`; the next transition writes this
+                // tree again when the bucket did not change.
+                self.known_object(bucket_id);
             }
         }
         Ok(history)
-    }
-
-    /// The bucket trees of `kind` in the ledger commit `previous`, by bucket name; empty when
-    /// there is none or it cannot be read (then everything is written as if new).
-    fn previous_buckets(
-        &self,
-        previous: Option<ObjectId>,
-        kind: HistoryKind,
-    ) -> HashMap<String, ObjectId> {
-        let dir = previous.and_then(|commit| {
-            let tree = self.commit_tree(commit).ok()?;
-            let path = format!("{}/{}", run_file::HISTORY_DIR, kind.dir_name());
-            let entry = tree.lookup_entry_by_path(path).ok()??;
-            entry.mode().is_tree().then(|| entry.object_id())
-        });
-        dir.and_then(|dir| entries_of(&self.repo, Some(dir)).ok())
-            .into_iter()
-            .flatten()
-            .filter(|(_, (mode, _))| mode.is_tree())
-            .map(|(name, (_, oid))| (name.to_str_lossy().into_owned(), oid))
-            .collect()
     }
 
     /// The entries of tree `id`, which must all be trees: (name, id).
@@ -316,11 +211,6 @@ fn tree_entry(name: &str, oid: gix::ObjectId) -> Entry {
     }
 }
 
-/// Are the values read from a bucket exactly `entries`, in order?
-fn same_values(read: &[(Value, ObjectId)], entries: &[Value]) -> bool {
-    read.len() == entries.len() && read.iter().zip(entries).all(|((r, _), e)| r == e)
-}
-
 #[cfg(test)]
 mod tests {
     use crate::model::run::tests::sample;
@@ -341,14 +231,14 @@ mod tests {
     /// What a writer that read nothing writes for `record`.
     fn fresh_tree(path: &std::path::Path, record: &RunRecord) -> gix::ObjectId {
         let store = Store::open(path).expect("open");
-        store.write_ledger_tree(record, None).expect("written")
+        store.write_ledger_tree(record).expect("written")
     }
 
-    /// A transition after a read keeps the blobs and bucket trees of the entries it did not
-    /// change, and its tree is exactly the one a writer that read nothing writes: after an
-    /// append, and when an entry of a full bucket or of the last one changed.
+    /// A transition after a read knows the blobs and bucket trees it read (it does not look
+    /// for them again), and its tree is exactly the one a writer that read nothing writes:
+    /// after an append, and when an entry of a full bucket or of the last one changed.
     #[test]
-    fn a_transition_reuses_what_did_not_change_and_writes_what_a_fresh_writer_writes() {
+    fn a_transition_knows_what_it_read_and_writes_what_a_fresh_writer_writes() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = repo(dir.path(), "r");
         let mut record = sample(RunState::Active);
@@ -357,7 +247,7 @@ mod tests {
         // Buckets 0000 (1-99) and 0001 (100-199) full, 0002 holding 200-250.
         record.checkpoints = (1..=250).map(entry).collect();
         let writer = Store::open(&path).expect("open");
-        let tree = writer.write_ledger_tree(&record, None).expect("written");
+        let tree = writer.write_ledger_tree(&record).expect("written");
         let tip = writer
             .write_commit("tabellio: test\n", tree, Vec::new())
             .expect("commit");
@@ -368,13 +258,16 @@ mod tests {
             .expect("read")
             .expect("a record");
         assert_eq!(read, record);
-        let buckets = store.previous_buckets(Some(tip), super::HistoryKind::Checkpoints);
-        assert_eq!(buckets.len(), 3, "{buckets:?}");
-        for bucket in buckets.values() {
-            assert!(
-                store.known_buckets.get(*bucket).is_some(),
-                "the read kept it"
-            );
+        let root = store.commit_tree(tip).expect("tree");
+        for (path, what) in [
+            ("history/checkpoints/0000", "its buckets"),
+            ("history/checkpoints/0002/000250.json", "its entries"),
+        ] {
+            let entry = root
+                .lookup_entry_by_path(path)
+                .expect("lookup")
+                .expect("present");
+            assert!(store.is_known(entry.object_id()), "the read knows {what}");
         }
 
         let mut appended = read.clone();
@@ -384,7 +277,7 @@ mod tests {
         let mut last_changed = appended.clone();
         last_changed.checkpoints[230].summary = "rewritten".into();
         for next in [appended, old_changed, last_changed] {
-            let written = store.write_ledger_tree(&next, Some(tip)).expect("written");
+            let written = store.write_ledger_tree(&next).expect("written");
             assert_eq!(written, fresh_tree(&path, &next));
             let commit = store
                 .write_commit("tabellio: test\n", written, vec![tip])
@@ -394,15 +287,12 @@ mod tests {
                 back.read_ledger_tree(commit).expect("read"),
                 Some(next.clone())
             );
-            // The next transition in this command finds the bucket it just wrote.
-            let written = store.previous_buckets(Some(commit), super::HistoryKind::Checkpoints);
-            assert!(store.known_buckets.get(written["0002"]).is_some());
+            // What it wrote is known to the next transition of this command.
+            assert!(store.is_known(written));
             let mut then = next.clone();
             then.checkpoints.push(entry(252));
             assert_eq!(
-                store
-                    .write_ledger_tree(&then, Some(commit))
-                    .expect("written"),
+                store.write_ledger_tree(&then).expect("written"),
                 fresh_tree(&path, &then)
             );
         }
