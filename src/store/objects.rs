@@ -83,17 +83,16 @@ impl Store {
         }
         let compressed = self.deflate(kind, data)?;
         let dir = self.repo.objects.store_ref().path();
-        let hex = id.to_hex().to_string();
-        let (fanout, rest) = hex.split_at(2);
+        let path = loose_path(dir, id);
         let written = (|| -> std::io::Result<()> {
             let mut file = temp_object_file(dir)?;
             file.write_all(&compressed)?;
-            let fanout = dir.join(fanout);
-            match std::fs::create_dir(&fanout) {
+            let fanout = path.parent().expect("a fanout directory");
+            match std::fs::create_dir(fanout) {
                 Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
                 _ => {}
             }
-            file.persist(fanout.join(rest)).map_err(|e| e.error)?;
+            file.persist(&path).map_err(|e| e.error)?;
             Ok(())
         })();
         written.context(|| format!("could not write the {kind} {id} into {}", dir.display()))?;
@@ -169,14 +168,7 @@ impl Store {
         if self.loose.packed.load(Ordering::Relaxed) {
             return by_gix();
         }
-        let hex = id.to_hex().to_string();
-        let path = self
-            .repo
-            .objects
-            .store_ref()
-            .path()
-            .join(&hex[..2])
-            .join(&hex[2..]);
+        let path = loose_path(self.repo.objects.store_ref().path(), id);
         let mut compressed = Vec::new();
         match std::fs::File::open(&path) {
             Ok(mut file) => file.read_to_end(&mut compressed).context(what)?,
@@ -186,20 +178,29 @@ impl Store {
             }
             Err(e) => return Err(e).context(what),
         };
+        self.inflate_blob(id, &compressed)
+    }
+
+    /// The blob in `compressed`, the file of the loose object `id`, through the one inflate
+    /// stream.
+    fn inflate_blob(&self, id: gix::ObjectId, compressed: &[u8]) -> Result<Vec<u8>> {
         let mut guard = reused(
             &self.loose.decompressor,
             || Ok(gix::zlib::Inflate::default()),
             gix::zlib::Inflate::reset,
         )?;
         let inflate = guard.as_mut().expect("made by reused");
-        let corrupt =
-            |why: String| Error::internal(format!("the loose object {id} is corrupt: {why}"));
+        let corrupt = |why: String| {
+            Error::internal(format!("the loose object {id} is corrupt: {why}")).hint(
+                "`git fsck` lists the damaged objects; copy them back from a clone that has them",
+            )
+        };
         let mut header = [0u8; 64];
         let (status, read, wrote) = inflate
-            .prefix(&compressed, &mut header)
-            .map_err(|e| corrupt(format!("{e}")))?;
+            .prefix(compressed, &mut header)
+            .map_err(|e| corrupt(e.to_string()))?;
         let (kind, size, header_size) = gix::objs::decode::loose_header(&header[..wrote])
-            .map_err(|e| corrupt(format!("{e}")))?;
+            .map_err(|e| corrupt(e.to_string()))?;
         if kind != Kind::Blob {
             return Err(not_a_blob(id, kind));
         }
@@ -227,7 +228,7 @@ impl Store {
                     &mut data,
                     size,
                 )
-                .map_err(|e| corrupt(format!("{e}")))?
+                .map_err(|e| corrupt(e.to_string()))?
         };
         if n != size {
             return Err(corrupt(format!("{n} bytes where its header says {size}")));
@@ -274,6 +275,12 @@ fn reused<T>(
         None => *guard = Some(make()?),
     }
     Ok(guard)
+}
+
+/// Where the loose object `id` lives in the objects directory `dir`: `xx/<the rest of its id>`.
+fn loose_path(dir: &std::path::Path, id: gix::ObjectId) -> std::path::PathBuf {
+    let hex = id.to_hex().to_string();
+    dir.join(&hex[..2]).join(&hex[2..])
 }
 
 fn not_a_blob(id: gix::ObjectId, kind: Kind) -> Error {
@@ -364,8 +371,7 @@ mod tests {
     }
 
     fn loose_file(repo: &Path, id: gix::ObjectId) -> std::path::PathBuf {
-        let hex = id.to_hex().to_string();
-        repo.join(".git/objects").join(&hex[..2]).join(&hex[2..])
+        super::loose_path(&repo.join(".git/objects"), id)
     }
 
     /// What `read_blob` reads through its one stream is what git wrote, whatever the size;
