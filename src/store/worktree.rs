@@ -11,6 +11,7 @@ use super::Store;
 mod add;
 mod status;
 
+pub(crate) use status::UntrackedScan;
 use status::{status_of, status_with_index};
 
 /// What a new linked worktree checks out.
@@ -327,13 +328,15 @@ impl Store {
 
     /// [`Store::inspect`], also handing back the repository it opened there and the index it
     /// compared: what promote checks before it moves a checked-out target, without reading
-    /// a large index a second time.
+    /// a large index a second time. `untracked` says whether every directory is read for
+    /// untracked files.
     pub(crate) fn inspect_with_index(
         &self,
         path: &Path,
+        untracked: UntrackedScan,
     ) -> Result<(WorkspaceState, gix::Repository, gix::worktree::Index)> {
         let repo = self.worktree_repo(path)?;
-        let (state, index) = status_with_index(path, repo.clone())?;
+        let (state, index) = status_with_index(path, repo.clone(), untracked)?;
         Ok((state, repo, index))
     }
 

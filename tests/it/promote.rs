@@ -658,6 +658,19 @@ fn an_untracked_file_where_the_move_needs_a_directory_is_refused() {
 }
 
 #[test]
+fn an_untracked_symlink_where_the_move_needs_a_directory_is_refused() {
+    // The move would write lib/new.txt through the link, outside the worktree.
+    let t = TestEnv::new();
+    t.completed_run("r1", "lib/new.txt");
+    let outside = t.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, t.repo.join("lib")).unwrap();
+    refused(&t, &["promote", "r1"], 3, "lib");
+    assert!(!outside.join("new.txt").exists());
+    assert!(t.repo.join("lib").is_symlink());
+}
+
+#[test]
 fn untracked_files_out_of_the_moves_way_stay_where_they_are() {
     let t = TestEnv::new();
     t.completed_run("r1", "src/a.txt");

@@ -128,6 +128,56 @@ fn partly_written(
     Ok(blob.data.starts_with(&on_disk))
 }
 
+/// Whether nothing is on disk in the worktree at `worktree` where moving `old` → `new` adds a
+/// path: not at the path itself (a file, a directory, a symlink, anything), and no leading
+/// directory of it that is something other than a directory (a file, or a symlink, through
+/// which a write would leave the worktree). Then no untracked file can be in the move's way,
+/// and the worktree's directories need not be read for them. Anything else there, or a path
+/// that cannot be looked at, answers `false`: [`untracked_in_the_way`] judges it.
+pub fn additions_are_free(
+    store: &Store,
+    worktree: &Path,
+    old: gix::ObjectId,
+    new: gix::ObjectId,
+) -> Result<bool> {
+    let (old_tree, new_tree) = (store.tree_of(old)?, store.tree_of(new)?);
+    // What is at `rel` on disk: `None` when nothing is, `Some(false)` for anything but a
+    // directory, and for a name this platform cannot spell (judged by the full walk).
+    let on_disk = |rel: &[u8]| -> Option<bool> {
+        let Ok(rel) = gix::path::from_bstr(rel.as_bstr()) else {
+            return Some(false);
+        };
+        match std::fs::symlink_metadata(worktree.join(rel)) {
+            Ok(m) => Some(m.file_type().is_dir()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(_) => Some(false),
+        }
+    };
+    let mut directories = std::collections::HashMap::<BString, Option<bool>>::new();
+    'changes: for change in tree_changes(&store.repo, old_tree, new_tree)? {
+        if change.old.is_some() {
+            continue; // tracked before the move: changes to it are the status's to find
+        }
+        let path = change.path.as_slice();
+        // Its leading directories, outermost first: a missing one means nothing is below it.
+        for (at, _) in path.iter().enumerate().filter(|(_, b)| **b == b'/') {
+            let dir = &path[..at];
+            let found = *directories
+                .entry(dir.into())
+                .or_insert_with(|| on_disk(dir));
+            match found {
+                None => continue 'changes,
+                Some(true) => {}
+                Some(false) => return Ok(false),
+            }
+        }
+        if on_disk(path).is_some() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Untracked files of the worktree that moving `old` → `new` would overwrite.
 pub fn untracked_in_the_way(
     store: &Store,

@@ -24,6 +24,7 @@ use crate::model::{time, RunRecord, RunState};
 use crate::run::{resolve_run, Env};
 use crate::store::ledger::{self, Ledger};
 use crate::store::tx::{self, Cas};
+use crate::store::worktree::UntrackedScan;
 use crate::store::Store;
 use crate::trust::approval::judge_run_step;
 
@@ -267,7 +268,15 @@ pub fn check_target_worktree(
         ))
         .hint("remove its registration with `git worktree prune`, then promote again"));
     }
-    let (ws, repo, index) = store.inspect_with_index(path)?;
+    // Only a path the move adds can have an untracked file in its way, as `git read-tree -u
+    // -m` judges it: every directory is read for untracked files only when something is on
+    // disk at one of those paths (someone's file, or what a killed move left there).
+    let untracked = if checkout::additions_are_free(store, path, base, validated)? {
+        UntrackedScan::Skipped
+    } else {
+        UntrackedScan::Listed
+    };
+    let (ws, repo, index) = store.inspect_with_index(path, untracked)?;
     // A promotion killed while it moved this worktree leaves exactly the old or new content
     // of the paths it touches: finishing the move is the repair, and it loses no one's work.
     let mut touched: Vec<String> = ws.changed.clone();

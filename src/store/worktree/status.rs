@@ -31,7 +31,17 @@ const IN_THREAD_BELOW: usize = 1_000;
 
 /// Branch, head, tracked changes and untracked files of `repo`, the worktree at `path`.
 pub(super) fn status_of(path: &Path, repo: gix::Repository) -> Result<WorkspaceState> {
-    Ok(status_with_index(path, repo)?.0)
+    Ok(status_with_index(path, repo, UntrackedScan::Listed)?.0)
+}
+
+/// Whether a status walks the worktree for untracked files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UntrackedScan {
+    /// Listed, as `git status` lists them.
+    Listed,
+    /// Not looked for: the state's `untracked` is empty (`git status -uno`). For a caller that
+    /// asks the paths it cares about itself, without reading every directory.
+    Skipped,
 }
 
 /// [`status_of`], with the index it compared: `repo`'s shared copy, which gix's status also
@@ -39,6 +49,7 @@ pub(super) fn status_of(path: &Path, repo: gix::Repository) -> Result<WorkspaceS
 pub(super) fn status_with_index(
     path: &Path,
     mut repo: gix::Repository,
+    untracked: UntrackedScan,
 ) -> Result<(WorkspaceState, gix::worktree::Index)> {
     let index = repo
         .index_or_empty()
@@ -50,9 +61,9 @@ pub(super) fn status_with_index(
     let mut changes = Changes::default();
     let failed = || format!("could not compute the status of {}", path.display());
     if fits_in_thread(&index) {
-        in_this_thread(&repo, &index, head, &mut changes).context(failed)?;
+        in_this_thread(&repo, &index, head, untracked, &mut changes).context(failed)?;
     } else {
-        in_threads(&repo, &index, &mut changes).context(failed)?;
+        in_threads(&repo, &index, untracked, &mut changes).context(failed)?;
     }
     let Changes {
         mut changed,
@@ -99,12 +110,16 @@ fn fits_in_thread(index: &gix::index::State) -> bool {
 fn in_threads(
     repo: &gix::Repository,
     index: &gix::worktree::Index,
+    untracked: UntrackedScan,
     changes: &mut Changes,
 ) -> gix::Result<()> {
     let iter = repo
         .status(gix::progress::Discard)?
         .index(index.clone().into())
-        .untracked_files(gix::status::UntrackedFiles::Files)
+        .untracked_files(match untracked {
+            UntrackedScan::Listed => gix::status::UntrackedFiles::Files,
+            UntrackedScan::Skipped => gix::status::UntrackedFiles::None,
+        })
         .index_worktree_rewrites(None)
         .into_iter(None)?;
     for item in iter {
@@ -131,6 +146,7 @@ fn in_this_thread(
     repo: &gix::Repository,
     index: &gix::index::State,
     head: Option<gix::ObjectId>,
+    untracked: UntrackedScan,
     changes: &mut Changes,
 ) -> gix::Result<()> {
     use gix::worktree::stack::state::attributes::Source;
@@ -196,6 +212,9 @@ fn in_this_thread(
         },
     )?;
 
+    if untracked == UntrackedScan::Skipped {
+        return Ok(());
+    }
     // Untracked files.
     let options = repo
         .dirwalk_options()?
@@ -271,28 +290,39 @@ impl gix::dir::walk::Delegate for Untracked<'_> {
 mod tests {
     use std::path::Path;
 
-    use super::{in_this_thread, in_threads, Changes};
+    use super::{in_this_thread, in_threads, Changes, UntrackedScan};
     use crate::store::test_git as git;
     use crate::store::test_git_command;
     use crate::store::test_repo as repo;
     use crate::store::Store;
 
-    /// Both ways of comparing, sorted as [`super::status_with_index`] sorts them.
+    /// Both ways of comparing, sorted as [`super::status_with_index`] sorts them. Each way
+    /// also runs without the untracked walk, which must find the same tracked changes and no
+    /// untracked file.
     fn both(path: &Path) -> (Changes, Changes) {
         let store = Store::open(path).expect("open");
         let repo = &store.repo;
         let index = repo.index_or_empty().expect("index");
         let head = super::refs::head(repo).expect("head").id;
-        let (mut here, mut threads) = (Changes::default(), Changes::default());
-        in_this_thread(repo, &index, head, &mut here).expect("in this thread");
-        in_threads(repo, &index, &mut threads).expect("in threads");
-        for c in [&mut here, &mut threads] {
-            c.changed.sort();
-            c.changed.dedup();
-            c.untracked.sort();
-            c.untracked.dedup();
-        }
+        let compare = |scan| {
+            let (mut here, mut threads) = (Changes::default(), Changes::default());
+            in_this_thread(repo, &index, head, scan, &mut here).expect("in this thread");
+            in_threads(repo, &index, scan, &mut threads).expect("in threads");
+            for c in [&mut here, &mut threads] {
+                c.changed.sort();
+                c.changed.dedup();
+                c.untracked.sort();
+                c.untracked.dedup();
+            }
+            (here, threads)
+        };
+        let (here, threads) = compare(UntrackedScan::Listed);
         assert_eq!(here, git_status(path), "as git sees it");
+        let (tracked_here, tracked_threads) = compare(UntrackedScan::Skipped);
+        for (tracked, listed) in [(&tracked_here, &here), (&tracked_threads, &threads)] {
+            assert_eq!(tracked.changed, listed.changed, "the same tracked changes");
+            assert!(tracked.untracked.is_empty(), "no walk: {tracked:?}");
+        }
         (here, threads)
     }
 
