@@ -291,6 +291,15 @@ fn lifecycle(b: &Bench, n: usize, label: &str) {
     // around the check: look at the worktree and add a note.
     let overhead = median(fin.clone()).saturating_sub(median(truth));
     let by_hand = median(porcelain.clone()) + median(notes_add.clone());
+    if label == "r" {
+        // The floor under every row: a process that starts, prints one line and exits.
+        let (mut ours, mut git) = (vec![], vec![]);
+        for _ in 0..n {
+            ours.push(b.run(BIN, &b.repo, &["--version"]).0);
+            git.push(b.run("git", &b.repo, &["--version"]).0);
+        }
+        report("start-up (--version)", ours, git, "git --version");
+    }
     report("start", start, wt_add, "git worktree add -b");
     let checkpoint = report("checkpoint", cp, notes_add, "git notes add");
     report("finish (true)", fin, upd, "git update-ref");
