@@ -109,6 +109,25 @@ impl Policies {
 }
 
 impl Policies {
+    /// Whether the policy committed at `commit` names guarded paths (`false` without a policy),
+    /// without copying a policy already read.
+    pub fn guards_at(
+        &mut self,
+        store: &Store,
+        commit: gix::ObjectId,
+    ) -> Result<bool, PolicyAtError> {
+        match self.blob_at_commit.get(&commit) {
+            Some(None) => return Ok(false),
+            Some(Some(blob)) => {
+                if let Some(p) = self.by_blob.get(blob) {
+                    return Ok(p.guarded.is_some());
+                }
+            }
+            None => {}
+        }
+        Ok(self.at(store, commit)?.is_some_and(|p| p.guarded.is_some()))
+    }
+
     /// The policy's `trust` at `commit` with its allowed signers read from `commit`; `None`
     /// when there is no policy or it has no `trust`. Each signers file is parsed once.
     pub fn trust_at(

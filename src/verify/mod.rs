@@ -305,6 +305,11 @@ fn guarded_steps(
                 }
             }
         };
+        if let (None, Some(range)) = (gating, within) {
+            if from != to && !any_guards(store, policies, range, [from, to]) {
+                continue;
+            }
+        }
         let steps = approval::judge_chain(
             store,
             policies,
@@ -408,6 +413,24 @@ fn pointed_at(
         i = end.unwrap_or(i + 1);
     }
     Ok(out)
+}
+
+/// Whether a policy at one of `commits` or `ends` names guarded paths. Each first-parent step
+/// of a range `from..to` is guarded by its own commit's policy and its parent's, and both are
+/// among the range's commits, `from` and `to` (the line is followed only inside the range), so
+/// when this says no, no step of the range is guarded. A policy that cannot be read says yes:
+/// the chain's own judging then reports it as it always has.
+fn any_guards(
+    store: &Store,
+    policies: &mut Policies,
+    commits: &HashSet<gix::ObjectId>,
+    ends: [gix::ObjectId; 2],
+) -> bool {
+    commits
+        .iter()
+        .copied()
+        .chain(ends)
+        .any(|c| policies.guards_at(store, c).unwrap_or(true))
 }
 
 /// Commits reachable from `to` but not from `from`, newest first (like `git rev-list from..to`,

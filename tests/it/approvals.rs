@@ -36,6 +36,16 @@ fn guarded_repo(extra: serde_json::Value) -> TestEnv {
     t
 }
 
+/// The verdict on `commit` in `verify --json`'s output `v`.
+#[track_caller]
+fn verdict_of(v: &serde_json::Value, commit: &str) -> serde_json::Value {
+    v["commits"]
+        .as_array()
+        .and_then(|a| a.iter().find(|x| x["commit"] == commit))
+        .cloned()
+        .unwrap_or_else(|| panic!("{commit} not judged: {v}"))
+}
+
 fn head_of(t: &TestEnv, run: &str) -> String {
     t.git_out(&["rev-parse", &format!("refs/heads/tabellio/{run}")])
 }
@@ -623,18 +633,50 @@ fn verify_judges_a_range_whose_start_is_off_the_first_parent_line_as_one_step() 
     let before = t.snapshot();
     let (code, v) = t.tab_json(&["verify", "moved..side"]);
     assert_ne!(code, 0, "{v}");
-    let verdict = |c: &str| {
-        v["commits"]
-            .as_array()
-            .and_then(|a| a.iter().find(|x| x["commit"] == c))
-            .cloned()
-            .unwrap_or_else(|| panic!("{c} not judged: {v}"))
-    };
+    let verdict = |c: &str| verdict_of(&v, c);
     assert_eq!(
         verdict(&merge)["approval"]["verdict"],
         "unapproved-guarded-change",
         "{v}"
     );
     assert!(verdict(&emptied).get("approval").is_none(), "{v}");
+    assert_eq!(t.snapshot(), before, "verify wrote something");
+}
+
+/// A range whose commits drop `guarded` from the policy is still judged by the policy at its
+/// start: the first step changes the policy file, which that policy guards, and the later
+/// steps are unguarded. `verify` of a range that no policy guards at all (the range after
+/// that) judges no step.
+#[test]
+fn verify_of_a_range_that_drops_the_guard_is_judged_by_the_policy_it_starts_from() {
+    let t = guarded_repo(serde_json::json!({}));
+    let start = t.git_out(&["rev-parse", "main"]);
+    t.git(&["checkout", "-q", "-b", "unguard", "main"]).ok();
+    let mut policy: serde_json::Value =
+        serde_json::from_str(&guarded_policy(&["readme", "lint"], serde_json::json!({}))).unwrap();
+    policy.as_object_mut().unwrap().remove("guarded");
+    t.commit_policy(&policy.to_string());
+    let dropped = t.git_out(&["rev-parse", "HEAD"]);
+    t.write("tests/a.rs", "// emptied\n");
+    t.git(&["commit", "-q", "-am", "empty the test, now unguarded"])
+        .ok();
+    let emptied = t.git_out(&["rev-parse", "HEAD"]);
+    let before = t.snapshot();
+    let (code, v) = t.tab_json(&["verify", &format!("{start}..unguard")]);
+    assert_ne!(code, 0, "{v}");
+    let verdict = |c: &str| verdict_of(&v, c);
+    let approval = &verdict(&dropped)["approval"];
+    assert_eq!(approval["verdict"], "unapproved-guarded-change", "{v}");
+    assert_eq!(
+        approval["paths"],
+        serde_json::json!([".tabellio/policy.json"]),
+        "{v}"
+    );
+    assert!(verdict(&emptied).get("approval").is_none(), "{v}");
+    // From the commit that dropped it on, nothing is guarded: no step is judged.
+    let (_, v) = t.tab_json(&["verify", &format!("{dropped}..unguard")]);
+    let commits = v["commits"].as_array().unwrap();
+    assert_eq!(commits.len(), 1, "{v}");
+    assert!(commits[0].get("approval").is_none(), "{v}");
     assert_eq!(t.snapshot(), before, "verify wrote something");
 }
