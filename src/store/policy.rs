@@ -85,8 +85,8 @@ impl Policies {
         store: &Store,
         commit: gix::ObjectId,
     ) -> Result<Option<Policy>, PolicyAtError> {
-        if let Some(found) = self.blob_at_commit.get(&commit) {
-            return Ok(found.and_then(|blob| self.by_blob.get(&blob).cloned()));
+        if let Some(found) = self.remembered(commit) {
+            return Ok(found.cloned());
         }
         let known = |blob: &gix::ObjectId| self.by_blob.contains_key(blob);
         let Some((blob, data)) =
@@ -116,16 +116,18 @@ impl Policies {
         store: &Store,
         commit: gix::ObjectId,
     ) -> Result<bool, PolicyAtError> {
-        match self.blob_at_commit.get(&commit) {
-            Some(None) => return Ok(false),
-            Some(Some(blob)) => {
-                if let Some(p) = self.by_blob.get(blob) {
-                    return Ok(p.guarded.is_some());
-                }
-            }
-            None => {}
+        if let Some(found) = self.remembered(commit) {
+            return Ok(found.is_some_and(|p| p.guarded.is_some()));
         }
         Ok(self.at(store, commit)?.is_some_and(|p| p.guarded.is_some()))
+    }
+
+    /// The policy at `commit` when it was read before: `Some(None)` for a commit without one,
+    /// `None` when `commit` was not asked yet.
+    fn remembered(&self, commit: gix::ObjectId) -> Option<Option<&Policy>> {
+        self.blob_at_commit
+            .get(&commit)
+            .map(|found| found.and_then(|blob| self.by_blob.get(&blob)))
     }
 
     /// The policy's `trust` at `commit` with its allowed signers read from `commit`; `None`

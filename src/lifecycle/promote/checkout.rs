@@ -12,7 +12,7 @@ use std::sync::atomic::AtomicBool;
 use gix::bstr::{BString, ByteSlice};
 
 use crate::error::{Context, Error, Result};
-use crate::store::diff::{differing_paths, tree_changes, PathChange, TreeEntry};
+use crate::store::diff::{tree_changes, PathChange, TreeEntry};
 use crate::store::Store;
 
 /// Which of `paths` (the worktree's changes against its index) are not what an interrupted
@@ -128,19 +128,13 @@ fn partly_written(
     Ok(blob.data.starts_with(&on_disk))
 }
 
-/// Whether nothing is on disk in the worktree at `worktree` where moving `old` → `new` adds a
-/// path: not at the path itself (a file, a directory, a symlink, anything), and no leading
+/// Whether nothing is on disk in the worktree at `worktree` where the move `moved` (its
+/// [`tree_changes`]) adds a path: not at the path itself (a file, a directory, a symlink, anything), and no leading
 /// directory of it that is something other than a directory (a file, or a symlink, through
 /// which a write would leave the worktree). Then no untracked file can be in the move's way,
 /// and the worktree's directories need not be read for them. Anything else there, or a path
 /// that cannot be looked at, answers `false`: [`untracked_in_the_way`] judges it.
-pub fn additions_are_free(
-    store: &Store,
-    worktree: &Path,
-    old: gix::ObjectId,
-    new: gix::ObjectId,
-) -> Result<bool> {
-    let (old_tree, new_tree) = (store.tree_of(old)?, store.tree_of(new)?);
+pub fn additions_are_free(worktree: &Path, moved: &[PathChange]) -> bool {
     // What is at `rel` on disk: `None` when nothing is, `Some(false)` for anything but a
     // directory, and for a name this platform cannot spell (judged by the full walk).
     let on_disk = |rel: &[u8]| -> Option<bool> {
@@ -154,7 +148,7 @@ pub fn additions_are_free(
         }
     };
     let mut directories = std::collections::HashMap::<BString, Option<bool>>::new();
-    'changes: for change in tree_changes(&store.repo, old_tree, new_tree)? {
+    'changes: for change in moved {
         if change.old.is_some() {
             continue; // tracked before the move: changes to it are the status's to find
         }
@@ -168,35 +162,29 @@ pub fn additions_are_free(
             match found {
                 None => continue 'changes,
                 Some(true) => {}
-                Some(false) => return Ok(false),
+                Some(false) => return false,
             }
         }
         if on_disk(path).is_some() {
-            return Ok(false);
+            return false;
         }
     }
-    Ok(true)
+    true
 }
 
-/// Untracked files of the worktree that moving `old` → `new` would overwrite.
-pub fn untracked_in_the_way(
-    store: &Store,
-    _worktree: &Path,
-    old: gix::ObjectId,
-    new: gix::ObjectId,
-    untracked: &[String],
-) -> Result<Vec<String>> {
-    if untracked.is_empty() {
-        return Ok(Vec::new());
-    }
-    let (old_tree, new_tree) = (store.tree_of(old)?, store.tree_of(new)?);
-    let (changed, _) = differing_paths(&store.repo, old_tree, new_tree)?;
+/// The `untracked` files of the worktree that the move `moved` (its [`tree_changes`]) would
+/// overwrite.
+pub fn untracked_in_the_way(moved: &[PathChange], untracked: &[String]) -> Vec<String> {
+    let written: Vec<_> = moved
+        .iter()
+        .filter(|c| c.new.is_some())
+        .map(|c| c.path.to_str_lossy())
+        .collect();
     let mut out: Vec<String> = untracked
         .iter()
         .filter(|u| {
             let u = u.trim_end_matches('/');
-            changed.iter().any(|c| {
-                let c = c.to_str_lossy();
+            written.iter().any(|c| {
                 // The file itself, a file where a directory must go, or a directory holding it.
                 c == u || c.starts_with(&format!("{u}/")) || u.starts_with(&format!("{c}/"))
             })
@@ -204,7 +192,7 @@ pub fn untracked_in_the_way(
         .cloned()
         .collect();
     out.sort();
-    Ok(out)
+    out
 }
 
 /// Why a checked-out worktree cannot be moved, found before anything is written: an index

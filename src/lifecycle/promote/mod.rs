@@ -271,7 +271,12 @@ pub fn check_target_worktree(
     // Only a path the move adds can have an untracked file in its way, as `git read-tree -u
     // -m` judges it: every directory is read for untracked files only when something is on
     // disk at one of those paths (someone's file, or what a killed move left there).
-    let untracked = if checkout::additions_are_free(store, path, base, validated)? {
+    let moved = crate::store::diff::tree_changes(
+        &store.repo,
+        store.tree_of(base)?,
+        store.tree_of(validated)?,
+    )?;
+    let untracked = if checkout::additions_are_free(path, &moved) {
         UntrackedScan::Skipped
     } else {
         UntrackedScan::Listed
@@ -312,7 +317,7 @@ pub fn check_target_worktree(
             path.display()
         )));
     }
-    let in_the_way = checkout::untracked_in_the_way(store, path, base, validated, &ws.untracked)?;
+    let in_the_way = checkout::untracked_in_the_way(&moved, &ws.untracked);
     if !in_the_way.is_empty() {
         return Err(Error::refused(format!(
             "untracked files in {} would be overwritten: {}",
