@@ -105,6 +105,102 @@ fn write_string(s: &str, out: &mut String) {
     out.push('"');
 }
 
+/// A canonical JSON object written field by field, for a record whose fields are known: the
+/// same text [`to_canonical_string`] makes of the record's JSON value, without building the
+/// value. The caller gives the fields in canonical key order (checked in debug builds, so every
+/// test of a record's digest checks its writer's order too).
+pub(crate) struct Fields<'a> {
+    out: &'a mut String,
+    last: Option<&'static str>,
+}
+
+impl<'a> Fields<'a> {
+    pub(crate) fn new(out: &'a mut String) -> Self {
+        out.push('{');
+        Fields { out, last: None }
+    }
+
+    fn key(&mut self, key: &'static str) -> &mut String {
+        if let Some(last) = self.last {
+            debug_assert!(
+                utf16_order(last, key).is_lt(),
+                "canonical key order: {last} before {key}"
+            );
+            self.out.push(',');
+        }
+        self.last = Some(key);
+        write_string(key, self.out);
+        self.out.push(':');
+        self.out
+    }
+
+    pub(crate) fn str(&mut self, key: &'static str, value: &str) -> &mut Self {
+        write_string(value, self.key(key));
+        self
+    }
+
+    pub(crate) fn opt_str(&mut self, key: &'static str, value: Option<&str>) -> &mut Self {
+        match value {
+            Some(v) => self.str(key, v),
+            None => self.null(key),
+        }
+    }
+
+    pub(crate) fn int(&mut self, key: &'static str, value: impl Into<i128>) -> &mut Self {
+        use std::fmt::Write as _;
+        let out = self.key(key);
+        let _ = write!(out, "{}", value.into());
+        self
+    }
+
+    pub(crate) fn opt_int(&mut self, key: &'static str, value: Option<i32>) -> &mut Self {
+        match value {
+            Some(v) => self.int(key, v),
+            None => self.null(key),
+        }
+    }
+
+    pub(crate) fn bool(&mut self, key: &'static str, value: bool) -> &mut Self {
+        self.key(key).push_str(if value { "true" } else { "false" });
+        self
+    }
+
+    pub(crate) fn null(&mut self, key: &'static str) -> &mut Self {
+        self.key(key).push_str("null");
+        self
+    }
+
+    pub(crate) fn strs(&mut self, key: &'static str, values: &[String]) -> &mut Self {
+        let out = self.key(key);
+        out.push('[');
+        for (i, v) in values.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            write_string(v, out);
+        }
+        out.push(']');
+        self
+    }
+
+    /// A nested object, written by `fields`.
+    pub(crate) fn object(
+        &mut self,
+        key: &'static str,
+        fields: impl FnOnce(&mut Fields),
+    ) -> &mut Self {
+        let out = self.key(key);
+        let mut inner = Fields::new(out);
+        fields(&mut inner);
+        inner.end();
+        self
+    }
+
+    pub(crate) fn end(&mut self) {
+        self.out.push('}');
+    }
+}
+
 /// Lower-case hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";

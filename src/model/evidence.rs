@@ -81,8 +81,71 @@ impl EvidenceRecord {
     /// The digest this record's content calls for: without `digest` and `signature`, so a
     /// signature can be added after sealing and covers exactly this.
     pub fn compute_digest(&self) -> String {
-        super::signature::signed_digest(&super::to_value(self))
-            .expect("evidence records hold no floats")
+        let mut text = String::with_capacity(1024);
+        self.write_signed_fields(&mut text);
+        canonical::sha256_hex(text.as_bytes())
+    }
+
+    /// The canonical JSON that `digest` covers, written from the fields: the text that
+    /// `signature::signed_digest` makes of this record's JSON value, without building the
+    /// value (a `verify` of a range recomputes a digest for every record it reads). Every
+    /// field is named here, so a new field cannot be left out of the digest unnoticed.
+    fn write_signed_fields(&self, out: &mut String) {
+        let EvidenceRecord {
+            schema,
+            run_id,
+            repository,
+            commit,
+            tree,
+            check,
+            status,
+            exit_code,
+            signal,
+            started_at,
+            finished_at,
+            duration_ms,
+            output,
+            stopped,
+            tool,
+            reused_from,
+            signature: _,
+            digest: _,
+        } = self;
+        let mut fields = canonical::Fields::new(out);
+        fields
+            .object("check", |f| {
+                f.strs("argv", &check.argv)
+                    .str("digest", &check.digest)
+                    .str("name", &check.name);
+            })
+            .str("commit", commit)
+            .int("duration_ms", *duration_ms)
+            .opt_int("exit_code", *exit_code)
+            .str("finished_at", finished_at)
+            .object("output", |f| {
+                f.int("bytes", output.bytes)
+                    .str("excerpt", &output.excerpt)
+                    .int("redactions", output.redactions)
+                    .str("sha256", &output.sha256)
+                    .bool("truncated", output.truncated);
+            })
+            .str("repository", repository);
+        if let Some(from) = reused_from {
+            fields.str("reused_from", from);
+        }
+        fields
+            .opt_str("run_id", run_id.as_deref())
+            .str("schema", schema)
+            .opt_int("signal", *signal)
+            .str("started_at", started_at)
+            .str("status", status)
+            .object("stopped", |f| {
+                f.str("command", &stopped.command)
+                    .opt_str("tabellio", stopped.tabellio.as_deref());
+            })
+            .str("tool", tool)
+            .str("tree", tree)
+            .end();
     }
 
     /// Set `digest` from the content.
@@ -108,6 +171,17 @@ impl EvidenceRecord {
     /// Parse one notes line, checking its schema (the digest is checked by the caller, who
     /// decides what a tampered record means).
     pub fn from_line(line: &str) -> Result<Self, super::SchemaError> {
+        // A line that is a record of this schema, without repeated keys, reads straight into
+        // the struct, as it would through a JSON value (a `verify` of a range parses every
+        // record it reads). Any other line takes the way through the value, which names what
+        // is wrong with it, and keeps the last of repeated keys as it always has.
+        match serde_json::from_str::<Self>(line) {
+            Ok(rec) if rec.schema == SCHEMA => Ok(rec),
+            _ => Self::from_line_by_value(line),
+        }
+    }
+
+    fn from_line_by_value(line: &str) -> Result<Self, super::SchemaError> {
         super::parse_record(line, SCHEMA, "evidence record")
     }
 }
@@ -186,6 +260,91 @@ pub(crate) mod tests {
                 br#"{"check":{"argv":["true"],"digest":"cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc","name":"test"},"commit":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","duration_ms":1000,"exit_code":0,"finished_at":"2026-01-01T00:00:01Z","output":{"bytes":0,"excerpt":"","redactions":0,"sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","truncated":false},"repository":"local/demo","run_id":"r1","schema":"tabellio.evidence/v1","signal":null,"started_at":"2026-01-01T00:00:00Z","status":"passed","stopped":{"command":"exited","tabellio":null},"tool":"git-tabellio/0.1.0","tree":"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}"#
             )
         );
+    }
+
+    /// The digest as the record's JSON value gives it: the definition the field writer
+    /// must match.
+    fn digest_by_value(rec: &EvidenceRecord) -> String {
+        super::super::signature::signed_digest(&super::super::to_value(rec)).unwrap()
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        fn text() -> impl Strategy<Value = String> {
+            prop_oneof![any::<String>(), "[ -~]{0,12}", Just(String::new())]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(128))]
+
+            /// Every field, absent, null or any value (controls, quotes, astral planes,
+            /// extreme integers), is in the digest exactly as the JSON value puts it there.
+            #[test]
+            fn the_field_writer_digests_what_the_json_value_does(
+                texts in prop::collection::vec(text(), 12),
+                argv in prop::collection::vec(text(), 0..4),
+                ints in any::<(Option<i32>, Option<i32>, u64, u64, u64, bool)>(),
+                options in any::<(bool, bool, bool, bool)>(),
+            ) {
+                let (exit_code, signal, duration_ms, bytes, redactions, truncated) = ints;
+                let (run_id, tabellio, reused, signed) = options;
+                let t = |i: usize| texts[i].clone();
+                let mut rec = sample();
+                rec.schema = t(0);
+                rec.run_id = run_id.then(|| t(1));
+                rec.repository = t(2);
+                rec.commit = t(3);
+                rec.tree = t(4);
+                rec.check = CheckRef { name: t(5), argv, digest: t(6) };
+                rec.status = t(7);
+                rec.exit_code = exit_code;
+                rec.signal = signal;
+                rec.started_at = t(8);
+                rec.finished_at = t(9);
+                rec.duration_ms = duration_ms;
+                rec.output = OutputRecord { bytes, sha256: t(10), excerpt: t(11), truncated, redactions };
+                rec.stopped = Stopped { command: t(0), tabellio: tabellio.then(|| t(1)) };
+                rec.tool = t(2);
+                rec.reused_from = reused.then(|| t(3));
+                rec.signature = signed.then(|| crate::model::signature::Signature {
+                    format: "ssh".into(), principal: t(4), key_fingerprint: t(5), sig: t(6),
+                });
+                rec.digest = t(7);
+                prop_assert_eq!(rec.compute_digest(), digest_by_value(&rec));
+            }
+
+            /// An edited line reads the same straight into the record as through a JSON
+            /// value: the same record, or both refused.
+            #[test]
+            fn an_edited_line_reads_as_it_does_through_a_value(
+                at in any::<prop::sample::Index>(),
+                byte in 0x20u8..0x7f,
+                reused in any::<bool>(),
+            ) {
+                let mut rec = sample();
+                if reused {
+                    rec.reused_from = Some("d".repeat(64));
+                }
+                let mut bytes = rec.seal().to_line().into_bytes();
+                let i = at.index(bytes.len());
+                bytes[i] = byte;
+                let edited = String::from_utf8(bytes).expect("ASCII stays UTF-8");
+                let direct = EvidenceRecord::from_line(&edited).ok();
+                let by_value = EvidenceRecord::from_line_by_value(&edited).ok();
+                prop_assert_eq!(direct, by_value, "{}", edited);
+            }
+        }
+    }
+
+    #[test]
+    fn a_repeated_key_keeps_its_last_value() {
+        let line = sample().to_line();
+        let repeated = line.replacen("{", "{\"status\":\"failed\",", 1);
+        let rec = EvidenceRecord::from_line(&repeated).unwrap();
+        assert_eq!(rec, sample());
     }
 
     #[test]
