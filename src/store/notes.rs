@@ -90,7 +90,7 @@ impl Store {
             .repo
             .find_blob(blob)
             .context(|| format!("could not read the note on {object}"))?;
-        Ok(String::from_utf8_lossy(&blob.data)
+        Ok(note_text(&blob.data)
             .lines()
             .filter(|l| !l.trim().is_empty())
             .map(str::to_string)
@@ -147,9 +147,28 @@ impl Store {
     }
 }
 
+/// A note's text: its bytes when they are UTF-8 (a validation that runs a word at a time over
+/// ASCII, where the lossy decoding goes byte by byte), else with each invalid sequence
+/// replaced.
+pub(crate) fn note_text(data: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(data) {
+        Ok(text) => text.into(),
+        Err(_) => String::from_utf8_lossy(data),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::merge_lines;
+
+    #[test]
+    fn note_text_borrows_utf8_and_replaces_the_rest() {
+        assert!(matches!(
+            super::note_text(b"a\n"),
+            std::borrow::Cow::Borrowed("a\n")
+        ));
+        assert_eq!(super::note_text(b"a\xffb"), "a\u{fffd}b");
+    }
 
     #[test]
     fn lines_sorted_unique() {

@@ -139,7 +139,7 @@ impl NotesView {
             .repo
             .find_blob(blob)
             .context(|| format!("could not read the note on {object} in {}", self.what))?;
-        let text = String::from_utf8_lossy(&data.data);
+        let text = super::notes::note_text(&data.data);
         let mut lines: Vec<&str> = text.lines().collect();
         lines.retain(|l| !l.trim().is_empty());
         lines.sort_unstable();
