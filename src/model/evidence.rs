@@ -171,10 +171,15 @@ impl EvidenceRecord {
     /// Parse one notes line, checking its schema (the digest is checked by the caller, who
     /// decides what a tampered record means).
     pub fn from_line(line: &str) -> Result<Self, super::SchemaError> {
-        // A line that is a record of this schema, without repeated keys, reads straight into
+        // A line that is an object of this schema, without repeated keys, reads straight into
         // the struct, as it would through a JSON value (a `verify` of a range parses every
         // record it reads). Any other line takes the way through the value, which names what
-        // is wrong with it, and keeps the last of repeated keys as it always has.
+        // is wrong with it, and keeps the last of repeated keys as it always has. Only an
+        // object: serde would also fill the struct from an array of its fields in order,
+        // which the way through the value refuses (it has no `schema`).
+        if !line.trim_start().starts_with('{') {
+            return Self::from_line_by_value(line);
+        }
         match serde_json::from_str::<Self>(line) {
             Ok(rec) if rec.schema == SCHEMA => Ok(rec),
             _ => Self::from_line_by_value(line),
@@ -345,6 +350,44 @@ pub(crate) mod tests {
         let repeated = line.replacen("{", "{\"status\":\"failed\",", 1);
         let rec = EvidenceRecord::from_line(&repeated).unwrap();
         assert_eq!(rec, sample());
+    }
+
+    #[test]
+    fn a_record_written_as_an_array_of_its_fields_is_refused() {
+        let value = super::super::to_value(&sample());
+        let fields: Vec<serde_json::Value> = [
+            "schema",
+            "run_id",
+            "repository",
+            "commit",
+            "tree",
+            "check",
+            "status",
+            "exit_code",
+            "signal",
+            "started_at",
+            "finished_at",
+            "duration_ms",
+            "output",
+            "stopped",
+            "tool",
+            "reused_from",
+            "signature",
+            "digest",
+        ]
+        .iter()
+        .map(|k| value.get(*k).cloned().unwrap_or(serde_json::Value::Null))
+        .collect();
+        let line = serde_json::to_string(&fields).unwrap();
+        // serde alone would take it.
+        assert_eq!(
+            serde_json::from_str::<EvidenceRecord>(&line).unwrap(),
+            sample()
+        );
+        assert!(matches!(
+            EvidenceRecord::from_line(&line),
+            Err(crate::model::SchemaError::Missing { .. })
+        ));
     }
 
     #[test]
