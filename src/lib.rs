@@ -29,3 +29,35 @@ pub mod sync;
 pub mod sys;
 pub mod trust;
 pub mod verify;
+
+#[cfg(test)]
+mod tests {
+    /// On Linux with glibc, `build.rs` links GCC's unwinder into the binaries instead of loading
+    /// `libgcc_s`: a panic must still unwind through frames, running their destructors, and a
+    /// backtrace must still walk the stack.
+    #[test]
+    fn unwinding() {
+        struct SetOnDrop<'a>(&'a std::cell::Cell<bool>);
+        impl Drop for SetOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.set(true);
+            }
+        }
+        let dropped = std::cell::Cell::new(false);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _guard = SetOnDrop(&dropped);
+            // Unwinds like a panic, without printing one.
+            std::panic::resume_unwind(Box::new("on purpose"))
+        }));
+        let payload = caught.expect_err("the unwind is caught");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"on purpose"));
+        assert!(dropped.get(), "the unwound frame's destructor ran");
+
+        let trace = std::backtrace::Backtrace::force_capture();
+        assert_eq!(trace.status(), std::backtrace::BacktraceStatus::Captured);
+        assert!(
+            trace.to_string().contains("unwinding"),
+            "the backtrace names this test:\n{trace}"
+        );
+    }
+}
