@@ -211,6 +211,15 @@ pub struct VerifyOutcome {
 
 /// Verify every commit the revisions name.
 pub fn verify(store: &Store, opts: &VerifyOptions) -> Result<VerifyOutcome> {
+    verify_keeping_caches(store, opts).map(|(outcome, _)| outcome)
+}
+
+/// [`verify`], handing back the verifier with what it read (notes, policies, judged trees):
+/// a process that exits next need not free them one by one.
+pub fn verify_keeping_caches<'s>(
+    store: &'s Store,
+    opts: &VerifyOptions,
+) -> Result<(VerifyOutcome, Verifier<'s>)> {
     for name in &opts.checks {
         crate::model::ids::check_run_id(name).map_err(|why| {
             Error::usage(format!("invalid check name {name:?}: {why}"))
@@ -263,11 +272,12 @@ pub fn verify(store: &Store, opts: &VerifyOptions) -> Result<VerifyOutcome> {
             verdict.approval = Some(g);
         }
     }
-    Ok(VerifyOutcome {
+    let outcome = VerifyOutcome {
         verified: out.iter().all(|c| c.verified),
         policy_from: fixed_gate.map(|(at, _, _)| at.to_string()),
         commits: out,
-    })
+    };
+    Ok((outcome, verifier))
 }
 
 /// The guarded-path verdict of the first-parent steps `revs` name: each commit of a range

@@ -25,7 +25,7 @@ pub struct VerifyArgs {
 }
 
 pub fn cmd_verify(ctx: &Ctx, args: &VerifyArgs) -> Result<Output> {
-    let o = tabellio::verify::verify(
+    let (o, caches) = tabellio::verify::verify_keeping_caches(
         ctx.store()?,
         &VerifyOptions {
             revs: args.revs.clone(),
@@ -34,6 +34,9 @@ pub fn cmd_verify(ctx: &Ctx, args: &VerifyArgs) -> Result<Output> {
             first_parent: args.first_parent,
         },
     )?;
+    // The process exits after printing: freeing a range's notes, policies and judged trees
+    // record by record is work nobody waits for.
+    std::mem::forget(caches);
     // A range of thousands of commits makes a large document: build only the one printed.
     let (json, human) = if ctx.json {
         (to_json(&o), String::new())
