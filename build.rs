@@ -32,10 +32,12 @@ fn main() {
 }
 
 /// Whether the C compiler that links the binary finds `libgcc_eh.a`: `-print-file-name` prints
-/// the archive's whole path when it has one, and the bare name when it has none.
+/// the archive's whole path when it has one, and the bare name when it has none. The linker is
+/// the one configured for the target (`RUSTC_LINKER`, which cargo sets when one is), else `cc`,
+/// rustc's default on this target.
 fn has_static_unwinder() -> bool {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
-    Command::new(cc)
+    let linker = std::env::var("RUSTC_LINKER").unwrap_or_else(|_| "cc".to_string());
+    Command::new(linker)
         .arg("-print-file-name=libgcc_eh.a")
         .output()
         .ok()
