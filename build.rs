@@ -4,10 +4,11 @@
 //! Rust's standard library asks for `libgcc_s.so.1`, the shared unwinder, on this target. Loading
 //! it costs a small C program about 0.2 ms on our machines: one more object to map and
 //! relocate, and its constructor, which asks the processor for its features with `cpuid`, an
-//! instruction that a virtual machine traps. Our commands start 2-9% sooner without it. `git` loads no such library. Naming `libgcc_eh.a` here, the same
-//! unwinder as a static archive (what `gcc -static-libgcc` and Rust's own `crt-static` builds
-//! use), puts it on the link line ahead of `-lgcc_s`, so every unwinding symbol is taken from it
-//! and the linker (`--as-needed`) drops `libgcc_s` from the binary. One unwinder serves the whole
+//! instruction that a virtual machine traps. Our commands start 2-9% sooner without it; `git`
+//! loads no such library. Naming `libgcc_eh.a` here, the same unwinder as a static archive (what
+//! `gcc -static-libgcc` and Rust's own `crt-static` builds use), puts it on the link line ahead
+//! of `-lgcc_s`, so every unwinding symbol is taken from it and the linker (`--as-needed`) drops
+//! `libgcc_s` from the binary. One unwinder serves the whole
 //! process: panics still unwind and backtraces still walk the stack (`tests::unwinding`).
 //!
 //! Where the C compiler has no `libgcc_eh.a` (a toolchain without GCC's runtime), nothing is
@@ -18,6 +19,8 @@ use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    // Another linker may have another runtime: ask again when it changes.
+    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     let static_crt = var("CARGO_CFG_TARGET_FEATURE")
         .split(',')
