@@ -68,13 +68,31 @@ pub fn head(repo: &gix::Repository) -> Result<Head> {
 /// [`head`], reading HEAD's commit through `reader` (the store's own worktree) when given.
 pub(super) fn head_with(repo: &gix::Repository, reader: Option<&Reader>) -> Result<Head> {
     match RefFormat::of(repo)? {
-        RefFormat::Files => Ok(Head {
-            branch: repo
-                .head_name()
-                .ok()
-                .flatten()
-                .map(|n| n.as_bstr().to_str_lossy().into_owned()),
-            id: repo.head_id().ok().map(|id| id.detach()),
+        // HEAD read once, and its branch's value as the ref holds it (as `git rev-parse HEAD`
+        // gives it, and the reftable way below): no object is read to peel it.
+        RefFormat::Files => Ok(match repo.head() {
+            Ok(head) => Head {
+                branch: head
+                    .referent_name()
+                    .map(|n| n.as_bstr().to_str_lossy().into_owned()),
+                id: match head.id() {
+                    Some(id) => Some(id.detach()),
+                    // A branch that is itself symbolic: followed to its end.
+                    None if matches!(head.kind, gix::head::Kind::Symbolic(_)) => {
+                        repo.head_id().ok().map(|id| id.detach())
+                    }
+                    None => None,
+                },
+            },
+            // HEAD's branch cannot be read: HEAD itself may still name it.
+            Err(_) => Head {
+                branch: repo
+                    .head_name()
+                    .ok()
+                    .flatten()
+                    .map(|n| n.as_bstr().to_str_lossy().into_owned()),
+                id: None,
+            },
         }),
         RefFormat::Reftable => {
             let branch = git_line(repo, &["symbolic-ref", "-q", "HEAD"])?;
@@ -404,4 +422,50 @@ fn parse_oid(repo: &gix::Repository, hex: &str) -> Result<gix::ObjectId> {
         )));
     }
     Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::head;
+    use crate::store::{test_git as git, test_git_command, test_repo as repo};
+
+    /// HEAD's branch and value, read once each: what `git symbolic-ref HEAD` and
+    /// `git rev-parse HEAD` say, on a branch, detached, unborn, and through a symbolic branch.
+    #[test]
+    fn head_is_what_git_says_it_is() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let path = repo(home, "r");
+        let git_says = |args: &[&str]| {
+            let out = test_git_command(home, &path, args).output().expect("git");
+            let text = String::from_utf8(out.stdout).expect("utf-8");
+            Some(text.trim().to_string()).filter(|t| out.status.success() && !t.is_empty())
+        };
+        git(
+            home,
+            &path,
+            &["symbolic-ref", "refs/heads/alias", "refs/heads/main"],
+        );
+        let cases: [&[&str]; 4] = [
+            &["symbolic-ref", "HEAD", "refs/heads/main"],
+            &["checkout", "-q", "--detach"],
+            &["symbolic-ref", "HEAD", "refs/heads/unborn"],
+            &["symbolic-ref", "HEAD", "refs/heads/alias"],
+        ];
+        for case in cases {
+            git(home, &path, case);
+            let repo = gix::open(&path).expect("open");
+            let got = head(&repo).expect("head");
+            assert_eq!(
+                got.branch,
+                git_says(&["symbolic-ref", "-q", "--no-recurse", "HEAD"]),
+                "{case:?}"
+            );
+            assert_eq!(
+                got.id.map(|id| id.to_string()),
+                git_says(&["rev-parse", "-q", "--verify", "HEAD"]),
+                "{case:?}"
+            );
+        }
+    }
 }
