@@ -227,8 +227,7 @@ pub fn record_checkpoint(
 /// summary, and how the loop names an iteration's commit.
 pub fn commit_subject(store: &Store, commit: gix::ObjectId) -> String {
     store
-        .repo
-        .find_commit(commit)
+        .commit(commit)
         .ok()
         .and_then(|c| c.message_raw().ok().map(|m| m.to_string()))
         .and_then(|m| m.lines().next().map(str::to_string))

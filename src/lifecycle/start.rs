@@ -484,8 +484,7 @@ pub fn torn_start_lock(store: &Store, ledger: &Ledger) -> Result<Option<PathBuf>
         return Ok(None);
     }
     let commit = store
-        .repo
-        .find_commit(ledger.tip)
+        .commit(ledger.tip)
         .map_err(|e| Error::internal(format!("could not read commit {}: {e}", ledger.tip)))?;
     Ok((commit.parent_ids().count() == 0).then_some(lock))
 }

@@ -25,13 +25,13 @@ pub struct PathChange {
 /// size of the trees. A file that became a directory (or the reverse) is the file removed (or
 /// added) and every path under the directory added (or removed).
 pub fn tree_changes(
-    repo: &gix::Repository,
+    objects: &impl gix::objs::Find,
     old_tree: gix::ObjectId,
     new_tree: gix::ObjectId,
 ) -> Result<Vec<PathChange>> {
     let mut out = Vec::new();
     walk(
-        repo,
+        objects,
         Some(old_tree),
         Some(new_tree),
         &BString::default(),
@@ -41,7 +41,7 @@ pub fn tree_changes(
 }
 
 fn walk(
-    repo: &gix::Repository,
+    objects: &impl gix::objs::Find,
     old: Option<gix::ObjectId>,
     new: Option<gix::ObjectId>,
     prefix: &BString,
@@ -50,7 +50,7 @@ fn walk(
     if old == new {
         return Ok(());
     }
-    let (old_entries, new_entries) = (entries_of(repo, old)?, entries_of(repo, new)?);
+    let (old_entries, new_entries) = (entries_of(objects, old)?, entries_of(objects, new)?);
     let names: BTreeSet<&BString> = old_entries.keys().chain(new_entries.keys()).collect();
     for name in names {
         let (o, n) = (
@@ -69,7 +69,7 @@ fn walk(
         let subtree = |e: Option<TreeEntry>| e.filter(|(m, _)| m.is_tree()).map(|(_, id)| id);
         let (o_file, n_file) = (o.filter(|_| !is_tree(o)), n.filter(|_| !is_tree(n)));
         if is_tree(o) || is_tree(n) {
-            walk(repo, subtree(o), subtree(n), &path, out)?;
+            walk(objects, subtree(o), subtree(n), &path, out)?;
         }
         if o_file.is_some() || n_file.is_some() {
             out.push(PathChange {
@@ -84,34 +84,34 @@ fn walk(
 
 /// The entries of tree `id` by name, in byte order (none for `None`).
 pub fn entries_of(
-    repo: &gix::Repository,
+    objects: &impl gix::objs::Find,
     id: Option<gix::ObjectId>,
 ) -> Result<BTreeMap<BString, TreeEntry>> {
     let Some(id) = id else {
         return Ok(BTreeMap::new());
     };
-    let tree = repo
-        .find_tree(id)
-        .context(|| format!("could not read tree {id}"))?;
-    let decoded = tree
-        .decode()
-        .context(|| format!("could not read tree {id}"))?;
-    Ok(decoded
-        .entries
-        .iter()
-        .map(|e| (e.filename.to_owned(), (e.mode, e.oid.to_owned())))
-        .collect())
+    use gix::objs::FindExt as _;
+    let mut buf = Vec::new();
+    let mut out = BTreeMap::new();
+    for entry in objects
+        .find_tree_iter(&id, &mut buf)
+        .context(|| format!("could not read tree {id}"))?
+    {
+        let e = entry.context(|| format!("could not read tree {id}"))?;
+        out.insert(e.filename.to_owned(), (e.mode, e.oid.to_owned()));
+    }
+    Ok(out)
 }
 
 /// Paths that differ between two trees: (changed or added in `new`, removed in `new`).
 pub fn differing_paths(
-    repo: &gix::Repository,
+    objects: &impl gix::objs::Find,
     old_tree: gix::ObjectId,
     new_tree: gix::ObjectId,
 ) -> Result<(BTreeSet<BString>, BTreeSet<BString>)> {
     let mut changed = BTreeSet::new();
     let mut removed = BTreeSet::new();
-    for c in tree_changes(repo, old_tree, new_tree)? {
+    for c in tree_changes(objects, old_tree, new_tree)? {
         if c.new.is_some() {
             changed.insert(c.path);
         } else {
@@ -123,14 +123,14 @@ pub fn differing_paths(
 
 /// Every path added, changed or removed from `old_tree` to `new_tree`, sorted, as text.
 pub fn touched_paths(
-    repo: &gix::Repository,
+    objects: &impl gix::objs::Find,
     old_tree: gix::ObjectId,
     new_tree: gix::ObjectId,
 ) -> Result<Vec<String>> {
     if old_tree == new_tree {
         return Ok(Vec::new());
     }
-    let (changed, removed) = differing_paths(repo, old_tree, new_tree)?;
+    let (changed, removed) = differing_paths(objects, old_tree, new_tree)?;
     let all: BTreeSet<String> = changed
         .iter()
         .chain(removed.iter())

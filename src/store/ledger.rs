@@ -132,8 +132,7 @@ impl Store {
         let mut next = Some(ledger.tip);
         while let Some(id) = next {
             let commit = self
-                .repo
-                .find_commit(id)
+                .commit(id)
                 .context(|| format!("could not read ledger commit {id}"))?;
             let message = commit
                 .message_raw()

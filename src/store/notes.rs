@@ -70,7 +70,7 @@ impl Store {
             return Ok(Vec::new());
         };
         let mut state =
-            State::new(tree, &self.repo).context(|| format!("could not read {notes_ref}"))?;
+            State::new(tree, &self.objects()).context(|| format!("could not read {notes_ref}"))?;
         self.lines_in(&mut state, notes_ref, object)
     }
 
@@ -81,16 +81,15 @@ impl Store {
         object: gix::ObjectId,
     ) -> Result<Vec<String>> {
         let Some(blob) = state
-            .get(&object, &self.repo)
+            .get(&object, &self.objects())
             .context(|| format!("could not look up the note on {object} in {notes_ref}"))?
         else {
             return Ok(Vec::new());
         };
         let blob = self
-            .repo
-            .find_blob(blob)
+            .read_blob(blob)
             .context(|| format!("could not read the note on {object}"))?;
-        Ok(note_text(&blob.data)
+        Ok(note_text(&blob)
             .lines()
             .filter(|l| !l.trim().is_empty())
             .map(str::to_string)
@@ -109,7 +108,7 @@ impl Store {
         let root =
             existing.map_or_else(|| gix::ObjectId::empty_tree(self.object_hash()), |(_, t)| t);
         let mut state =
-            State::new(root, &self.repo).context(|| format!("could not read {notes_ref}"))?;
+            State::new(root, &self.objects()).context(|| format!("could not read {notes_ref}"))?;
         let mut changed = false;
         for (object, lines) in additions {
             let current = self.lines_in(&mut state, notes_ref, *object)?.join("\n");

@@ -79,7 +79,7 @@ impl NotesView {
             });
         };
         store.ensure_commit_ref(what, tip, &super::notes::notes_repair(what))?;
-        let tree = store.repo.find_commit(tip).map_err(|e| {
+        let tree = store.commit(tip).map_err(|e| {
             Error::not_found(format!(
                 "notes commit {tip} of {what} cannot be read: {e:#}"
             ))
@@ -87,7 +87,7 @@ impl NotesView {
         let tree = tree
             .tree_id()
             .context(|| format!("could not read the tree of {what} at {tip}"))?;
-        let state = State::new(tree.detach(), &store.repo)
+        let state = State::new(tree.detach(), &store.objects())
             .context(|| format!("could not read {what} at {tip}"))?;
         Ok(NotesView {
             state: Some(state),
@@ -127,7 +127,7 @@ impl NotesView {
             return Ok(Rc::from([]));
         };
         let Some(blob) = state
-            .get(&object, &store.repo)
+            .get(&object, &store.objects())
             .context(|| format!("could not look up the note on {object} in {}", self.what))?
         else {
             return Ok(Rc::from([]));
@@ -136,10 +136,9 @@ impl NotesView {
             return Ok(parsed.clone());
         }
         let data = store
-            .repo
-            .find_blob(blob)
+            .read_blob(blob)
             .context(|| format!("could not read the note on {object} in {}", self.what))?;
-        let text = super::notes::note_text(&data.data);
+        let text = super::notes::note_text(&data);
         let mut lines: Vec<&str> = text.lines().collect();
         lines.retain(|l| !l.trim().is_empty());
         lines.sort_unstable();

@@ -16,12 +16,15 @@
 //! for it before its checks run).
 //!
 //! Reading has the same set-up cost: gix's loose store makes a new inflate stream for every
-//! object it reads (and maps the file), which was a quarter of a `status` in a run of 300
-//! history entries, each one loose blob. [`Store::read_blob`] reads a loose blob through one
-//! inflate stream per command, reset between objects, as gix's loose store decodes it (the
-//! header must name a blob of the size the body has); a blob that is not loose in this
+//! object it reads, and maps the file into memory (a map, a page fault and an unmap for a
+//! file of a hundred bytes). That was a quarter of a `status` in a run of 300 history entries,
+//! each one loose blob. [`Store::read_blob`] and [`Store::object`] (and the reads of
+//! `Objects`, which the notes and tree walks use) read a loose object with `read` through one
+//! inflate stream per command, reset between objects, and decode it as gix's loose store does
+//! (the header's size must be the body's). Objects read this way are kept for the rest of the
+//! command, up to 4 MiB, as gix's object cache kept them. An object that is not loose in this
 //! repository's own objects directory (packed, or in an alternate) is read by gix, and so is
-//! every blob the command reads after it (a packed repository stays mostly packed).
+//! every object the command reads after it (a packed repository stays mostly packed).
 //!
 //! `Objects` hands this writer, with the repository's reads, to gix-note's notes editing.
 
@@ -40,7 +43,7 @@ use super::Store;
 const TEMP_PREFIX: &str = "tmp_obj_";
 
 /// The deflate stream of a [`Store`]'s writes, made on the first write, and the inflate stream
-/// of its loose blob reads, made on the first read.
+/// of its loose object reads, made on the first read.
 #[derive(Default)]
 pub(crate) struct LooseStreams {
     compressor: Mutex<Option<Compress>>,
@@ -48,10 +51,23 @@ pub(crate) struct LooseStreams {
     /// Objects this command has read through [`Store::read_blob`] or written, or that its
     /// caller named with [`Store::known_object`]: a write of one of them does not look for it.
     known: Mutex<std::collections::HashSet<gix::ObjectId>>,
-    /// Set when a blob was not loose: the repository has been packed, and the rest of what this
+    /// Loose objects this command has read, up to [`LOOSE_CACHE_BYTES`]: a command reads the
+    /// same commits and trees several times (gix's object cache, which they bypass, kept them
+    /// before).
+    cache: Mutex<LooseCache>,
+    /// Set when an object was not loose: the repository has been packed, and the rest of what this
     /// command reads is most likely packed too, so gix (which looks in the packs first) reads it
     /// without a failed open before each.
     packed: std::sync::atomic::AtomicBool,
+}
+
+/// How many bytes of loose objects one command keeps in [`LooseStreams`]'s cache.
+const LOOSE_CACHE_BYTES: usize = 4 * 1024 * 1024;
+
+#[derive(Default)]
+struct LooseCache {
+    objects: std::collections::HashMap<gix::ObjectId, (Kind, Vec<u8>)>,
+    bytes: usize,
 }
 
 impl std::fmt::Debug for LooseStreams {
@@ -150,40 +166,105 @@ impl Store {
     /// The blob `id`: read from its loose file through the one inflate stream when this
     /// repository's objects directory has it, else by gix.
     pub(crate) fn read_blob(&self, id: gix::ObjectId) -> Result<Vec<u8>> {
-        let data = self.read_blob_once(id)?;
+        let mut data = Vec::new();
+        let kind = match self.read_loose(id, &mut data)? {
+            Some(kind) => kind,
+            None => {
+                let mut object = self
+                    .repo
+                    .find_object(id)
+                    .context(|| format!("could not read the blob {id}"))?;
+                data = std::mem::take(&mut object.data);
+                object.kind
+            }
+        };
+        if kind != Kind::Blob {
+            return Err(not_a_blob(id, kind));
+        }
         self.known_object(id);
         Ok(data)
     }
 
-    fn read_blob_once(&self, id: gix::ObjectId) -> Result<Vec<u8>> {
-        use std::sync::atomic::Ordering;
-        let what = || format!("could not read the blob {id}");
-        let by_gix = || {
-            let mut object = self.repo.find_object(id).context(what)?;
-            if object.kind != Kind::Blob {
-                return Err(not_a_blob(id, object.kind));
-            }
-            Ok(std::mem::take(&mut object.data))
-        };
-        if self.loose.packed.load(Ordering::Relaxed) {
-            return by_gix();
+    /// The object `id`, `None` when the repository does not have it: read as
+    /// [`Store::read_blob`] reads a blob, through the one inflate stream when it is loose.
+    pub(crate) fn try_object(&self, id: gix::ObjectId) -> Result<Option<gix::Object<'_>>> {
+        let mut data = Vec::new();
+        match self.read_loose(id, &mut data)? {
+            Some(kind) => Ok(Some(
+                gix::ObjectDetached { id, kind, data }.attach(&self.repo),
+            )),
+            None => self
+                .repo
+                .try_find_object(id)
+                .context(|| format!("could not read the object {id}")),
         }
-        let path = loose_path(self.repo.objects.store_ref().path(), id);
-        let mut compressed = Vec::new();
-        match std::fs::File::open(&path) {
-            Ok(mut file) => file.read_to_end(&mut compressed).context(what)?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                self.loose.packed.store(true, Ordering::Relaxed);
-                return by_gix();
-            }
-            Err(e) => return Err(e).context(what),
-        };
-        self.inflate_blob(id, &compressed)
     }
 
-    /// The blob in `compressed`, the file of the loose object `id`, through the one inflate
-    /// stream.
-    fn inflate_blob(&self, id: gix::ObjectId, compressed: &[u8]) -> Result<Vec<u8>> {
+    /// The object `id`: [`Store::try_object`], and an object the repository does not have is
+    /// an error that names it.
+    pub(crate) fn object(&self, id: gix::ObjectId) -> Result<gix::Object<'_>> {
+        self.try_object(id)?.ok_or_else(|| {
+            Error::not_found(format!("the object {id} is not in this repository"))
+                .hint("`git fsck` lists what is missing; fetch it from a clone that has it")
+        })
+    }
+
+    /// The commit `id`, read as [`Store::object`] reads it.
+    pub(crate) fn commit(&self, id: gix::ObjectId) -> Result<gix::Commit<'_>> {
+        self.object(id)?
+            .try_into_commit()
+            .context(|| format!("could not read the commit {id}"))
+    }
+
+    /// Read the loose object `id` of this repository's own objects directory into `out`
+    /// through the one inflate stream, and return its kind; `None` when it is not loose there
+    /// (packed, or in an alternate), and for every object after the first that was not: a
+    /// packed repository stays mostly packed, and gix looks in the packs first.
+    fn read_loose(&self, id: gix::ObjectId, out: &mut Vec<u8>) -> Result<Option<Kind>> {
+        use std::sync::atomic::Ordering;
+        if self.loose.packed.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        {
+            let cache = self.loose.cache.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((kind, data)) = cache.objects.get(&id) {
+                out.clear();
+                out.extend_from_slice(data);
+                return Ok(Some(*kind));
+            }
+        }
+        let path = loose_path(self.repo.objects.store_ref().path(), id);
+        // Most loose objects fit in a page; read without asking the file's size first.
+        let mut compressed = Vec::with_capacity(4096);
+        match std::fs::File::open(&path) {
+            Ok(file) => file
+                .take(u64::MAX)
+                .read_to_end(&mut compressed)
+                .context(|| format!("could not read the object {id}"))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.loose.packed.store(true, Ordering::Relaxed);
+                return Ok(None);
+            }
+            Err(e) => return Err(e).context(|| format!("could not read the object {id}")),
+        };
+        let kind = self.inflate_loose(id, &compressed, out)?;
+        let mut cache = self.loose.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.bytes + out.len() <= LOOSE_CACHE_BYTES {
+            cache.bytes += out.len();
+            cache.objects.insert(id, (kind, out.clone()));
+        }
+        Ok(Some(kind))
+    }
+
+    /// Inflate `compressed`, the file of the loose object `id`, into `out` through the one
+    /// inflate stream, as gix's loose store decodes it: the header's size must be the size
+    /// of the body. Returns the kind the header names.
+    fn inflate_loose(
+        &self,
+        id: gix::ObjectId,
+        compressed: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<Kind> {
         let mut guard = reused(
             &self.loose.decompressor,
             || Ok(gix::zlib::Inflate::default()),
@@ -201,9 +282,6 @@ impl Store {
             .map_err(|e| corrupt(e.to_string()))?;
         let (kind, size, header_size) = gix::objs::decode::loose_header(&header[..wrote])
             .map_err(|e| corrupt(e.to_string()))?;
-        if kind != Kind::Blob {
-            return Err(not_a_blob(id, kind));
-        }
         // Deflate shrinks by at most about 1032:1, so a header claiming more is a damaged one
         // (and must not size an allocation).
         let size = usize::try_from(size)
@@ -215,17 +293,17 @@ impl Store {
                 "more than the {size} bytes its header says"
             )));
         }
-        let mut data = Vec::new();
+        out.clear();
         let n = if status == Status::StreamEnd {
-            data.extend_from_slice(&header[header_size..wrote]);
-            data.len()
+            out.extend_from_slice(&header[header_size..wrote]);
+            out.len()
         } else {
             inflate
                 .rest(
                     &compressed[read..],
                     &header[..wrote],
                     header_size,
-                    &mut data,
+                    out,
                     size,
                 )
                 .map_err(|e| corrupt(e.to_string()))?
@@ -233,7 +311,7 @@ impl Store {
         if n != size {
             return Err(corrupt(format!("{n} bytes where its header says {size}")));
         }
-        Ok(data)
+        Ok(kind)
     }
 
     /// The loose-object compression level, as git and gix choose it.
@@ -302,7 +380,8 @@ fn read_only() -> std::fs::Permissions {
     std::fs::Permissions::from_mode(0o444)
 }
 
-/// A [`Store`]'s object reads (gix's) and writes ([`Store::write_object`]).
+/// A [`Store`]'s object reads (loose ones through its inflate stream, the rest by gix) and
+/// writes ([`Store::write_object`]).
 pub(crate) struct Objects<'a>(&'a Store);
 
 impl gix::objs::Find for Objects<'_> {
@@ -311,7 +390,18 @@ impl gix::objs::Find for Objects<'_> {
         id: &gix::hash::oid,
         buffer: &'a mut Vec<u8>,
     ) -> gix::error::Result<Option<gix::objs::Data<'a>>> {
-        self.0.repo.objects.try_find(id, buffer)
+        match self
+            .0
+            .read_loose(id.to_owned(), buffer)
+            .map_err(gix_error)?
+        {
+            Some(kind) => Ok(Some(gix::objs::Data {
+                kind,
+                object_hash: id.kind(),
+                data: buffer,
+            })),
+            None => self.0.repo.objects.try_find(id, buffer),
+        }
     }
 }
 
@@ -446,6 +536,78 @@ mod tests {
         for (blob, id) in blobs.iter().zip(&ids).take(6) {
             assert!(!loose_file(&path, *id).exists());
             assert_eq!(&store.read_blob(*id).expect("read"), blob);
+        }
+    }
+
+    /// Commits and trees read through the one stream (`object`, the `Objects` reads, paths
+    /// looked up with `entry_at`) are what gix reads, loose, read again from the command's
+    /// cache, and packed; a missing object is `None`, or an error naming it.
+    #[test]
+    fn commits_and_trees_read_by_the_stream_are_what_gix_reads() {
+        use gix::objs::FindExt as _;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let path = repo(home, "r");
+        std::fs::create_dir_all(path.join("a/b")).expect("dirs");
+        for (file, text) in [("a/b/c.txt", "c\n"), ("a/d.txt", "d\n"), ("top.txt", "t\n")] {
+            std::fs::write(path.join(file), text).expect("write");
+        }
+        git(home, &path, &["add", "-A"]);
+        git(home, &path, &["commit", "-q", "-m", "files"]);
+        let rev = |spec: &str| {
+            let hex = git_out(home, &path, &["rev-parse", spec]);
+            gix::ObjectId::from_hex(String::from_utf8(hex).expect("hex").trim().as_bytes())
+                .expect("id")
+        };
+        let ids = [
+            "HEAD",
+            "HEAD^{tree}",
+            "HEAD:a",
+            "HEAD:a/b",
+            "HEAD:a/b/c.txt",
+        ]
+        .map(rev);
+        let missing =
+            gix::ObjectId::from_hex(b"0123456789012345678901234567890123456789").expect("id");
+        for packed in [false, true] {
+            if packed {
+                git(home, &path, &["repack", "-a", "-d", "-q"]);
+                git(home, &path, &["prune-packed"]);
+            }
+            let store = Store::open(&path).expect("open");
+            for _ in 0..2 {
+                for id in ids {
+                    assert_eq!(loose_file(&path, id).is_file(), !packed);
+                    let ours = store.object(id).expect("read");
+                    let theirs = store.repo.find_object(id).expect("gix reads it");
+                    assert_eq!((ours.kind, &ours.data), (theirs.kind, &theirs.data));
+                    let mut buf = Vec::new();
+                    let found = store.objects().find(&id, &mut buf).expect("found");
+                    assert_eq!((found.kind, found.data), (theirs.kind, &theirs.data[..]));
+                }
+            }
+            let tree = ids[1];
+            let at = |p: &str| {
+                store
+                    .entry_at(tree, p)
+                    .expect("looked up")
+                    .map(|(_, id)| id)
+            };
+            assert_eq!(at("a/b/c.txt"), Some(ids[4]));
+            assert_eq!(at("a/b"), Some(ids[3]));
+            assert!(store
+                .entry_at(tree, "a/b")
+                .expect("tree")
+                .expect("there")
+                .0
+                .is_tree());
+            assert_eq!(at("a/missing"), None);
+            assert_eq!(at("top.txt/c.txt"), None, "a file has no entries");
+            assert_eq!(at("a/b/c.txt/x"), None);
+            assert!(store.try_object(missing).expect("looked up").is_none());
+            let message = store.object(missing).expect_err("missing").message;
+            assert!(message.contains(&missing.to_string()), "{message}");
+            assert!(store.entry_at(ids[4], "x").is_err(), "a blob is not a tree");
         }
     }
 

@@ -170,26 +170,20 @@ fn blob_at(
     path: &str,
     known: impl Fn(&gix::ObjectId) -> bool,
 ) -> crate::error::Result<Option<(gix::ObjectId, Vec<u8>)>> {
-    let tree = store
-        .repo
-        .find_commit(commit)
-        .map_err(|e| Error::not_found(format!("commit {commit} not found: {e:#}")))?
-        .tree()
-        .context(|| format!("could not read the tree of {commit}"))?;
-    let Some(entry) = tree
-        .lookup_entry_by_path(path)
+    let tree = store.tree_of(commit)?;
+    let Some((_, blob)) = store
+        .entry_at(tree, path)
         .context(|| format!("could not look up {path} in {commit}"))?
     else {
         return Ok(None);
     };
-    let blob = entry.object_id();
     if known(&blob) {
         return Ok(Some((blob, Vec::new())));
     }
-    let object = entry
-        .object()
+    let mut object = store
+        .object(blob)
         .context(|| format!("could not read {path} in {commit}"))?;
-    Ok(Some((blob, object.data.clone())))
+    Ok(Some((blob, std::mem::take(&mut object.data))))
 }
 
 /// The `trust` of the policy committed at `commit` (uncached), `None` without one.

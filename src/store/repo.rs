@@ -350,8 +350,7 @@ impl Store {
     /// The tree of a commit.
     pub fn tree_of(&self, commit: gix::ObjectId) -> Result<gix::ObjectId> {
         let c = self
-            .repo
-            .find_commit(commit)
+            .commit(commit)
             .map_err(|e| Error::not_found(format!("commit {commit} not found: {e:#}")))?;
         c.tree_id()
             .map(|t| t.detach())
@@ -372,26 +371,57 @@ impl Store {
     /// The tree of `commit`, read as a commit first: a damaged commit is an internal error
     /// naming gix's cause (a plain tree lookup would call it missing).
     pub fn commit_tree(&self, commit: gix::ObjectId) -> Result<gix::Tree<'_>> {
-        self.repo
-            .find_commit(commit)
-            .context(|| format!("could not read commit {commit}"))?
-            .tree()
+        let tree = self
+            .commit(commit)
+            .and_then(|c| c.tree_id().context(|| "no tree".into()))
+            .context(|| format!("could not read commit {commit}"))?;
+        self.object(tree.detach())
+            .and_then(|o| o.try_into_tree().context(|| "not a tree".into()))
             .context(|| format!("could not read the tree of {commit}"))
     }
 
     /// Read a file from a commit's tree, `None` when absent.
     pub fn read_file_at(&self, commit: gix::ObjectId, path: &str) -> Result<Option<Vec<u8>>> {
-        let tree = self.commit_tree(commit)?;
-        let Some(entry) = tree
-            .lookup_entry_by_path(path)
+        let tree = self.commit_tree(commit)?.id;
+        let Some((_, id)) = self
+            .entry_at(tree, path)
             .context(|| format!("could not look up {path} in {commit}"))?
         else {
             return Ok(None);
         };
-        let object = entry
-            .object()
+        let mut object = self
+            .object(id)
             .context(|| format!("could not read {path} in {commit}"))?;
-        Ok(Some(object.data.clone()))
+        Ok(Some(std::mem::take(&mut object.data)))
+    }
+
+    /// The mode and object of the entry at `path` (names joined by `/`) in the tree `tree`,
+    /// `None` when there is none; each tree on the way is read through [`Store::object`].
+    pub fn entry_at(
+        &self,
+        tree: gix::ObjectId,
+        path: &str,
+    ) -> Result<Option<(gix::object::tree::EntryMode, gix::ObjectId)>> {
+        let mut names = path.split('/').filter(|n| !n.is_empty()).peekable();
+        let mut current = tree;
+        while let Some(name) = names.next() {
+            let tree = self
+                .object(current)?
+                .try_into_tree()
+                .context(|| format!("could not read the tree {current}"))?;
+            let Some(entry) = tree.find_entry(name) else {
+                return Ok(None);
+            };
+            let (mode, id) = (entry.mode(), entry.object_id());
+            if names.peek().is_none() {
+                return Ok(Some((mode, id)));
+            }
+            if !mode.is_tree() {
+                return Ok(None);
+            }
+            current = id;
+        }
+        Ok(None)
     }
 
     /// Refuse (exit 3) a ref of ours, `name` at `tip`, that does not point at a commit: a blob,
@@ -399,13 +429,13 @@ impl Store {
     pub fn ensure_commit_ref(&self, name: &str, tip: gix::ObjectId, repair: &str) -> Result<()> {
         // The whole object, not its header: the caller reads the commit next, and a full read
         // goes through the object cache where a header read decompresses the object again.
-        let what = match self.repo.find_object(tip) {
-            Ok(o) if o.kind == gix::object::Kind::Commit => return Ok(()),
-            Ok(o) => format!("a {}", o.kind),
+        let what = match self.try_object(tip) {
+            Ok(Some(o)) if o.kind == gix::object::Kind::Commit => return Ok(()),
+            Ok(Some(o)) => format!("a {}", o.kind),
             // Present but unreadable (a damaged loose object): the reader's own error names
-            // the object and gix's cause, which says more than "corrupt ref" would.
+            // the object and its cause, which says more than "corrupt ref" would.
             Err(_) if self.repo.has_object(tip) => return Ok(()),
-            Err(_) => "an object that is not in this repository".into(),
+            Ok(None) | Err(_) => "an object that is not in this repository".into(),
         };
         Err(Error::refused(format!(
             "{name} points at {what} ({tip}), not a commit: the ref is corrupt"

@@ -166,7 +166,7 @@ impl Guard {
         to_tree: gix::ObjectId,
     ) -> Result<Vec<String>> {
         Ok(
-            crate::store::diff::touched_paths(&store.repo, from_tree, to_tree)?
+            crate::store::diff::touched_paths(&store.objects(), from_tree, to_tree)?
                 .into_iter()
                 .filter(|p| self.is_guarded(p))
                 .collect(),
@@ -350,8 +350,7 @@ fn first_parent_chain_within(
         }
         chain.push(at);
         let commit = store
-            .repo
-            .find_commit(at)
+            .commit(at)
             .map_err(|e| Error::not_found(format!("commit {at} not found: {e:#}")))?;
         let parent = commit.parent_ids().next().map(|p| p.detach());
         match parent {

@@ -272,7 +272,7 @@ pub fn check_target_worktree(
     // -m` judges it: every directory is read for untracked files only when something is on
     // disk at one of those paths (someone's file, or what a killed move left there).
     let moved = crate::store::diff::tree_changes(
-        &store.repo,
+        &store.objects(),
         store.tree_of(base)?,
         store.tree_of(validated)?,
     )?;

@@ -110,7 +110,7 @@ impl Store {
                 })?;
             let mut n = 0;
             for (bucket, bucket_id) in self.subtrees(id, invalid)? {
-                for (file, (mode, oid)) in entries_of(&self.repo, Some(bucket_id))? {
+                for (file, (mode, oid)) in entries_of(&self.objects(), Some(bucket_id))? {
                     n += 1;
                     let file = file.to_str_lossy();
                     let path = format!("{}/{name}/{bucket}/{file}", run_file::HISTORY_DIR);
@@ -140,7 +140,7 @@ impl Store {
         id: gix::ObjectId,
         invalid: &dyn Fn(String) -> Error,
     ) -> Result<Vec<(String, gix::ObjectId)>> {
-        entries_of(&self.repo, Some(id))?
+        entries_of(&self.objects(), Some(id))?
             .into_iter()
             .map(|(name, (mode, oid))| {
                 if mode.is_tree() {
