@@ -42,7 +42,7 @@ pub fn cmd_completions(_ctx: &Ctx, args: &CompletionsArgs) -> Result<Output> {
     clap_complete::generate(shell, &mut cmd, BIN, &mut script);
     let script = String::from_utf8(script)
         .map_err(|e| Error::internal("the completion script is not UTF-8").caused_by(e))?;
-    let runs = commands_taking_a_run(&Cli::command()).join(" ");
+    let runs = commands_taking_a_run(&crate::cli::full_command(Cli::command())).join(" ");
     let script = match args.shell {
         Shell::Bash => format!("{script}\n{}", bash_extra(&runs)),
         Shell::Zsh => zsh_with_runs(&script),

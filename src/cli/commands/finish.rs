@@ -21,8 +21,9 @@ pub struct FinishArgs {
     pub checks: ChecksArgs,
 }
 
-/// Which checks to run: policy checks by name, or one ad-hoc command (`finish` and
-/// `validate`).
+// Which checks to run: policy checks by name, or one ad-hoc command (`finish` and
+// `validate`). A plain comment: a doc comment would become the `about` of every command that
+// flattens this in, once their arguments are deferred (see `cli::Command`).
 #[derive(Debug, clap::Args)]
 pub struct ChecksArgs {
     /// A policy check to run (repeatable), or the name of the ad-hoc check after `--`.
@@ -38,7 +39,8 @@ pub struct ChecksArgs {
     pub argv: Vec<String>,
 }
 
-/// How the evidence records of the checks are made (`finish`, `validate` and `land`).
+// How the evidence records of the checks are made (`finish`, `validate` and `land`). A plain
+// comment, as for `ChecksArgs`.
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
     /// Run every check, even where the commit's tree already has passing evidence for it.

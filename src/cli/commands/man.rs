@@ -63,10 +63,11 @@ fn pages() -> Result<Vec<(String, Vec<u8>)>> {
     // `git-tabellio` is the page name `git help tabellio` asks `man` for; clap derives
     // `git-tabellio-<sub>` for the subcommands from it and keeps `git tabellio <sub>` as the
     // name in each synopsis.
-    let mut root = Cli::command()
-        .display_name("git-tabellio")
-        .disable_help_subcommand(true);
-    root.build();
+    let root = crate::cli::full_command(
+        Cli::command()
+            .display_name("git-tabellio")
+            .disable_help_subcommand(true),
+    );
     let mut out = Vec::new();
     collect(&root, &mut out)?;
     Ok(out)
