@@ -56,8 +56,8 @@ pub(crate) struct LooseStreams {
     /// before).
     cache: Mutex<LooseCache>,
     /// Set when an object was not loose: the repository has been packed, and the rest of what this
-    /// command reads is most likely packed too, so gix (which looks in the packs first) reads it
-    /// without a failed open before each.
+    /// command reads is most likely packed too, so gix (which looks in the pack indexes it has
+    /// loaded before the loose objects) reads it without a failed open of ours before each.
     packed: std::sync::atomic::AtomicBool,
 }
 
@@ -219,7 +219,7 @@ impl Store {
     /// Read the loose object `id` of this repository's own objects directory into `out`
     /// through the one inflate stream, and return its kind; `None` when it is not loose there
     /// (packed, or in an alternate), and for every object after the first that was not: a
-    /// packed repository stays mostly packed, and gix looks in the packs first.
+    /// packed repository stays mostly packed, and gix looks in its loaded pack indexes first.
     fn read_loose(&self, id: gix::ObjectId, out: &mut Vec<u8>) -> Result<Option<Kind>> {
         use std::sync::atomic::Ordering;
         if self.loose.packed.load(Ordering::Relaxed) {
