@@ -65,13 +65,28 @@ impl Store {
     }
 
     /// The note lines on `object` in `notes_ref`.
+    ///
+    /// The notes tree is parsed once per command and tree id: a command looks up the notes of
+    /// a commit and of its tree, often more than once (the evidence, promote's preconditions),
+    /// and with 100,000 notes each lookup parsed the root's 256 fanout entries and a fanout
+    /// tree again (about a tenth of a `status`).
     pub fn note_lines(&self, notes_ref: &str, object: gix::ObjectId) -> Result<Vec<String>> {
         let Some((_, tree)) = self.notes_tree(notes_ref)? else {
             return Ok(Vec::new());
         };
-        let mut state =
-            State::new(tree, &self.objects()).context(|| format!("could not read {notes_ref}"))?;
-        self.lines_in(&mut state, notes_ref, object)
+        let mut trees = self
+            .note_trees
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let state = match trees.entry(tree) {
+            std::collections::hash_map::Entry::Occupied(parsed) => parsed.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => slot.insert(
+                State::new(tree, &self.objects())
+                    .context(|| format!("could not read {notes_ref}"))?,
+            ),
+        };
+        self.lines_in(state, notes_ref, object)
     }
 
     fn lines_in(
@@ -156,9 +171,66 @@ pub(crate) fn note_text(data: &[u8]) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// The notes trees a [`Store`] has parsed, by tree id (see [`Store::note_lines`]).
+#[derive(Default)]
+pub struct NoteTrees(std::sync::Mutex<std::collections::HashMap<gix::ObjectId, State>>);
+
+impl std::fmt::Debug for NoteTrees {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NoteTrees")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::merge_lines;
+
+    /// The parsed notes tree a store keeps is the tree the ref points at: notes another
+    /// process adds in the meantime are read by the next lookup of the same store.
+    #[test]
+    fn note_lines_follow_the_ref_within_one_store() {
+        use crate::store::{test_git as git, test_git_command, test_repo as repo, Store};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let path = repo(home, "r");
+        git(
+            home,
+            &path,
+            &["commit", "-q", "--allow-empty", "-m", "second"],
+        );
+        let rev = |spec: &str| {
+            let out = test_git_command(home, &path, &["rev-parse", spec])
+                .output()
+                .expect("git");
+            gix::ObjectId::from_hex(
+                String::from_utf8(out.stdout)
+                    .expect("hex")
+                    .trim()
+                    .as_bytes(),
+            )
+            .expect("id")
+        };
+        let (head, parent) = (rev("HEAD"), rev("HEAD~1"));
+        let store = Store::open(&path).expect("open");
+        let lines = |id| store.note_lines("refs/notes/x", id).expect("read");
+        assert!(lines(head).is_empty());
+        git(home, &path, &["notes", "--ref=x", "add", "-m", "a", "HEAD"]);
+        assert_eq!(lines(head), ["a"]);
+        assert!(lines(parent).is_empty());
+        git(
+            home,
+            &path,
+            &["notes", "--ref=x", "append", "-m", "b", "HEAD"],
+        );
+        git(
+            home,
+            &path,
+            &["notes", "--ref=x", "add", "-m", "c", "HEAD~1"],
+        );
+        assert_eq!(lines(head), ["a", "b"]);
+        assert_eq!(lines(parent), ["c"]);
+        assert_eq!(lines(head), ["a", "b"], "asked again, from the parsed tree");
+    }
 
     #[test]
     fn note_text_borrows_utf8_and_replaces_the_rest() {

@@ -34,8 +34,11 @@ pub struct Store {
     /// repository).
     main_workdir: std::sync::OnceLock<Option<PathBuf>>,
     /// The one deflate stream of this store's object writes, and the one inflate stream of its
-    /// loose blob reads (see [`super::objects`]).
+    /// loose object reads (see [`super::objects`]).
     pub(super) loose: super::objects::LooseStreams,
+    /// Notes trees this command has looked notes up in, by tree id, with what their lookups
+    /// have parsed of them (see [`Store::note_lines`]).
+    pub(super) note_trees: super::notes::NoteTrees,
 }
 
 /// The most memory the decoded-object cache of one open repository takes: enough for the trees
@@ -125,6 +128,7 @@ impl Store {
             ref_reader: refs::Reader::default(),
             main_workdir: std::sync::OnceLock::new(),
             loose: Default::default(),
+            note_trees: Default::default(),
         })
     }
 
