@@ -58,6 +58,17 @@ pub(crate) fn test_git_command(
     cmd
 }
 
+/// The object `spec` names in the repository at `dir`, as `git rev-parse` resolves it.
+#[cfg(test)]
+pub(crate) fn test_rev(home: &std::path::Path, dir: &std::path::Path, spec: &str) -> gix::ObjectId {
+    let out = test_git_command(home, dir, &["rev-parse", spec])
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git rev-parse {spec}");
+    let hex = String::from_utf8(out.stdout).expect("hex");
+    gix::ObjectId::from_hex(hex.trim().as_bytes()).expect("an object id")
+}
+
 /// A repository `home/name` on `main` with one empty commit, for unit tests.
 #[cfg(test)]
 pub(crate) fn test_repo(home: &std::path::Path, name: &str) -> std::path::PathBuf {

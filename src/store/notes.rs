@@ -189,7 +189,7 @@ mod tests {
     /// process adds in the meantime are read by the next lookup of the same store.
     #[test]
     fn note_lines_follow_the_ref_within_one_store() {
-        use crate::store::{test_git as git, test_git_command, test_repo as repo, Store};
+        use crate::store::{test_git as git, test_repo as repo, test_rev, Store};
         let dir = tempfile::tempdir().expect("temp dir");
         let home = dir.path();
         let path = repo(home, "r");
@@ -198,18 +198,7 @@ mod tests {
             &path,
             &["commit", "-q", "--allow-empty", "-m", "second"],
         );
-        let rev = |spec: &str| {
-            let out = test_git_command(home, &path, &["rev-parse", spec])
-                .output()
-                .expect("git");
-            gix::ObjectId::from_hex(
-                String::from_utf8(out.stdout)
-                    .expect("hex")
-                    .trim()
-                    .as_bytes(),
-            )
-            .expect("id")
-        };
+        let rev = |spec: &str| test_rev(home, &path, spec);
         let (head, parent) = (rev("HEAD"), rev("HEAD~1"));
         let store = Store::open(&path).expect("open");
         let lines = |id| store.note_lines("refs/notes/x", id).expect("read");

@@ -554,11 +554,7 @@ mod tests {
         }
         git(home, &path, &["add", "-A"]);
         git(home, &path, &["commit", "-q", "-m", "files"]);
-        let rev = |spec: &str| {
-            let hex = git_out(home, &path, &["rev-parse", spec]);
-            gix::ObjectId::from_hex(String::from_utf8(hex).expect("hex").trim().as_bytes())
-                .expect("id")
-        };
+        let rev = |spec: &str| crate::store::test_rev(home, &path, spec);
         let ids = [
             "HEAD",
             "HEAD^{tree}",

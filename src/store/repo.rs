@@ -375,18 +375,23 @@ impl Store {
     /// The tree of `commit`, read as a commit first: a damaged commit is an internal error
     /// naming gix's cause (a plain tree lookup would call it missing).
     pub fn commit_tree(&self, commit: gix::ObjectId) -> Result<gix::Tree<'_>> {
-        let tree = self
-            .commit(commit)
-            .and_then(|c| c.tree_id().context(|| "no tree".into()))
-            .context(|| format!("could not read commit {commit}"))?;
-        self.object(tree.detach())
+        let tree = self.commit_tree_id(commit)?;
+        self.object(tree)
             .and_then(|o| o.try_into_tree().context(|| "not a tree".into()))
             .context(|| format!("could not read the tree of {commit}"))
     }
 
-    /// Read a file from a commit's tree, `None` when absent.
+    /// The id of `commit`'s tree, read as [`Store::commit_tree`] reads the commit.
+    fn commit_tree_id(&self, commit: gix::ObjectId) -> Result<gix::ObjectId> {
+        self.commit(commit)
+            .and_then(|c| c.tree_id().map(|t| t.detach()).context(|| "no tree".into()))
+            .context(|| format!("could not read commit {commit}"))
+    }
+
+    /// Read a file from a commit's tree, `None` when absent (the tree is read once, by the
+    /// lookup).
     pub fn read_file_at(&self, commit: gix::ObjectId, path: &str) -> Result<Option<Vec<u8>>> {
-        let tree = self.commit_tree(commit)?.id;
+        let tree = self.commit_tree_id(commit)?;
         let Some((_, id)) = self
             .entry_at(tree, path)
             .context(|| format!("could not look up {path} in {commit}"))?
