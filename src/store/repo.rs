@@ -29,7 +29,9 @@ pub struct Store {
     /// How refs are read and written (see [`super::refs`]).
     ref_format: RefFormat,
     /// Single-ref reads of a reftable repository (started on first use).
-    ref_reader: refs::Reader,
+    pub(super) ref_reader: refs::Reader,
+    /// The refs read in an open [`Store::snapshot_refs`].
+    pub(super) ref_snapshot: refs::Snapshot,
     /// The main worktree's directory, found once (from a linked worktree that opens the main
     /// repository).
     main_workdir: std::sync::OnceLock<Option<PathBuf>>,
@@ -126,6 +128,7 @@ impl Store {
             repo,
             ref_format,
             ref_reader: refs::Reader::default(),
+            ref_snapshot: Default::default(),
             main_workdir: std::sync::OnceLock::new(),
             loose: Default::default(),
             note_trees: Default::default(),
@@ -450,11 +453,6 @@ impl Store {
             "{name} points at {what} ({tip}), not a commit: the ref is corrupt"
         ))
         .hint(repair.to_string()))
-    }
-
-    /// The current value of a direct ref, `None` when it does not exist.
-    pub fn ref_target(&self, name: &str) -> Result<Option<gix::ObjectId>> {
-        refs::find(&self.repo, self.ref_format, Some(&self.ref_reader), name)
     }
 
     /// Names and targets of the refs under `prefix` (which ends in `/`), sorted by name.

@@ -191,6 +191,8 @@ enum Backend<'s> {
 
 /// Lock every ref and check every expected value, without changing anything yet.
 pub fn prepare<'s>(store: &'s Store, edits: &[Cas]) -> Result<Prepared<'s>, TxError> {
+    // What a snapshot read is not what the checks below, or their diagnosis, may see.
+    store.forget_refs();
     let ref_edits = edits
         .iter()
         .map(Cas::to_edit)
@@ -224,6 +226,7 @@ pub fn prepare<'s>(store: &'s Store, edits: &[Cas]) -> Result<Prepared<'s>, TxEr
 
 impl Prepared<'_> {
     pub fn commit(self, store: &Store) -> Result<(), TxError> {
+        store.forget_refs();
         let edits = self.edits;
         match self.tx {
             Backend::Files(tx) => {

@@ -538,7 +538,8 @@ fn racing_promoters_into_a_checked_out_target_lose_with_exit_4() {
         );
         assert!(
             codes.iter().all(|c| *c == 0 || *c == 4),
-            "round {round}: {codes:?}"
+            "round {round}: {codes:?} {:?}",
+            exits.iter().map(|e| e.stderr.as_str()).collect::<Vec<_>>()
         );
         assert_eq!(t.git_out(&["status", "--porcelain"]), "", "round {round}");
         for (id, code) in ids.iter().zip(&codes) {

@@ -161,8 +161,13 @@ pub fn check_approved(
     Ok(())
 }
 
-/// Check every precondition of promotion; nothing is written.
+/// Check every precondition of promotion; nothing is written. Each ref is read once, so the
+/// preconditions judge one view of the refs; the transaction checks them again under its locks.
 pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan, PromoteError> {
+    store.snapshot_refs(|| plan_now(store, ledger))
+}
+
+fn plan_now(store: &Store, ledger: Ledger) -> Result<Plan, PromoteError> {
     let run = &ledger.record;
     // A missing approval is named before anything else: it needs a person, and everything
     // else the run can fix by itself.
@@ -234,9 +239,10 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan, PromoteError> {
     if let Some(path) = &target_worktree {
         if let Err(e) = check_target_worktree(store, path, &target, base, validated_id) {
             // A worktree seen mid-move by a concurrent promoter looks dirty or ahead: if the
-            // target moved or is locked meanwhile, that is the race we lost, not a dirty tree.
+            // target moved or is locked meanwhile, that is the race we lost, not a dirty tree
+            // (so the target is read again, past the snapshot `plan` reads in).
             let lock = store.repo.common_dir().join(format!("{target}.lock"));
-            if store.ref_target(&target)? != Some(base) || lock.exists() {
+            if store.ref_target_now(&target)? != Some(base) || lock.exists() {
                 return Err(PromoteError::PromotionUnderWay { target });
             }
             return Err(e.into());

@@ -81,6 +81,11 @@ impl StatusReport {
 /// The status of `run` (or of the run whose worktree the command runs in). A ledger that cannot
 /// be read is reported, not refused: status is where a person learns how to repair it.
 pub fn status(env: &Env, run: Option<&str>) -> Result<StatusReport> {
+    // Only reads: each ref once (the preconditions and the evidence ask for the same ones).
+    env.store.snapshot_refs(|| status_now(env, run))
+}
+
+fn status_now(env: &Env, run: Option<&str>) -> Result<StatusReport> {
     let ledger = match resolve_run(env, run) {
         Ok(ledger) => ledger,
         Err(e) => {
