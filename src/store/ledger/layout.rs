@@ -176,10 +176,10 @@ impl Store {
         let Some(entry) = tree.find_entry(name) else {
             return Ok(None);
         };
-        let object = entry
-            .object()
+        let data = self
+            .read_blob(entry.oid().to_owned())
             .context(|| format!("could not read {name} in {commit}"))?;
-        Ok(Some(object.data.clone()))
+        Ok(Some(data))
     }
 
     fn write_json_blob(&self, value: &Value, what: &str) -> Result<gix::ObjectId> {
