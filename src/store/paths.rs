@@ -100,17 +100,27 @@ impl LocalPaths {
     }
 
     /// The replacements `(directory, label)`; a trailing `/` is ignored, `/` itself is never
-    /// replaced. Of two labels for one directory the earlier in `pairs` wins.
+    /// replaced, nor a relative spelling (it says nothing about a machine, and the directory
+    /// is known absolute too, canonicalized). Of two labels for one directory the earlier in
+    /// `pairs` wins.
     fn from_pairs(pairs: Vec<(String, String)>) -> Self {
         let mut pairs: Vec<(String, String)> = pairs
             .into_iter()
             .map(|(p, label)| (p.trim_end_matches('/').to_string(), label))
-            .filter(|(p, _)| p.len() > 1)
+            .filter(|(p, _)| p.len() > 1 && Path::new(p).is_absolute())
             .collect();
         // Stable: equal directories keep their order, so the dedup keeps the first label.
         pairs.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
         pairs.dedup_by(|a, b| a.0 == b.0);
         LocalPaths { pairs }
+    }
+
+    /// Can `text` name a local directory? Every directory replaced is absolute, so a text
+    /// without a path separator (a commit subject, mostly) names none, and needs no
+    /// [`LocalPaths::new`], which looks at the repository's directories, the temporary ones and
+    /// the environment's (canonicalizing each).
+    pub fn may_name_one(text: &str) -> bool {
+        text.contains(std::path::is_separator)
     }
 
     /// `text` with every known local directory replaced by its label, where the directory ends
@@ -272,6 +282,35 @@ mod tests {
                 .map(|(p, l)| (p.to_string(), l.to_string()))
                 .collect(),
         )
+    }
+
+    /// Only absolute directories are replaced, so a text without a path separator, which
+    /// `may_name_one` lets through untouched, is what `apply` would have left it.
+    #[test]
+    fn a_text_without_a_separator_names_no_directory() {
+        let p = paths(&[
+            (".git", "<git-dir>"),
+            ("repo", "<repository>"),
+            ("/tmp/x/pq", "<repository>"),
+            ("/home/u", "~"),
+        ]);
+        for text in [
+            "fix .git handling",
+            "repo",
+            "tmp x pq home u ~",
+            "",
+            "C:repo",
+        ] {
+            assert!(!LocalPaths::may_name_one(text), "{text}");
+            assert_eq!(p.apply(text), text);
+        }
+        for text in ["see /tmp/x/pq", "/home/u/.cargo", "a/b"] {
+            assert!(LocalPaths::may_name_one(text), "{text}");
+        }
+        assert_eq!(
+            p.apply("see /tmp/x/pq and ./repo"),
+            "see <repository> and ./repo"
+        );
     }
 
     #[test]
