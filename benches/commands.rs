@@ -67,23 +67,7 @@ impl Bench {
 
     /// Like `run`, with `input` on stdin and any exit code accepted (verdicts exit 1).
     fn run_any(&self, program: &str, cwd: &Path, args: &[&str], input: &str) -> Duration {
-        use std::io::Write;
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .current_dir(cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        hermetic::apply(&mut cmd, self.dir.path());
-        let start = Instant::now();
-        let mut child = cmd.spawn().expect("spawn");
-        let _ = child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes());
-        child.wait().expect("wait");
-        start.elapsed()
+        self.with_input(program, cwd, args, input).0
     }
 
     /// Like `run`, with `input` on stdin: the time and the trimmed stdout.
@@ -94,6 +78,22 @@ impl Bench {
         args: &[&str],
         input: &str,
     ) -> (Duration, String) {
+        let (took, out) = self.with_input(program, cwd, args, input);
+        assert!(out.status.success(), "{program} {args:?} failed");
+        (
+            took,
+            String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        )
+    }
+
+    /// `program args` in `cwd` with `input` on stdin, timed to its exit; any exit code.
+    fn with_input(
+        &self,
+        program: &str,
+        cwd: &Path,
+        args: &[&str],
+        input: &str,
+    ) -> (Duration, std::process::Output) {
         use std::io::Write;
         let mut cmd = Command::new(program);
         cmd.args(args)
@@ -104,19 +104,14 @@ impl Bench {
         hermetic::apply(&mut cmd, self.dir.path());
         let start = Instant::now();
         let mut child = cmd.spawn().expect("spawn");
-        child
+        // A command that exits without reading all of it (a verdict) closes the pipe.
+        let _ = child
             .stdin
             .take()
             .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("write");
+            .write_all(input.as_bytes());
         let out = child.wait_with_output().expect("wait");
-        let took = start.elapsed();
-        assert!(out.status.success(), "{program} {args:?} failed");
-        (
-            took,
-            String::from_utf8_lossy(&out.stdout).trim().to_string(),
-        )
+        (start.elapsed(), out)
     }
 
     /// The writes of a ref-only promote done by git plumbing, timed as four processes: a new
