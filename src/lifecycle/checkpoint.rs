@@ -194,12 +194,8 @@ pub fn record_checkpoint(
     let tree = store.tree_of(head)?;
     let summary = super::non_empty(summary).unwrap_or_else(|| commit_subject(store, head));
     // A summary written in the worktree may name it; the record travels, the path must not.
-    use crate::store::paths::LocalPaths;
-    let summary = if LocalPaths::may_name_one(&summary) {
-        LocalPaths::new(store, run_workspace(store, ledger)?.as_deref()).apply(&summary)
-    } else {
-        summary
-    };
+    let summary =
+        crate::store::paths::LocalPaths::scrub(store, || run_workspace(store, ledger), summary)?;
     let at = time::now();
     let note = CheckpointRecord::new(
         &rec.run_id,

@@ -6,6 +6,7 @@
 //! before a failed transaction are unreachable garbage that `git gc` removes; they are never
 //! visible through a ref.
 
+pub mod ancestry;
 pub mod backoff;
 pub mod diff;
 pub mod git_cli;

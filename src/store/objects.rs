@@ -166,23 +166,14 @@ impl Store {
     /// The blob `id`: read from its loose file through the one inflate stream when this
     /// repository's objects directory has it, else by gix.
     pub(crate) fn read_blob(&self, id: gix::ObjectId) -> Result<Vec<u8>> {
-        let mut data = Vec::new();
-        let kind = match self.read_loose(id, &mut data)? {
-            Some(kind) => kind,
-            None => {
-                let mut object = self
-                    .repo
-                    .find_object(id)
-                    .context(|| format!("could not read the blob {id}"))?;
-                data = std::mem::take(&mut object.data);
-                object.kind
-            }
-        };
-        if kind != Kind::Blob {
-            return Err(not_a_blob(id, kind));
+        let mut object = self
+            .object(id)
+            .context(|| format!("could not read the blob {id}"))?;
+        if object.kind != Kind::Blob {
+            return Err(not_a_blob(id, object.kind));
         }
         self.known_object(id);
-        Ok(data)
+        Ok(std::mem::take(&mut object.data))
     }
 
     /// The object `id`, `None` when the repository does not have it: read as

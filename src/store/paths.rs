@@ -115,11 +115,24 @@ impl LocalPaths {
         LocalPaths { pairs }
     }
 
+    /// `text` scrubbed as [`LocalPaths::new`] for the worktree `workspace` gives scrubs it. The
+    /// directories are looked for only when `text` can name one ([`LocalPaths::may_name_one`]):
+    /// a short text such as a commit subject mostly cannot, and looking means finding the
+    /// worktree and canonicalizing every directory.
+    pub fn scrub(
+        store: &Store,
+        workspace: impl FnOnce() -> crate::error::Result<Option<PathBuf>>,
+        text: String,
+    ) -> crate::error::Result<String> {
+        if !Self::may_name_one(&text) {
+            return Ok(text);
+        }
+        Ok(Self::new(store, workspace()?.as_deref()).apply(&text))
+    }
+
     /// Can `text` name a local directory? Every directory replaced is absolute, so a text
-    /// without a path separator (a commit subject, mostly) names none, and needs no
-    /// [`LocalPaths::new`], which looks at the repository's directories, the temporary ones and
-    /// the environment's (canonicalizing each).
-    pub fn may_name_one(text: &str) -> bool {
+    /// without a path separator names none.
+    fn may_name_one(text: &str) -> bool {
         text.contains(std::path::is_separator)
     }
 
