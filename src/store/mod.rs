@@ -73,7 +73,18 @@ pub(crate) fn test_rev(home: &std::path::Path, dir: &std::path::Path, spec: &str
 /// A repository `home/name` on `main` with one empty commit, for unit tests.
 #[cfg(test)]
 pub(crate) fn test_repo(home: &std::path::Path, name: &str) -> std::path::PathBuf {
-    test_git(home, home, &["init", "-q", "-b", "main", name]);
+    test_repo_in_format(home, name, "files")
+}
+
+/// [`test_repo`] with the ref storage `format` (`files` or `reftable`).
+#[cfg(test)]
+pub(crate) fn test_repo_in_format(
+    home: &std::path::Path,
+    name: &str,
+    format: &str,
+) -> std::path::PathBuf {
+    let format = format!("--ref-format={format}");
+    test_git(home, home, &["init", "-q", "-b", "main", &format, name]);
     let repo = home.join(name);
     test_git(
         home,

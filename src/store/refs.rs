@@ -11,7 +11,6 @@
 //! A ref format this build does not know is refused when the repository is opened, before
 //! anything is read or written.
 
-use std::collections::HashMap;
 use std::ffi::OsString;
 
 use gix::bstr::ByteSlice;
@@ -19,6 +18,10 @@ use gix::bstr::ByteSlice;
 use crate::error::{Context, Error, Result};
 
 use super::git_cli;
+
+mod snapshot;
+
+pub(super) use snapshot::Snapshot;
 
 /// How the repository stores its refs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -425,136 +428,10 @@ fn parse_oid(repo: &gix::Repository, hex: &str) -> Result<gix::ObjectId> {
     Ok(id)
 }
 
-/// The refs read while a [`super::Store::snapshot_refs`] runs, by name (`None`: absent).
-#[derive(Default)]
-pub(super) struct Snapshot(std::sync::Mutex<Option<HashMap<String, Option<gix::ObjectId>>>>);
-
-impl Snapshot {
-    fn seen(&self) -> std::sync::MutexGuard<'_, Option<HashMap<String, Option<gix::ObjectId>>>> {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// Closes the snapshot it opened, however `read` returns.
-struct Opened<'s>(&'s Snapshot);
-
-impl Drop for Opened<'_> {
-    fn drop(&mut self) {
-        *self.0.seen() = None;
-    }
-}
-
-impl super::Store {
-    /// Run `read` with each ref read at most once: its first value is the one every later read
-    /// gets. `status` and promote's preconditions ask for the same few refs (the target, the
-    /// run's branch, the notes refs) up to five times each, and every ask is a file read (with
-    /// reftable, a request to `git`); one value per ref also makes what `read` judges a single
-    /// view of the refs. Only reads belong in `read`: a ref transaction started inside forgets
-    /// what was read ([`super::Store::forget_refs`]), so its checks and its diagnosis see the refs
-    /// as they are. Nested calls share the outer snapshot.
-    pub fn snapshot_refs<T>(&self, read: impl FnOnce() -> T) -> T {
-        let opened = {
-            let mut seen = self.ref_snapshot.seen();
-            if seen.is_some() {
-                None
-            } else {
-                *seen = Some(HashMap::new());
-                Some(Opened(&self.ref_snapshot))
-            }
-        };
-        let out = read();
-        drop(opened);
-        out
-    }
-
-    /// Forget the refs read in an open snapshot: they are about to change.
-    pub(crate) fn forget_refs(&self) {
-        if let Some(seen) = self.ref_snapshot.seen().as_mut() {
-            seen.clear();
-        }
-    }
-
-    /// The current value of the direct ref `name`, `None` when it does not exist (as of the
-    /// snapshot's first read of it while one is open).
-    pub fn ref_target(&self, name: &str) -> Result<Option<gix::ObjectId>> {
-        if let Some(value) = self.ref_snapshot.seen().as_ref().and_then(|s| s.get(name)) {
-            return Ok(*value);
-        }
-        self.ref_target_now(name)
-    }
-
-    /// The value of the direct ref `name` as it is now, in or out of a snapshot: for a read
-    /// that looks for someone else's move of a ref read before. An open snapshot keeps it.
-    pub fn ref_target_now(&self, name: &str) -> Result<Option<gix::ObjectId>> {
-        let value = find(&self.repo, self.ref_format(), Some(&self.ref_reader), name)?;
-        if let Some(seen) = self.ref_snapshot.seen().as_mut() {
-            seen.insert(name.to_string(), value);
-        }
-        Ok(value)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::head;
-    use crate::store::{test_git as git, test_git_command, test_repo as repo, test_rev};
-
-    /// Inside a snapshot a ref keeps the value first read (git moves it meanwhile) and an
-    /// absent ref stays absent; a ref transaction inside forgets them, so its checks and what
-    /// is read after it see the refs as they are; outside, every read is fresh.
-    #[test]
-    fn a_snapshot_reads_each_ref_once_until_a_transaction() {
-        use crate::store::{tx, Store};
-        let dir = tempfile::tempdir().expect("temp dir");
-        let home = dir.path();
-        let path = repo(home, "r");
-        git(home, &path, &["commit", "-q", "--allow-empty", "-m", "two"]);
-        let rev = |spec: &str| test_rev(home, &path, spec);
-        let (two, one) = (rev("HEAD"), rev("HEAD~1"));
-        let store = Store::open(&path).expect("open");
-        let read = |name: &str| store.ref_target(name).expect("read");
-        store.snapshot_refs(|| {
-            assert_eq!(read("refs/heads/main"), Some(two));
-            assert_eq!(read("refs/heads/other"), None);
-            git(home, &path, &["update-ref", "refs/heads/main", "HEAD~1"]);
-            git(home, &path, &["update-ref", "refs/heads/other", "HEAD"]);
-            assert_eq!(read("refs/heads/main"), Some(two), "the first value stays");
-            assert_eq!(read("refs/heads/other"), None, "absent stays absent");
-            let now = store.ref_target_now("refs/heads/other").expect("read");
-            assert_eq!(now, Some(one), "read as it is now");
-            assert_eq!(read("refs/heads/other"), Some(one), "and kept");
-            // Expected at the value the snapshot holds: the transaction must see main as it
-            // is, and refuse.
-            let stale = tx::Cas::update("refs/heads/main", Some(two), one, "stale");
-            assert!(tx::apply(&store, &[stale]).is_err());
-            assert_eq!(
-                read("refs/heads/main"),
-                Some(one),
-                "forgotten by the transaction"
-            );
-            assert_eq!(read("refs/heads/other"), Some(one));
-            git(
-                home,
-                &path,
-                &["update-ref", "refs/heads/main", two.to_string().as_str()],
-            );
-            let moved = tx::Cas::update("refs/heads/main", Some(two), one, "moved");
-            tx::apply(&store, &[moved]).expect("the transaction");
-            assert_eq!(read("refs/heads/main"), Some(one));
-        });
-        git(
-            home,
-            &path,
-            &["update-ref", "refs/heads/main", two.to_string().as_str()],
-        );
-        assert_eq!(
-            read("refs/heads/main"),
-            Some(two),
-            "fresh outside a snapshot"
-        );
-    }
+    use crate::store::{test_git as git, test_git_command, test_repo as repo};
 
     /// HEAD's branch and value, read once each: what `git symbolic-ref HEAD` and
     /// `git rev-parse HEAD` say, on a branch, detached, unborn, and through a symbolic branch.

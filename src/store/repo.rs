@@ -9,7 +9,7 @@ use gix::bstr::ByteSlice;
 use crate::error::{Context, Error, Result};
 use crate::model::canonical::sha256_hex;
 
-use super::refs::{self, Head, RefFormat};
+use super::refs::{self, RefFormat};
 
 /// The identity of ledger and notes commits when the user configured none (the actor of a run
 /// is recorded in `run.json` anyway).
@@ -338,11 +338,6 @@ impl Store {
         }
     }
 
-    /// HEAD of the worktree this store was opened in.
-    pub fn head(&self) -> Result<Head> {
-        refs::head_with(&self.repo, Some(&self.ref_reader))
-    }
-
     /// The ref `name` as gix reads it (files backend; its reflog, its peeled target), `None`
     /// when absent; a full `refs/…` name means exactly that ref ([`refs::exactly`]).
     pub fn exact_reference(&self, name: &str) -> gix::Result<Option<gix::Reference<'_>>> {
@@ -442,11 +437,6 @@ impl Store {
             "{name} points at {what} ({tip}), not a commit: the ref is corrupt"
         ))
         .hint(repair.to_string()))
-    }
-
-    /// Names and targets of the refs under `prefix` (which ends in `/`), sorted by name.
-    pub fn refs_under(&self, prefix: &str) -> Result<Vec<(String, gix::ObjectId)>> {
-        refs::list(&self.repo, self.ref_format, prefix)
     }
 
     /// Add the worktree root to `info/exclude` once, when it lies inside the main worktree:

@@ -9,8 +9,10 @@ use super::repo::open_path;
 use super::Store;
 
 mod add;
+mod heads;
 mod status;
 
+use heads::ListedHeads;
 pub(crate) use status::UntrackedScan;
 use status::{status_of, status_with_index};
 
@@ -56,10 +58,15 @@ impl Store {
     /// The branch HEAD of the worktree whose git dir is `git_dir` names, as the ref backend
     /// keeps it: the `HEAD` file with the files backend ([`head_branch_at`]), the worktree's
     /// own reftable stack through git with reftable (its `HEAD` file is a stub there).
-    fn head_branch_of(&self, git_dir: &Path) -> Option<String> {
-        match self.ref_format() {
+    /// Read once per ref snapshot ([`Store::snapshot_refs`]); with reftable, from `listed`
+    /// ([`Store::listed_heads`]) when the worktree is there.
+    fn head_branch_of(&self, git_dir: &Path, listed: &ListedHeads) -> Option<String> {
+        self.head_branch_once(git_dir, || match self.ref_format() {
             RefFormat::Files => head_branch_at(git_dir),
             RefFormat::Reftable => {
+                if let Some(branch) = listed.get(&self.git_dir_key(git_dir)) {
+                    return branch.clone();
+                }
                 let args = ["symbolic-ref", "-q", "HEAD"].map(std::ffi::OsString::from);
                 let out = super::git_cli::run_at_git_dir(git_dir, &args).ok()?;
                 if !out.success() {
@@ -69,7 +76,7 @@ impl Store {
                 gix::refs::FullName::try_from(name).ok()?;
                 Some(name.to_string())
             }
-        }
+        })
     }
 
     /// Every worktree (main and linked) with the branch it has checked out. Read from this
@@ -77,9 +84,10 @@ impl Store {
     /// repository may hold hundreds of run worktrees.
     pub fn worktrees_with_branches(&self) -> Result<Vec<(PathBuf, Option<String>)>> {
         let mut out = Vec::new();
+        let listed = self.listed_heads();
         let main = self.main_workdir()?;
         if let Some(main) = main {
-            out.push((main, self.head_branch_of(self.repo.common_dir())));
+            out.push((main, self.head_branch_of(self.repo.common_dir(), &listed)));
         }
         for proxy in self
             .repo
@@ -87,7 +95,7 @@ impl Store {
             .context(|| "could not list worktrees".into())?
         {
             let Ok(base) = proxy.base() else { continue };
-            out.push((base, self.head_branch_of(proxy.git_dir())));
+            out.push((base, self.head_branch_of(proxy.git_dir(), &listed)));
         }
         Ok(out)
     }
@@ -104,7 +112,7 @@ impl Store {
         if admin.parent() != Some(ours.as_path()) {
             return None;
         }
-        self.head_branch_of(&admin)
+        self.head_branch_of(&admin, &ListedHeads::new())
     }
 
     /// The worktrees in which `branch` is checked out. Only a worktree that has it is asked
@@ -121,8 +129,9 @@ impl Store {
     pub fn branch_use(&self, branch: &str) -> Result<BranchUse> {
         let mut found = BranchUse::default();
         let short = branch.trim_start_matches("refs/heads/");
+        let listed = self.listed_heads();
         let mut look = |git_dir: &Path, base: &dyn Fn() -> Option<PathBuf>| -> Result<()> {
-            let head = self.head_branch_of(git_dir);
+            let head = self.head_branch_of(git_dir, &listed);
             if head.as_deref() == Some(branch) {
                 found.checked_out.extend(base());
             }
@@ -303,18 +312,18 @@ impl Store {
     /// apply that repository's configuration and attributes).
     pub fn inspect_own(&self, path: &Path) -> Result<WorkspaceState> {
         if let Some(repo) = self.opened_at(path)? {
-            return status_of(path, repo);
+            return status_of(Some(self), path, repo);
         }
         let repo = open_checked(path)?;
         self.check_own_repo(path, &repo)?;
-        status_of(path, repo)
+        status_of(Some(self), path, repo)
     }
 
     /// [`inspect`] the worktree at `path`, through this store's own repository when the
     /// command was started in that worktree (and the environment locates nothing else), else
     /// by opening it.
     pub fn inspect(&self, path: &Path) -> Result<WorkspaceState> {
-        status_of(path, self.worktree_repo(path)?)
+        status_of(Some(self), path, self.worktree_repo(path)?)
     }
 
     /// The repository to read the worktree at `path` through: [`Store::opened_at`], else
@@ -336,7 +345,7 @@ impl Store {
         untracked: UntrackedScan,
     ) -> Result<(WorkspaceState, gix::Repository, gix::worktree::Index)> {
         let repo = self.worktree_repo(path)?;
-        let (state, index) = status_with_index(path, repo.clone(), untracked)?;
+        let (state, index) = status_with_index(Some(self), path, repo.clone(), untracked)?;
         Ok((state, repo, index))
     }
 
@@ -441,7 +450,7 @@ pub fn shadow_head(
 
 /// Inspect the worktree at `path`: branch, head, tracked changes and untracked files.
 pub fn inspect(path: &Path) -> Result<WorkspaceState> {
-    status_of(path, open_checked(path)?)
+    status_of(None, path, open_checked(path)?)
 }
 
 /// Open the worktree at `path`, refusing one that is gone or unusable.

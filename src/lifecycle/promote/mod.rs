@@ -23,6 +23,7 @@ use crate::model::run::Promotion;
 use crate::model::{time, RunRecord, RunState};
 use crate::run::{resolve_run, Env};
 use crate::store::ledger::{self, Ledger};
+use crate::store::remote::fetch::NOTES_PREFIX;
 use crate::store::tx::{self, Cas};
 use crate::store::worktree::UntrackedScan;
 use crate::store::Store;
@@ -168,6 +169,8 @@ pub fn plan(store: &Store, ledger: Ledger) -> Result<Plan, PromoteError> {
 }
 
 fn plan_now(store: &Store, ledger: Ledger) -> Result<Plan, PromoteError> {
+    // The notes refs (evidence, approvals, what sync fetched) in one read.
+    store.snapshot_refs_under(NOTES_PREFIX)?;
     let run = &ledger.record;
     // A missing approval is named before anything else: it needs a person, and everything
     // else the run can fix by itself.

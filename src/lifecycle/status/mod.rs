@@ -19,6 +19,7 @@ use crate::error::Result;
 use crate::model::{RunRecord, RunState};
 use crate::run::{resolve_run, Env};
 use crate::store::ledger::Ledger;
+use crate::store::remote::fetch::NOTES_PREFIX;
 use crate::store::Store;
 
 pub use next_action::{loop_next_action, LiveState, NextAction};
@@ -86,6 +87,8 @@ pub fn status(env: &Env, run: Option<&str>) -> Result<StatusReport> {
 }
 
 fn status_now(env: &Env, run: Option<&str>) -> Result<StatusReport> {
+    // The notes refs (checkpoints, evidence, approvals, what sync fetched) in one read.
+    env.store.snapshot_refs_under(NOTES_PREFIX)?;
     let ledger = match resolve_run(env, run) {
         Ok(ledger) => ledger,
         Err(e) => {

@@ -22,16 +22,21 @@ use gix::status::plumbing::index_as_worktree::{traits::FastEq, EntryStatus};
 
 use crate::error::{Context, Result};
 
-use super::super::refs;
+use super::super::{refs, Store};
 use super::{damaged_index, shadow_head, WorkspaceState};
 
 /// Indexes with fewer entries are compared in the calling thread (git preloads the index in
 /// threads from 1,000 entries on: 500 per thread, at least two).
 const IN_THREAD_BELOW: usize = 1_000;
 
-/// Branch, head, tracked changes and untracked files of `repo`, the worktree at `path`.
-pub(super) fn status_of(path: &Path, repo: gix::Repository) -> Result<WorkspaceState> {
-    Ok(status_with_index(path, repo, UntrackedScan::Listed)?.0)
+/// Branch, head, tracked changes and untracked files of `repo`, the worktree at `path`; its
+/// `HEAD` read through `store` when given (once per ref snapshot).
+pub(super) fn status_of(
+    store: Option<&Store>,
+    path: &Path,
+    repo: gix::Repository,
+) -> Result<WorkspaceState> {
+    Ok(status_with_index(store, path, repo, UntrackedScan::Listed)?.0)
 }
 
 /// Whether a status walks the worktree for untracked files.
@@ -47,6 +52,7 @@ pub(crate) enum UntrackedScan {
 /// [`status_of`], with the index it compared: `repo`'s shared copy, which gix's status also
 /// uses for the attributes and the submodules, so it is read once.
 pub(super) fn status_with_index(
+    store: Option<&Store>,
     path: &Path,
     mut repo: gix::Repository,
     untracked: UntrackedScan,
@@ -55,7 +61,10 @@ pub(super) fn status_with_index(
         .index_or_empty()
         .context(|| format!("could not read the index {}", repo.index_path().display()))
         .map_err(|e| damaged_index(e, &repo.index_path()))?;
-    let here = refs::head(&repo)?;
+    let here = match store {
+        Some(store) => store.head_of(&repo)?,
+        None => refs::head(&repo)?,
+    };
     let _shadow = shadow_head(&mut repo, &here)?;
     let refs::Head { branch, id: head } = here;
     let mut changes = Changes::default();

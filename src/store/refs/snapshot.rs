@@ -1,0 +1,355 @@
+//! One view of the refs for a read-only phase ([`Store::snapshot_refs`]): each ref, each
+//! listing and each worktree's `HEAD` read once.
+
+use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::error::Result;
+use crate::store::Store;
+
+use super::{find, head_with, list, Head, RefFormat};
+
+/// What was read while a [`Store::snapshot_refs`] runs.
+#[derive(Default)]
+struct Seen {
+    /// Direct refs by name, as first read (`None`: absent, or symbolic).
+    refs: BTreeMap<String, Option<gix::ObjectId>>,
+    /// Prefixes listed whole: a direct ref under one of them is in `refs`, or is absent.
+    listed: Vec<String>,
+    /// The `HEAD` of a worktree, by its git dir.
+    heads: HashMap<PathBuf, Head>,
+    /// The branch a worktree's `HEAD` names, by its git dir, where only the branch was read.
+    branches: HashMap<PathBuf, Option<String>>,
+    /// Every worktree's `HEAD` branch, listed at once ([`Store::listed_heads`]).
+    listed_heads: Option<HashMap<PathBuf, Option<String>>>,
+}
+
+impl Seen {
+    fn listed(&self, name: &str) -> bool {
+        self.listed.iter().any(|prefix| name.starts_with(prefix))
+    }
+
+    /// The direct refs kept under `prefix`, sorted by name.
+    fn under(&self, prefix: &str) -> Vec<(String, gix::ObjectId)> {
+        self.refs
+            .range(prefix.to_string()..)
+            .take_while(|(name, _)| name.starts_with(prefix))
+            .filter_map(|(name, id)| id.map(|id| (name.clone(), id)))
+            .collect()
+    }
+}
+
+/// The refs read while a [`Store::snapshot_refs`] runs (`None`: no snapshot is open).
+#[derive(Default)]
+pub(in crate::store) struct Snapshot(std::sync::Mutex<Option<Seen>>);
+
+impl Snapshot {
+    fn seen(&self) -> std::sync::MutexGuard<'_, Option<Seen>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Closes the snapshot it opened, however `read` returns.
+struct Opened<'s>(&'s Snapshot);
+
+impl Drop for Opened<'_> {
+    fn drop(&mut self) {
+        *self.0.seen() = None;
+    }
+}
+
+impl Store {
+    /// Run `read` with each ref read at most once: its first value is the one every later read
+    /// gets. `status` and promote's preconditions ask for the same few refs (the target, the
+    /// run's branch, the notes refs, the run worktree's `HEAD`) up to five times each, and every
+    /// ask is a file read (with reftable, a request to `git`); one value per ref also makes what
+    /// `read` judges a single view of the refs. Only reads belong in `read`: a ref transaction
+    /// started inside forgets what was read ([`Store::forget_refs`]), so its checks and its
+    /// diagnosis see the refs as they are. Nested calls share the outer snapshot.
+    pub fn snapshot_refs<T>(&self, read: impl FnOnce() -> T) -> T {
+        let opened = {
+            let mut seen = self.ref_snapshot.seen();
+            if seen.is_some() {
+                None
+            } else {
+                *seen = Some(Seen::default());
+                Some(Opened(&self.ref_snapshot))
+            }
+        };
+        let out = read();
+        drop(opened);
+        out
+    }
+
+    /// Forget what an open snapshot read: the refs are about to change.
+    pub(crate) fn forget_refs(&self) {
+        if let Some(seen) = self.ref_snapshot.seen().as_mut() {
+            *seen = Seen::default();
+        }
+    }
+
+    /// In an open snapshot of a reftable repository, read every ref under `prefix` (which ends
+    /// in `/`) with one listing, so that the reads of single refs under it that follow are
+    /// answered from it: each read of a ref that does not exist is otherwise a `git` process of
+    /// its own. Nothing is read with the files backend, where a single ref is one file read and
+    /// a listing would walk directories, or outside a snapshot.
+    pub fn snapshot_refs_under(&self, prefix: &str) -> Result<()> {
+        if self.ref_format() == RefFormat::Reftable && self.ref_snapshot.seen().is_some() {
+            self.refs_under(prefix)?;
+        }
+        Ok(())
+    }
+
+    /// The current value of the direct ref `name`, `None` when it does not exist (as of the
+    /// snapshot's first read of it while one is open).
+    pub fn ref_target(&self, name: &str) -> Result<Option<gix::ObjectId>> {
+        if let Some(seen) = self.ref_snapshot.seen().as_ref() {
+            if let Some(value) = seen.refs.get(name) {
+                return Ok(*value);
+            }
+            if seen.listed(name) {
+                return Ok(None);
+            }
+        }
+        self.ref_target_now(name)
+    }
+
+    /// The value of the direct ref `name` as it is now, in or out of a snapshot: for a read
+    /// that looks for someone else's move of a ref read before. An open snapshot keeps it.
+    pub fn ref_target_now(&self, name: &str) -> Result<Option<gix::ObjectId>> {
+        let value = find(&self.repo, self.ref_format(), Some(&self.ref_reader), name)?;
+        if let Some(seen) = self.ref_snapshot.seen().as_mut() {
+            seen.refs.insert(name.to_string(), value);
+        }
+        Ok(value)
+    }
+
+    /// Names and targets of the direct refs under `prefix` (which ends in `/`), sorted by name.
+    /// In an open snapshot a prefix is listed once, and a ref read before keeps its first value.
+    pub fn refs_under(&self, prefix: &str) -> Result<Vec<(String, gix::ObjectId)>> {
+        if let Some(seen) = self.ref_snapshot.seen().as_ref() {
+            if seen.listed(prefix) {
+                return Ok(seen.under(prefix));
+            }
+        }
+        let now = list(&self.repo, self.ref_format(), prefix)?;
+        let mut guard = self.ref_snapshot.seen();
+        let Some(seen) = guard.as_mut() else {
+            return Ok(now);
+        };
+        for (name, id) in now {
+            seen.refs.entry(name).or_insert(Some(id));
+        }
+        seen.listed.push(prefix.to_string());
+        Ok(seen.under(prefix))
+    }
+
+    /// HEAD of the worktree this store was opened in.
+    pub fn head(&self) -> Result<Head> {
+        self.head_of(&self.repo)
+    }
+
+    /// HEAD of the worktree `repo` was opened in (this store's, or another worktree of the same
+    /// repository): read once per snapshot.
+    pub(in crate::store) fn head_of(&self, repo: &gix::Repository) -> Result<Head> {
+        let git_dir = repo.git_dir();
+        let key = self
+            .ref_snapshot
+            .seen()
+            .is_some()
+            .then(|| self.git_dir_key(git_dir));
+        if let Some(key) = &key {
+            if let Some(head) = self
+                .ref_snapshot
+                .seen()
+                .as_ref()
+                .and_then(|s| s.heads.get(key))
+            {
+                return Ok(head.clone());
+            }
+        }
+        // The reader runs in this store's worktree, where `HEAD` is its HEAD.
+        let reader = (git_dir == self.repo.git_dir()).then_some(&self.ref_reader);
+        let head = head_with(repo, reader)?;
+        if let (Some(key), Some(seen)) = (key, self.ref_snapshot.seen().as_mut()) {
+            seen.heads.insert(key, head.clone());
+        }
+        Ok(head)
+    }
+
+    /// The branch `HEAD` names in the worktree whose git dir is `git_dir`, as `branch` reads it
+    /// (`None`: detached or unreadable): read once per snapshot, and not at all when the
+    /// snapshot read that worktree's whole `HEAD`.
+    pub(in crate::store) fn head_branch_once(
+        &self,
+        git_dir: &Path,
+        branch: impl FnOnce() -> Option<String>,
+    ) -> Option<String> {
+        if self.ref_snapshot.seen().is_none() {
+            return branch();
+        }
+        let key = self.git_dir_key(git_dir);
+        if let Some(seen) = self.ref_snapshot.seen().as_ref() {
+            if let Some(head) = seen.heads.get(&key) {
+                return head.branch.clone();
+            }
+            if let Some(found) = seen.branches.get(&key) {
+                return found.clone();
+            }
+        }
+        let found = branch();
+        if let Some(seen) = self.ref_snapshot.seen().as_mut() {
+            seen.branches.insert(key, found.clone());
+        }
+        found
+    }
+
+    /// Every worktree's `HEAD` branch as `list` reads them, once per snapshot.
+    pub(in crate::store) fn worktree_heads_once(
+        &self,
+        list: impl FnOnce() -> HashMap<PathBuf, Option<String>>,
+    ) -> HashMap<PathBuf, Option<String>> {
+        if let Some(listed) = self
+            .ref_snapshot
+            .seen()
+            .as_ref()
+            .and_then(|s| s.listed_heads.clone())
+        {
+            return listed;
+        }
+        let listed = list();
+        if let Some(seen) = self.ref_snapshot.seen().as_mut() {
+            seen.listed_heads = Some(listed.clone());
+        }
+        listed
+    }
+
+    /// How a worktree's git dir is known in the snapshot. The same directory is spelled in
+    /// more than one way (`<git dir>/worktrees/<id>` from the worktree list, the `gitdir:` line
+    /// of the worktree's `.git` file, `worktrees/<id>/../..` for the common directory): with
+    /// reftable, where each `HEAD` read is a `git` process, it is the canonical path, worth its
+    /// few system calls. With the files backend, where a `HEAD` read is one file read, the path
+    /// as given.
+    pub(in crate::store) fn git_dir_key(&self, git_dir: &Path) -> PathBuf {
+        match self.ref_format() {
+            RefFormat::Reftable => {
+                std::fs::canonicalize(git_dir).unwrap_or_else(|_| git_dir.to_path_buf())
+            }
+            RefFormat::Files => git_dir.to_path_buf(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::{test_git as git, test_repo as repo, test_repo_in_format, test_rev};
+
+    /// Inside a snapshot a ref keeps the value first read (git moves it meanwhile) and an
+    /// absent ref stays absent; a ref transaction inside forgets them, so its checks and what
+    /// is read after it see the refs as they are; outside, every read is fresh.
+    #[test]
+    fn a_snapshot_reads_each_ref_once_until_a_transaction() {
+        use crate::store::{tx, Store};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let path = repo(home, "r");
+        git(home, &path, &["commit", "-q", "--allow-empty", "-m", "two"]);
+        let rev = |spec: &str| test_rev(home, &path, spec);
+        let (two, one) = (rev("HEAD"), rev("HEAD~1"));
+        let store = Store::open(&path).expect("open");
+        let read = |name: &str| store.ref_target(name).expect("read");
+        store.snapshot_refs(|| {
+            assert_eq!(read("refs/heads/main"), Some(two));
+            assert_eq!(read("refs/heads/other"), None);
+            git(home, &path, &["update-ref", "refs/heads/main", "HEAD~1"]);
+            git(home, &path, &["update-ref", "refs/heads/other", "HEAD"]);
+            assert_eq!(read("refs/heads/main"), Some(two), "the first value stays");
+            assert_eq!(read("refs/heads/other"), None, "absent stays absent");
+            let now = store.ref_target_now("refs/heads/other").expect("read");
+            assert_eq!(now, Some(one), "read as it is now");
+            assert_eq!(read("refs/heads/other"), Some(one), "and kept");
+            // Expected at the value the snapshot holds: the transaction must see main as it
+            // is, and refuse.
+            let stale = tx::Cas::update("refs/heads/main", Some(two), one, "stale");
+            assert!(tx::apply(&store, &[stale]).is_err());
+            assert_eq!(
+                read("refs/heads/main"),
+                Some(one),
+                "forgotten by the transaction"
+            );
+            assert_eq!(read("refs/heads/other"), Some(one));
+            git(
+                home,
+                &path,
+                &["update-ref", "refs/heads/main", two.to_string().as_str()],
+            );
+            let moved = tx::Cas::update("refs/heads/main", Some(two), one, "moved");
+            tx::apply(&store, &[moved]).expect("the transaction");
+            assert_eq!(read("refs/heads/main"), Some(one));
+        });
+        git(
+            home,
+            &path,
+            &["update-ref", "refs/heads/main", two.to_string().as_str()],
+        );
+        assert_eq!(
+            read("refs/heads/main"),
+            Some(two),
+            "fresh outside a snapshot"
+        );
+    }
+
+    /// In a snapshot a listed prefix answers the reads of the refs under it (a ref made
+    /// after the listing stays absent, a listing again gives the same refs) and a worktree's
+    /// `HEAD` is read once; a transaction forgets both. With reftable the notes refs are
+    /// listed in advance ([`crate::store::Store::snapshot_refs_under`]), with files they are not.
+    #[test]
+    fn a_snapshot_lists_a_prefix_once_and_reads_each_head_once() {
+        use crate::store::{tx, Store};
+        for format in ["files", "reftable"] {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let home = dir.path();
+            let path = test_repo_in_format(home, "r", format);
+            git(home, &path, &["commit", "-q", "--allow-empty", "-m", "two"]);
+            let rev = |spec: &str| test_rev(home, &path, spec);
+            let (two, one) = (rev("HEAD"), rev("HEAD~1"));
+            git(home, &path, &["update-ref", "refs/notes/x/a", "HEAD"]);
+            let store = Store::open(&path).expect("open");
+            store.snapshot_refs(|| {
+                store.snapshot_refs_under("refs/notes/").expect("listed");
+                git(home, &path, &["update-ref", "refs/notes/x/b", "HEAD"]);
+                let b = store.ref_target("refs/notes/x/b").expect("read");
+                match format {
+                    "reftable" => assert_eq!(b, None, "answered by the listing"),
+                    _ => assert_eq!(b, Some(two), "read as it is: nothing listed"),
+                }
+                let listed = store.refs_under("refs/notes/x/").expect("list");
+                git(home, &path, &["update-ref", "refs/notes/x/c", "HEAD"]);
+                assert_eq!(store.refs_under("refs/notes/x/").expect("list"), listed);
+                assert_eq!(store.ref_target("refs/notes/x/c").expect("read"), None);
+                assert_eq!(store.head().expect("head").id, Some(two));
+                git(home, &path, &["checkout", "-q", "--detach", "HEAD~1"]);
+                let head = store.head().expect("head");
+                assert_eq!(head.id, Some(two), "{format}: HEAD read once");
+                assert_eq!(head.branch.as_deref(), Some("refs/heads/main"));
+                let moved = tx::Cas::update("refs/notes/x/a", Some(two), one, "moved");
+                tx::apply(&store, &[moved]).expect("the transaction");
+                assert_eq!(store.head().expect("head").id, Some(one), "{format}");
+                assert_eq!(store.head().expect("head").branch, None, "{format}");
+                let names: Vec<String> = store
+                    .refs_under("refs/notes/x/")
+                    .expect("list")
+                    .into_iter()
+                    .map(|(name, _)| name)
+                    .collect();
+                assert_eq!(
+                    names,
+                    ["refs/notes/x/a", "refs/notes/x/b", "refs/notes/x/c"]
+                );
+            });
+        }
+    }
+}
