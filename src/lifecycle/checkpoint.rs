@@ -122,20 +122,25 @@ pub fn checkpoint(
     summary: Option<&str>,
 ) -> Result<CheckpointOutcome> {
     let store = &env.store;
-    let ledger = resolve_run(env, run)?;
+    // The preconditions only read: each ref (the run worktree's `HEAD` above all) once.
+    let (ledger, path, head) = store.snapshot_refs(|| -> Result<_> {
+        let ledger = resolve_run(env, run)?;
+        let rec = &ledger.record;
+        if rec.state.is_terminal() || rec.state == RunState::Looping {
+            return Err(Error::refused(format!(
+                "run {} is {}; checkpoint needs an active run",
+                rec.run_id, rec.state
+            ))
+            .hint(if rec.state == RunState::Looping {
+                "the loop records its own checkpoints; `git tabellio loop --resume` continues it"
+            } else {
+                "a finished run takes no more checkpoints"
+            }));
+        }
+        let (path, head) = workspace_with_work(env, &ledger)?;
+        Ok((ledger, path, head))
+    })?;
     let rec = &ledger.record;
-    if rec.state.is_terminal() || rec.state == RunState::Looping {
-        return Err(Error::refused(format!(
-            "run {} is {}; checkpoint needs an active run",
-            rec.run_id, rec.state
-        ))
-        .hint(if rec.state == RunState::Looping {
-            "the loop records its own checkpoints; `git tabellio loop --resume` continues it"
-        } else {
-            "a finished run takes no more checkpoints"
-        }));
-    }
-    let (path, head) = workspace_with_work(env, &ledger)?;
     let head_hex = head.to_string();
     if let Some(entry) = rec.checkpoints.iter().find(|c| c.commit == head_hex) {
         // Recorded before. Make sure its note exists too (a ledger written by an older,

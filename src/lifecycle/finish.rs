@@ -45,23 +45,29 @@ pub fn finish(
     stream: Stream,
 ) -> Result<FinishOutcome> {
     let store = &env.store;
-    let ledger = resolve_run(env, run)?;
+    // The preconditions only read: each ref (the run worktree's `HEAD` above all) once. What
+    // is read after the checks ran is read afresh.
+    let (ledger, path, head) = store.snapshot_refs(|| -> Result<_> {
+        let ledger = resolve_run(env, run)?;
+        let rec = &ledger.record;
+        if !matches!(
+            rec.state,
+            RunState::Active | RunState::ValidationFailed | RunState::Completed | RunState::Blocked
+        ) {
+            return Err(Error::refused(format!(
+                "run {} is {}; finish needs an active, failed, blocked or completed run",
+                rec.run_id, rec.state
+            ))
+            .hint(if rec.state == RunState::Looping {
+                "a loop is driving this run: `git tabellio loop --resume`"
+            } else {
+                "a promoted or abandoned run is over"
+            }));
+        }
+        let (path, head) = workspace_with_work(env, &ledger)?;
+        Ok((ledger, path, head))
+    })?;
     let rec = &ledger.record;
-    if !matches!(
-        rec.state,
-        RunState::Active | RunState::ValidationFailed | RunState::Completed | RunState::Blocked
-    ) {
-        return Err(Error::refused(format!(
-            "run {} is {}; finish needs an active, failed, blocked or completed run",
-            rec.run_id, rec.state
-        ))
-        .hint(if rec.state == RunState::Looping {
-            "a loop is driving this run: `git tabellio loop --resume`"
-        } else {
-            "a promoted or abandoned run is over"
-        }));
-    }
-    let (path, head) = workspace_with_work(env, &ledger)?;
     let (checks, cap) = resolve_checks(store, head, sel)?;
     let plans_gate = super::plans::gate(store, head)?;
     // The evidence is written after the checks run: a compression level it could not be
