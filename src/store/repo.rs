@@ -330,11 +330,13 @@ impl Store {
     fn rev_parse(&self, rev: &str) -> std::result::Result<gix::Id<'_>, String> {
         match self.ref_format {
             RefFormat::Files => self.repo.rev_parse_single(rev).map_err(|e| e.to_string()),
-            RefFormat::Reftable => match refs::rev_parse(&self.repo, rev) {
-                Ok(Some(id)) => Ok(gix::prelude::ObjectIdExt::attach(id, &self.repo)),
-                Ok(None) => Err("git rev-parse does not know it".into()),
-                Err(e) => Err(e.message),
-            },
+            RefFormat::Reftable => {
+                match self.rev_parse_once(rev, || refs::rev_parse(&self.repo, rev)) {
+                    Ok(Some(id)) => Ok(gix::prelude::ObjectIdExt::attach(id, &self.repo)),
+                    Ok(None) => Err("git rev-parse does not know it".into()),
+                    Err(e) => Err(e.message),
+                }
+            }
         }
     }
 

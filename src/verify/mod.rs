@@ -26,6 +26,7 @@ use crate::model::policy::Policy;
 use crate::store::notes::EVIDENCE;
 use crate::store::notes_view::NotesView;
 use crate::store::policy::{Policies, PolicyAtError, TrustAt};
+use crate::store::remote::fetch::NOTES_PREFIX;
 use crate::store::Store;
 use crate::trust::approval::{self, ApprovalCheck};
 
@@ -220,6 +221,14 @@ pub fn verify_keeping_caches<'s>(
     store: &'s Store,
     opts: &VerifyOptions,
 ) -> Result<(VerifyOutcome, Verifier<'s>)> {
+    // Only reads: each ref and each revision once, the notes refs in one listing (reftable).
+    store.snapshot_refs(|| {
+        store.snapshot_refs_under(NOTES_PREFIX)?;
+        verify_now(store, opts)
+    })
+}
+
+fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutcome, Verifier<'s>)> {
     for name in &opts.checks {
         crate::model::ids::check_run_id(name).map_err(|why| {
             Error::usage(format!("invalid check name {name:?}: {why}"))

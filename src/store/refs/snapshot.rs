@@ -23,6 +23,8 @@ struct Seen {
     branches: HashMap<PathBuf, Option<String>>,
     /// Every worktree's `HEAD` branch, listed at once ([`Store::listed_heads`]).
     listed_heads: Option<HashMap<PathBuf, Option<String>>>,
+    /// Revisions resolved by git (reftable), by the expression asked.
+    revs: HashMap<String, Option<gix::ObjectId>>,
 }
 
 impl Seen {
@@ -227,6 +229,29 @@ impl Store {
         listed
     }
 
+    /// The object the revision `rev` names as `parse` resolves it (`None`: not found), once
+    /// per snapshot: `verify main..topic` resolves each end twice, for the range and for its
+    /// guarded steps, and with reftable each is a `git rev-parse`.
+    pub(in crate::store) fn rev_parse_once(
+        &self,
+        rev: &str,
+        parse: impl FnOnce() -> Result<Option<gix::ObjectId>>,
+    ) -> Result<Option<gix::ObjectId>> {
+        if let Some(found) = self
+            .ref_snapshot
+            .seen()
+            .as_ref()
+            .and_then(|s| s.revs.get(rev))
+        {
+            return Ok(*found);
+        }
+        let found = parse()?;
+        if let Some(seen) = self.ref_snapshot.seen().as_mut() {
+            seen.revs.insert(rev.to_string(), found);
+        }
+        Ok(found)
+    }
+
     /// How a worktree's git dir is known in the snapshot. The same directory is spelled in
     /// more than one way (`<git dir>/worktrees/<id>` from the worktree list, the `gitdir:` line
     /// of the worktree's `.git` file, `worktrees/<id>/../..` for the common directory): with
@@ -304,7 +329,8 @@ mod tests {
 
     /// In a snapshot a listed prefix answers the reads of the refs under it (a ref made
     /// after the listing stays absent, a listing again gives the same refs) and a worktree's
-    /// `HEAD` is read once; a transaction forgets both. With reftable the notes refs are
+    /// `HEAD` and (with reftable, where git resolves them) each revision are read once; a
+    /// transaction forgets them all. With reftable the notes refs are
     /// listed in advance ([`crate::store::Store::snapshot_refs_under`]), with files they are not.
     #[test]
     fn a_snapshot_lists_a_prefix_once_and_reads_each_head_once() {
@@ -330,6 +356,14 @@ mod tests {
                 git(home, &path, &["update-ref", "refs/notes/x/c", "HEAD"]);
                 assert_eq!(store.refs_under("refs/notes/x/").expect("list"), listed);
                 assert_eq!(store.ref_target("refs/notes/x/c").expect("read"), None);
+                git(home, &path, &["tag", "t", "HEAD"]);
+                assert_eq!(store.resolve_commit("t").expect("t"), two);
+                git(home, &path, &["tag", "-f", "t", "HEAD~1"]);
+                let t = store.resolve_commit("t").expect("t");
+                match format {
+                    "reftable" => assert_eq!(t, two, "git rev-parse asked once"),
+                    _ => assert_eq!(t, one, "gix resolves it in-process each time"),
+                }
                 assert_eq!(store.head().expect("head").id, Some(two));
                 git(home, &path, &["checkout", "-q", "--detach", "HEAD~1"]);
                 let head = store.head().expect("head");
@@ -339,6 +373,7 @@ mod tests {
                 tx::apply(&store, &[moved]).expect("the transaction");
                 assert_eq!(store.head().expect("head").id, Some(one), "{format}");
                 assert_eq!(store.head().expect("head").branch, None, "{format}");
+                assert_eq!(store.resolve_commit("t").expect("t"), one, "{format}");
                 let names: Vec<String> = store
                     .refs_under("refs/notes/x/")
                     .expect("list")
