@@ -76,8 +76,9 @@ impl<'s> Gatekeeper<'s> {
             .map(|p| p.to_string())
             .filter(|p| !p.trim().is_empty())
             .collect();
-        let head_ref = crate::run::current_branch(store);
-        let head_commit = store.head().ok().and_then(|h| h.id);
+        // HEAD read once for its branch and its commit (with reftable each read is a process).
+        let head = store.head().unwrap_or_default();
+        let (head_ref, head_commit) = (head.branch, head.id);
         Ok(Gatekeeper {
             // Notes are read only once something turns out to be protected.
             verifier: Verifier::with_notes(store, NotesView::at_commit(store, None, EVIDENCE)?),
