@@ -34,21 +34,36 @@ impl Store {
         if !out.success() {
             return None;
         }
+        let listed = parse(&out.stdout);
+        let mut times: HashMap<&str, usize> = HashMap::new();
+        for (path, _) in &listed {
+            *times.entry(path.as_str()).or_default() += 1;
+        }
         let mut heads = ListedHeads::new();
-        for (i, (path, branch)) in parse(&out.stdout).into_iter().enumerate() {
+        for (i, (path, branch)) in listed.iter().enumerate() {
             // The main worktree comes first; the others are found by their `.git` file, which
-            // names their administrative directory.
+            // names their administrative directory. A path listed twice (two administrative
+            // directories claiming one worktree), or one whose administrative directory does
+            // not name it back, is left out: its `HEAD` is then read alone.
             let git_dir = match i {
                 0 => common.to_path_buf(),
-                _ => match admin_dir(Path::new(&path)) {
-                    Some(dir) => dir,
-                    None => continue,
+                _ if times[path.as_str()] > 1 => continue,
+                _ => match admin_dir(Path::new(path)) {
+                    Some(dir) if names_back(&dir, path) => dir,
+                    _ => continue,
                 },
             };
-            heads.insert(self.git_dir_key(&git_dir), branch);
+            heads.insert(self.git_dir_key(&git_dir), branch.clone());
         }
         Some(heads)
     }
+}
+
+/// Whether the administrative directory `admin` belongs to the worktree at `path`: its
+/// `gitdir` file names `path`'s `.git`, as git wrote it (and read it to list `path`).
+fn names_back(admin: &Path, path: &str) -> bool {
+    std::fs::read_to_string(admin.join("gitdir"))
+        .is_ok_and(|text| Path::new(text.trim_end_matches('\n')) == Path::new(path).join(".git"))
 }
 
 /// The worktrees of `git worktree list --porcelain -z`, in order: (path, branch).
@@ -110,6 +125,51 @@ mod tests {
         }
     }
 
+    /// A worktree git lists under a path whose `.git` file names another worktree's
+    /// administrative directory is left out: that other worktree keeps its own branch.
+    #[test]
+    fn a_worktree_whose_admin_dir_does_not_name_it_back_is_left_out() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let path = test_repo_in_format(home, "r", "reftable");
+        git(
+            home,
+            &path,
+            &["worktree", "add", "-q", "-b", "x", "../on-x"],
+        );
+        git(
+            home,
+            &path,
+            &["worktree", "add", "-q", "--detach", "../z-detached"],
+        );
+        let common = path.join(".git");
+        // `z-detached`'s administrative directory now says its worktree is `z-fake` (git lists
+        // it after `on-x`, by path), whose `.git` file names `on-x`'s administrative directory.
+        let fake = home.join("z-fake");
+        std::fs::create_dir(&fake).expect("mkdir");
+        let on_x_admin = common.join("worktrees/on-x");
+        std::fs::write(
+            fake.join(".git"),
+            format!("gitdir: {}\n", on_x_admin.display()),
+        )
+        .expect("write");
+        let detached_admin = common.join("worktrees/z-detached");
+        std::fs::write(
+            detached_admin.join("gitdir"),
+            format!("{}\n", fake.join(".git").display()),
+        )
+        .expect("write");
+        let store = Store::open(&path).expect("open");
+        let listed = store.listed_heads();
+        let key = |p: &std::path::Path| store.git_dir_key(p);
+        assert_eq!(
+            listed.get(&key(&on_x_admin)),
+            Some(&Some("refs/heads/x".to_string()))
+        );
+        assert_eq!(listed.get(&key(&detached_admin)), None);
+        assert_eq!(listed.len(), 2, "{listed:?}");
+    }
+
     #[test]
     fn parses_the_porcelain_listing() {
         let out = "worktree /r\0HEAD 1111111111111111111111111111111111111111\0branch refs/heads/main\0\0\
@@ -123,5 +183,35 @@ mod tests {
                 ("/w".to_string(), Some("refs/heads/unborn".to_string())),
             ]
         );
+    }
+
+    /// Two administrative directories claiming one worktree path: neither is taken from the
+    /// listing (each is read alone).
+    #[test]
+    fn a_path_two_worktrees_claim_is_left_out() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let path = test_repo_in_format(home, "r", "reftable");
+        git(
+            home,
+            &path,
+            &["worktree", "add", "-q", "-b", "x", "../on-x"],
+        );
+        git(
+            home,
+            &path,
+            &["worktree", "add", "-q", "--detach", "../detached"],
+        );
+        let common = path.join(".git");
+        let (on_x, detached) = (
+            common.join("worktrees/on-x"),
+            common.join("worktrees/detached"),
+        );
+        let claimed = std::fs::read_to_string(on_x.join("gitdir")).expect("gitdir");
+        std::fs::write(detached.join("gitdir"), claimed).expect("write");
+        let store = Store::open(&path).expect("open");
+        let listed = store.listed_heads();
+        assert_eq!(listed.get(&store.git_dir_key(&on_x)), None, "{listed:?}");
+        assert_eq!(listed.len(), 1, "{listed:?}");
     }
 }
