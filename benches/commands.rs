@@ -22,6 +22,11 @@ struct Bench {
 
 impl Bench {
     fn new() -> Bench {
+        Bench::new_in_format("files")
+    }
+
+    /// [`Bench::new`] with the ref storage `format` (`files` or `reftable`).
+    fn new_in_format(format: &str) -> Bench {
         let mut dir = tempfile::tempdir().expect("temp dir");
         // `TABELLIO_BENCH_KEEP=1` leaves every repository behind, to profile a command there.
         if std::env::var("TABELLIO_BENCH_KEEP").is_ok_and(|v| v == "1") {
@@ -30,10 +35,18 @@ impl Bench {
         }
         let repo = dir.path().join("repo");
         let b = Bench { dir, repo };
+        let format = format!("--ref-format={format}");
         b.run(
             "git",
             b.dir.path(),
-            &["init", "-q", "-b", "main", b.repo.to_str().unwrap()],
+            &[
+                "init",
+                "-q",
+                "-b",
+                "main",
+                &format,
+                b.repo.to_str().unwrap(),
+            ],
         );
         std::fs::write(b.repo.join("README.md"), "bench\n").unwrap();
         b.git(&["add", "-A"]);
@@ -921,6 +934,48 @@ fn live_worktrees(n: usize) {
     }
 }
 
+/// A reftable repository with 50 live run worktrees: `status`, ref-only `promote` and `verify`
+/// of one commit against the git commands of the same jobs there. gix cannot read a reftable
+/// stack, so every ref these read is read by a `git` process (one `git worktree list` for all
+/// the worktrees' `HEAD`s): the rows show what that costs beside git itself.
+fn reftable(n: usize) {
+    let b = Bench::new_in_format("reftable");
+    for i in 0..50 {
+        b.tab(&b.repo, &["start", &format!("live{i}"), "--task", "bench"]);
+    }
+    let (mut st, mut porcelain, mut promote, mut upd_old) = (vec![], vec![], vec![], vec![]);
+    let (mut verify, mut notes_show) = (vec![], vec![]);
+    for i in 0..n {
+        let id = format!("t{i}");
+        b.tab(
+            &b.repo,
+            &["start", &id, "--task", "bench", "--base", "main"],
+        );
+        let wt = b.worktree(&id);
+        b.commit_in(&wt, i);
+        b.tab(&wt, &["finish", "--", "true"]);
+        st.push(b.tab(&wt, &["status"]));
+        porcelain.push(b.run("git", &wt, &["status", "--porcelain"]).0);
+        verify.push(b.tab(&wt, &["verify", "HEAD"]));
+        let show = ["notes", "--ref=tabellio/evidence", "show", "HEAD"];
+        notes_show.push(b.run("git", &wt, &show).0);
+        promote.push(b.tab(&b.repo, &["promote", &id]));
+        let head = b.git(&["rev-parse", "main"]);
+        let old = b.git(&["rev-parse", "main~1"]);
+        let name = format!("refs/bench/promote-t{i}");
+        b.git(&["update-ref", &name, &old]);
+        upd_old.push(b.run("git", &b.repo, &["update-ref", &name, &head, &old]).0);
+    }
+    report("status", st, porcelain, "git status --porcelain");
+    report(
+        "promote (ref-only)",
+        promote,
+        upd_old,
+        "git update-ref <new> <old>",
+    );
+    report("verify (one commit)", verify, notes_show, "git notes show");
+}
+
 /// A run with 300 checkpoints against a run with one: `checkpoint` and `status`, each taken in
 /// turn with the same command in the young run. What grows is reading the history (one loose
 /// object per entry) and what the ancestry check walks.
@@ -1150,6 +1205,8 @@ fn main() {
     signatures(n);
     land(n);
     hooks_overhead(n);
+    println!("\na reftable repository with 50 live run worktrees:");
+    reftable(n);
     if std::env::var("TABELLIO_BENCH_SCALE").is_ok_and(|v| v == "1") {
         println!("\nat scale: 10,000 runs and 100,000 evidence notes:");
         let empty = Bench::new();
