@@ -219,6 +219,29 @@ impl Bench {
         self.repo.join(".tabellio/worktrees").join(id)
     }
 
+    /// Start run `id` off `main`, commit file `i` in its worktree and finish it with `true`: a
+    /// run ready to promote. Its worktree.
+    fn validated_run(&self, id: &str, i: usize) -> PathBuf {
+        self.tab(
+            &self.repo,
+            &["start", id, "--task", "bench", "--base", "main"],
+        );
+        let wt = self.worktree(id);
+        self.commit_in(&wt, i);
+        self.tab(&wt, &["finish", "--", "true"]);
+        wt
+    }
+
+    /// The git side of a ref-only promote: `git update-ref <name> <new> <old>` moving a ref of
+    /// its own from `main` to `HEAD`, first set to `main`.
+    fn update_ref_with_old(&self, name: &str) -> Duration {
+        let new = self.git(&["rev-parse", "HEAD"]);
+        let old = self.git(&["rev-parse", "main"]);
+        self.git(&["update-ref", name, &old]);
+        self.run("git", &self.repo, &["update-ref", name, &new, &old])
+            .0
+    }
+
     fn commit_in(&self, wt: &Path, i: usize) {
         std::fs::write(wt.join(format!("f{i}.txt")), format!("{i}\n")).unwrap();
         self.run("git", wt, &["add", "-A"]);
@@ -354,19 +377,9 @@ fn lifecycle(b: &Bench, n: usize, label: &str) {
     // with an old value.
     for i in 0..n {
         let id = format!("{label}p{i}");
-        b.tab(
-            &b.repo,
-            &["start", &id, "--task", "bench", "--base", "main"],
-        );
-        let wt = b.worktree(&id);
-        b.commit_in(&wt, 1000 + i);
-        b.tab(&wt, &["finish", "--", "true"]);
+        b.validated_run(&id, 1000 + i);
         promote.push(b.tab(&b.repo, &["promote", &id]));
-        let head = b.git(&["rev-parse", "HEAD"]);
-        let old = b.git(&["rev-parse", "main"]);
-        let name = format!("refs/bench/promote-{label}{i}");
-        b.git(&["update-ref", &name, &old]);
-        upd_old.push(b.run("git", &b.repo, &["update-ref", &name, &head, &old]).0);
+        upd_old.push(b.update_ref_with_old(&format!("refs/bench/promote-{label}{i}")));
         plumbing.push(b.promote_by_plumbing(&format!("refs/tabellio/runs/{id}"), i));
     }
     // finish's overhead (finish -- true, less `true` itself) against what git would do by hand
@@ -947,24 +960,14 @@ fn reftable(n: usize) {
     let (mut verify, mut notes_show) = (vec![], vec![]);
     for i in 0..n {
         let id = format!("t{i}");
-        b.tab(
-            &b.repo,
-            &["start", &id, "--task", "bench", "--base", "main"],
-        );
-        let wt = b.worktree(&id);
-        b.commit_in(&wt, i);
-        b.tab(&wt, &["finish", "--", "true"]);
+        let wt = b.validated_run(&id, i);
         st.push(b.tab(&wt, &["status"]));
         porcelain.push(b.run("git", &wt, &["status", "--porcelain"]).0);
         verify.push(b.tab(&wt, &["verify", "HEAD"]));
         let show = ["notes", "--ref=tabellio/evidence", "show", "HEAD"];
         notes_show.push(b.run("git", &wt, &show).0);
         promote.push(b.tab(&b.repo, &["promote", &id]));
-        let head = b.git(&["rev-parse", "main"]);
-        let old = b.git(&["rev-parse", "main~1"]);
-        let name = format!("refs/bench/promote-t{i}");
-        b.git(&["update-ref", &name, &old]);
-        upd_old.push(b.run("git", &b.repo, &["update-ref", &name, &head, &old]).0);
+        upd_old.push(b.update_ref_with_old(&format!("refs/bench/promote-t{i}")));
     }
     report("status", st, porcelain, "git status --porcelain");
     report(

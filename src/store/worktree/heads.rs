@@ -87,6 +87,29 @@ fn parse(out: &str) -> Vec<(String, Option<String>)> {
 mod tests {
     use crate::store::{test_git as git, test_repo_in_format, Store};
 
+    /// A repository in `format` under `home` with a worktree `../on-x` on branch `x` and a
+    /// detached one `../<detached>`: the repository's path and its git dir.
+    fn with_two_worktrees(
+        home: &std::path::Path,
+        format: &str,
+        detached: &str,
+    ) -> (std::path::PathBuf, std::path::PathBuf) {
+        let path = test_repo_in_format(home, "r", format);
+        git(
+            home,
+            &path,
+            &["worktree", "add", "-q", "-b", "x", "../on-x"],
+        );
+        let detached = format!("../{detached}");
+        git(
+            home,
+            &path,
+            &["worktree", "add", "-q", "--detach", detached.as_str()],
+        );
+        let common = path.join(".git");
+        (path, common)
+    }
+
     /// With reftable every worktree is in the listing, with the branch `git symbolic-ref` gives
     /// in it (detached: none), keyed as the worktree lookups key it; with files nothing is listed.
     #[test]
@@ -94,17 +117,7 @@ mod tests {
         for format in ["reftable", "files"] {
             let dir = tempfile::tempdir().expect("temp dir");
             let home = dir.path();
-            let path = test_repo_in_format(home, "r", format);
-            git(
-                home,
-                &path,
-                &["worktree", "add", "-q", "-b", "x", "../on-x"],
-            );
-            git(
-                home,
-                &path,
-                &["worktree", "add", "-q", "--detach", "../detached"],
-            );
+            let (path, common) = with_two_worktrees(home, format, "detached");
             let store = Store::open(&path).expect("open");
             let listed = store.listed_heads();
             if format == "files" {
@@ -112,7 +125,6 @@ mod tests {
                 continue;
             }
             let key = |p: &std::path::Path| store.git_dir_key(p);
-            let common = path.join(".git");
             let expected = std::collections::HashMap::from([
                 (key(&common), Some("refs/heads/main".to_string())),
                 (
@@ -131,18 +143,7 @@ mod tests {
     fn a_worktree_whose_admin_dir_does_not_name_it_back_is_left_out() {
         let dir = tempfile::tempdir().expect("temp dir");
         let home = dir.path();
-        let path = test_repo_in_format(home, "r", "reftable");
-        git(
-            home,
-            &path,
-            &["worktree", "add", "-q", "-b", "x", "../on-x"],
-        );
-        git(
-            home,
-            &path,
-            &["worktree", "add", "-q", "--detach", "../z-detached"],
-        );
-        let common = path.join(".git");
+        let (path, common) = with_two_worktrees(home, "reftable", "z-detached");
         // `z-detached`'s administrative directory now says its worktree is `z-fake` (git lists
         // it after `on-x`, by path), whose `.git` file names `on-x`'s administrative directory.
         let fake = home.join("z-fake");
@@ -191,18 +192,7 @@ mod tests {
     fn a_path_two_worktrees_claim_is_left_out() {
         let dir = tempfile::tempdir().expect("temp dir");
         let home = dir.path();
-        let path = test_repo_in_format(home, "r", "reftable");
-        git(
-            home,
-            &path,
-            &["worktree", "add", "-q", "-b", "x", "../on-x"],
-        );
-        git(
-            home,
-            &path,
-            &["worktree", "add", "-q", "--detach", "../detached"],
-        );
-        let common = path.join(".git");
+        let (path, common) = with_two_worktrees(home, "reftable", "detached");
         let (on_x, detached) = (
             common.join("worktrees/on-x"),
             common.join("worktrees/detached"),
