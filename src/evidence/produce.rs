@@ -287,6 +287,6 @@ fn head_moved(ctx: &CheckContext<'_>, opened: &mut Option<gix::Repository>) -> R
         }),
     };
     // Through the ref seam: with reftable, HEAD lives in the worktree's own stack.
-    let head = crate::store::refs::head(repo).unwrap_or_default();
+    let head = ctx.store.head_of(repo).unwrap_or_default();
     Ok(head.branch.as_deref() != ctx.branch || head.id != Some(ctx.commit))
 }

@@ -155,8 +155,9 @@ impl Store {
     }
 
     /// HEAD of the worktree `repo` was opened in (this store's, or another worktree of the same
-    /// repository): read once per snapshot.
-    pub(in crate::store) fn head_of(&self, repo: &gix::Repository) -> Result<Head> {
+    /// repository): read once per snapshot, afresh outside one. With reftable the commit of this
+    /// store's own worktree comes from the ref reader already running, not a `git rev-parse`.
+    pub(crate) fn head_of(&self, repo: &gix::Repository) -> Result<Head> {
         let git_dir = repo.git_dir();
         let key = self
             .ref_snapshot
