@@ -66,11 +66,16 @@ pub struct Head {
 /// HEAD of the worktree `repo` was opened in (its own HEAD: a linked worktree has one of its
 /// own, in its administrative directory or, with reftable, in its own stack).
 pub fn head(repo: &gix::Repository) -> Result<Head> {
-    head_with(repo, None)
+    head_with(repo, None, None)
 }
 
-/// [`head`], reading HEAD's commit through `reader` (the store's own worktree) when given.
-pub(super) fn head_with(repo: &gix::Repository, reader: Option<&Reader>) -> Result<Head> {
+/// [`head`], reading HEAD's commit through `reader` (the store's own worktree) when given, and
+/// with reftable taking HEAD's branch from `known_branch` when it was read already.
+pub(super) fn head_with(
+    repo: &gix::Repository,
+    reader: Option<&Reader>,
+    known_branch: Option<Option<String>>,
+) -> Result<Head> {
     match RefFormat::of(repo)? {
         // HEAD read once, and its branch's value as the ref holds it (as `git rev-parse HEAD`
         // gives it, and the reftable way below): no object is read to peel it.
@@ -99,7 +104,10 @@ pub(super) fn head_with(repo: &gix::Repository, reader: Option<&Reader>) -> Resu
             },
         }),
         RefFormat::Reftable => {
-            let branch = git_line(repo, &["symbolic-ref", "-q", "HEAD"])?;
+            let branch = match known_branch {
+                Some(branch) => branch,
+                None => git_line(repo, &["symbolic-ref", "-q", "HEAD"])?,
+            };
             let id = match reader {
                 Some(reader) => reader.resolve(repo, "HEAD")?,
                 None => git_line(repo, &["rev-parse", "-q", "--verify", "HEAD"])?

@@ -164,19 +164,19 @@ impl Store {
             .seen()
             .is_some()
             .then(|| self.git_dir_key(git_dir));
+        let mut known_branch = None;
         if let Some(key) = &key {
-            if let Some(head) = self
-                .ref_snapshot
-                .seen()
-                .as_ref()
-                .and_then(|s| s.heads.get(key))
-            {
-                return Ok(head.clone());
+            if let Some(seen) = self.ref_snapshot.seen().as_ref() {
+                if let Some(head) = seen.heads.get(key) {
+                    return Ok(head.clone());
+                }
+                // The branch read alone before: only the commit is left to read.
+                known_branch = seen.branches.get(key).cloned();
             }
         }
         // The reader runs in this store's worktree, where `HEAD` is its HEAD.
         let reader = (git_dir == self.repo.git_dir()).then_some(&self.ref_reader);
-        let head = head_with(repo, reader)?;
+        let head = head_with(repo, reader, known_branch)?;
         if let (Some(key), Some(seen)) = (key, self.ref_snapshot.seen().as_mut()) {
             seen.heads.insert(key, head.clone());
         }
