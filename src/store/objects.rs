@@ -21,11 +21,7 @@
 //! each one loose blob. [`Store::read_blob`] and [`Store::object`] (and the reads of
 //! `Objects`, which the notes and tree walks use) read a loose object with `read` through one
 //! inflate stream per command, reset between objects, and decode it as gix's loose store does
-//! (the header's size must be the body's). The file is opened relative to the objects
-//! directory, held open for the command, and read without the empty read that would confirm
-//! its end: three system calls, with a two-component path walk, where a `status` in a run of
-//! 424 history entries made four with a walk of the whole path (`../..` included in a linked
-//! worktree). Objects read this way are kept for the rest of the
+//! (the header's size must be the body's). Objects read this way are kept for the rest of the
 //! command, up to 4 MiB, as gix's object cache kept them. An object that is not loose in this
 //! repository's own objects directory (packed, or in an alternate) is read by gix, and so is
 //! every object the command reads after it (a packed repository stays mostly packed).
@@ -63,9 +59,6 @@ pub(crate) struct LooseStreams {
     /// command reads is most likely packed too, so gix (which looks in the pack indexes it has
     /// loaded before the loose objects) reads it without a failed open of ours before each.
     packed: std::sync::atomic::AtomicBool,
-    /// The objects directory, opened on the first loose read: each object is opened relative
-    /// to it (`None` when it could not be opened: then by its whole path).
-    dir: std::sync::OnceLock<Option<crate::sys::dir::Dir>>,
 }
 
 /// How many bytes of loose objects one command keeps in [`LooseStreams`]'s cache.
@@ -231,43 +224,21 @@ impl Store {
                 return Ok(Some(*kind));
             }
         }
-        let objects = self.repo.objects.store_ref().path();
-        let dir = self
-            .loose
-            .dir
-            .get_or_init(|| crate::sys::dir::Dir::open(objects).ok());
-        let path = loose_path(std::path::Path::new(""), id);
-        let file = match dir {
-            Some(dir) => dir.open_file(&path),
-            None => std::fs::File::open(objects.join(&path)),
-        };
-        let could_not_read = || format!("could not read the object {id}");
-        let mut file = match file {
-            Ok(file) => file,
+        let path = loose_path(self.repo.objects.store_ref().path(), id);
+        // Most loose objects fit in a page; read without asking the file's size first.
+        let mut compressed = Vec::with_capacity(4096);
+        match std::fs::File::open(&path) {
+            Ok(file) => file
+                .take(u64::MAX)
+                .read_to_end(&mut compressed)
+                .context(|| format!("could not read the object {id}"))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 self.loose.packed.store(true, Ordering::Relaxed);
                 return Ok(None);
             }
-            Err(e) => return Err(e).context(could_not_read),
+            Err(e) => return Err(e).context(|| format!("could not read the object {id}")),
         };
-        // Most loose objects fit in a page; read without asking the file's size first, and
-        // without the read that would return nothing after a short one (see
-        // `read_until_short`).
-        let mut compressed = Vec::with_capacity(4096);
-        read_until_short(&mut file, &mut compressed).context(could_not_read)?;
-        let kind = match self.inflate_loose(id, &compressed, out) {
-            Ok(kind) => kind,
-            Err(e) => {
-                // A file system may return less than asked before the end: read on to the
-                // end, and decode again only when there was more.
-                let before = compressed.len();
-                file.read_to_end(&mut compressed).context(could_not_read)?;
-                if compressed.len() == before {
-                    return Err(e);
-                }
-                self.inflate_loose(id, &compressed, out)?
-            }
-        };
+        let kind = self.inflate_loose(id, &compressed, out)?;
         let mut cache = self.loose.cache.lock().unwrap_or_else(|e| e.into_inner());
         if cache.bytes + out.len() <= LOOSE_CACHE_BYTES {
             cache.bytes += out.len();
@@ -376,35 +347,6 @@ fn reused<T>(
 }
 
 /// Where the loose object `id` lives in the objects directory `dir`: `xx/<the rest of its id>`.
-/// Read `file` into `out` until a read returns less than it was asked for: with a regular
-/// file on a local file system that is its end, and the read that would return nothing is
-/// saved (one system call of three per loose object).
-fn read_until_short(file: &mut std::fs::File, out: &mut Vec<u8>) -> std::io::Result<()> {
-    loop {
-        if out.len() == out.capacity() {
-            out.reserve(out.capacity().max(4096));
-        }
-        let start = out.len();
-        out.resize(out.capacity(), 0);
-        let read = file.read(&mut out[start..]);
-        let asked = out.len() - start;
-        match read {
-            Ok(n) => {
-                out.truncate(start + n);
-                if n < asked {
-                    return Ok(());
-                }
-            }
-            Err(e) => {
-                out.truncate(start);
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
-        }
-    }
-}
-
 fn loose_path(dir: &std::path::Path, id: gix::ObjectId) -> std::path::PathBuf {
     let hex = id.to_hex().to_string();
     dir.join(&hex[..2]).join(&hex[2..])
@@ -511,21 +453,6 @@ mod tests {
 
     fn loose_file(repo: &Path, id: gix::ObjectId) -> std::path::PathBuf {
         super::loose_path(&repo.join(".git/objects"), id)
-    }
-
-    /// A file of any size around the first read's page is read whole, and an empty one too.
-    #[test]
-    fn a_file_is_read_to_its_end_without_the_empty_read() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        for size in [0usize, 1, 4095, 4096, 4097, 8192, 20_000] {
-            let path = dir.path().join(format!("f{size}"));
-            let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
-            std::fs::write(&path, &data).expect("write");
-            let mut file = std::fs::File::open(&path).expect("open");
-            let mut out = Vec::with_capacity(4096);
-            super::read_until_short(&mut file, &mut out).expect("read");
-            assert_eq!(out, data, "{size} bytes");
-        }
     }
 
     /// What `read_blob` reads through its one stream is what git wrote, whatever the size;
