@@ -22,9 +22,13 @@
 //! `Objects`, which the notes and tree walks use) read a loose object with `read` through one
 //! inflate stream per command, reset between objects, and decode it as gix's loose store does
 //! (the header's size must be the body's). Objects read this way are kept for the rest of the
-//! command, up to 4 MiB, as gix's object cache kept them. An object that is not loose in this
-//! repository's own objects directory (packed, or in an alternate) is read by gix, and so is
-//! every object the command reads after it (a packed repository stays mostly packed).
+//! command, up to 4 MiB, as gix's object cache kept them. An object one of the repository's
+//! pack indexes lists is read by gix, without looking for a loose file first; an object that
+//! is neither loose nor packed here (in an alternate) is read by gix too, and so is every
+//! object the command reads after it. (Handing the whole rest of the command to gix at the
+//! first packed object, as an earlier version did, sent every later read of a run's loose
+//! history entries through gix's loose reads, a new inflate stream each, once `git gc` had
+//! packed the run's older ones.)
 //!
 //! `Objects` hands this writer, with the repository's reads, to gix-note's notes editing.
 
@@ -55,10 +59,12 @@ pub(crate) struct LooseStreams {
     /// same commits and trees several times (gix's object cache, which they bypass, kept them
     /// before).
     cache: Mutex<LooseCache>,
-    /// Set when an object was not loose: the repository has been packed, and the rest of what this
-    /// command reads is most likely packed too, so gix (which looks in the pack indexes it has
-    /// loaded before the loose objects) reads it without a failed open of ours before each.
+    /// Set when an object was neither loose nor in this repository's packs (in an alternate,
+    /// or in a pack made while the command ran): gix reads every object from then on.
     packed: std::sync::atomic::AtomicBool,
+    /// The indexes of this repository's packs, opened on the first loose read: an object one
+    /// of them lists is read by gix, without a failed open of ours first.
+    pack_indexes: std::sync::OnceLock<Vec<gix::odb::pack::index::File>>,
 }
 
 /// How many bytes of loose objects one command keeps in [`LooseStreams`]'s cache.
@@ -208,9 +214,9 @@ impl Store {
     }
 
     /// Read the loose object `id` of this repository's own objects directory into `out`
-    /// through the one inflate stream, and return its kind; `None` when it is not loose there
-    /// (packed, or in an alternate), and for every object after the first that was not: a
-    /// packed repository stays mostly packed, and gix looks in its loaded pack indexes first.
+    /// through the one inflate stream, and return its kind; `None` when it is packed
+    /// ([`Store::is_packed`]) or not there (in an alternate), and for every object after the
+    /// first that was not there.
     fn read_loose(&self, id: gix::ObjectId, out: &mut Vec<u8>) -> Result<Option<Kind>> {
         use std::sync::atomic::Ordering;
         if self.loose.packed.load(Ordering::Relaxed) {
@@ -223,6 +229,9 @@ impl Store {
                 out.extend_from_slice(data);
                 return Ok(Some(*kind));
             }
+        }
+        if self.is_packed(id) {
+            return Ok(None);
         }
         let path = loose_path(self.repo.objects.store_ref().path(), id);
         // Most loose objects fit in a page; read without asking the file's size first.
@@ -245,6 +254,28 @@ impl Store {
             cache.objects.insert(id, (kind, out.clone()));
         }
         Ok(Some(kind))
+    }
+
+    /// Does one of this repository's pack indexes list `id`? A repository packed by `git gc`
+    /// (every clone, and every repository after an automatic one) holds its older objects in
+    /// packs and what the tool wrote since (a run's newer ledger and history entries) loose:
+    /// each object is looked up rather than the whole command given to gix at the first
+    /// packed one. An index that cannot be opened is left out (gix reports a damaged pack).
+    fn is_packed(&self, id: gix::ObjectId) -> bool {
+        let indexes = self.loose.pack_indexes.get_or_init(|| {
+            let dir = self.repo.objects.store_ref().path().join("pack");
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                return Vec::new();
+            };
+            entries
+                .filter_map(|entry| {
+                    let path = entry.ok()?.path();
+                    (path.extension()? == "idx").then_some(())?;
+                    gix::odb::pack::index::File::at(&path, self.object_hash()).ok()
+                })
+                .collect()
+        });
+        indexes.iter().any(|index| index.lookup(id).is_some())
     }
 
     /// Inflate `compressed`, the file of the loose object `id`, into `out` through the one
@@ -528,6 +559,24 @@ mod tests {
             assert!(!loose_file(&path, *id).exists());
             assert_eq!(&store.read_blob(*id).expect("read"), blob);
         }
+
+        // A loose object written after the repack is still read through the one stream (kept
+        // in the command's cache) after packed ones were read: each is looked up in the packs.
+        let written = Store::open(&path).expect("open");
+        let late = written
+            .write_blob(b"written after the repack\n")
+            .expect("write");
+        assert!(loose_file(&path, late).is_file());
+        assert_eq!(
+            &store.read_blob(late).expect("read"),
+            b"written after the repack\n"
+        );
+        let cache = store.loose.cache.lock().expect("cache");
+        assert!(cache.objects.contains_key(&late), "read as a loose object");
+        assert!(
+            !cache.objects.contains_key(&ids[0]),
+            "read by gix from its pack"
+        );
     }
 
     /// Commits and trees read through the one stream (`object`, the `Objects` reads, paths
