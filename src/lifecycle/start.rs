@@ -212,9 +212,23 @@ fn resolve_base(
     Ok((base_ref, via, base_commit))
 }
 
-pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
+/// What `start` found to hold before its first write.
+struct Checked {
+    run_id: String,
+    actor: Actor,
+    ledger_ref: String,
+    torn: Option<TornStart>,
+    branch: String,
+    base_ref: String,
+    base_via: Option<String>,
+    base_commit: gix::ObjectId,
+    warnings: Vec<String>,
+    worktree: PathBuf,
+}
+
+/// Every precondition of `start`, read in one view of the refs ([`Store::snapshot_refs`]).
+fn preconditions(env: &Env, opts: &StartOptions) -> Result<Checked> {
     let store = &env.store;
-    // Every precondition first: nothing is written until all of them hold.
     let run_id = match &opts.run_id {
         Some(id) => {
             valid_run_id(id)?;
@@ -228,6 +242,16 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
     }
     let actor = parse_actor(opts.actor.as_deref())?;
     let ledger_ref = ledger::ref_name(&run_id);
+    let branch = match &opts.branch {
+        Some(b) => local_branch(
+            "--branch",
+            b,
+            "give a name like my-run, which becomes refs/heads/my-run",
+        )?,
+        None => format!("refs/heads/tabellio/{run_id}"),
+    };
+    // With reftable, the ledger, the branch and what is below the branch in one `git`.
+    store.snapshot_refs_named(&[&ledger_ref, &branch])?;
     // A start of this id killed inside its ref transaction is started again, afresh.
     let torn = match store.ref_target(&ledger_ref)? {
         None => None,
@@ -238,14 +262,6 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
                     .hint("choose another run id, or omit it to have one generated"))
             }
         },
-    };
-    let branch = match &opts.branch {
-        Some(b) => local_branch(
-            "--branch",
-            b,
-            "give a name like my-run, which becomes refs/heads/my-run",
-        )?,
-        None => format!("refs/heads/tabellio/{run_id}"),
     };
     if let Some(torn) = &torn {
         if torn.branch != branch {
@@ -269,18 +285,35 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
         &ledger_ref,
         torn.as_ref().map(|t| t.tip),
     )?;
+    Ok(Checked {
+        run_id,
+        actor,
+        ledger_ref,
+        torn,
+        branch,
+        base_ref,
+        base_via,
+        base_commit,
+        warnings,
+        worktree,
+    })
+}
 
+pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
+    let store = &env.store;
+    // Every precondition first: nothing is written until all of them hold.
+    let c = store.snapshot_refs(|| preconditions(env, &opts))?;
     let record = new_record(
         store,
-        &run_id,
+        &c.run_id,
         &opts.task,
-        actor,
-        (&base_ref, base_commit),
-        &branch,
+        c.actor,
+        (&c.base_ref, c.base_commit),
+        &c.branch,
     );
     let ledger_commit = store.write_ledger_commit(None, &record, "start")?;
-    let message = format!("tabellio: start {run_id}");
-    if let Some(torn) = &torn {
+    let message = format!("tabellio: start {}", c.run_id);
+    if let Some(torn) = &c.torn {
         // Last, after every precondition: the lock outlived the wait, so it is stale.
         std::fs::remove_file(&torn.lock).map_err(|e| {
             Error::internal(format!(
@@ -293,32 +326,32 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
         store,
         &[
             Cas::update(
-                &ledger_ref,
-                torn.as_ref().map(|t| t.tip),
+                &c.ledger_ref,
+                c.torn.as_ref().map(|t| t.tip),
                 ledger_commit,
                 &message,
             ),
-            Cas::update(&branch, None, base_commit, &message),
+            Cas::update(&c.branch, None, c.base_commit, &message),
         ],
     )
     .map_err(|e| e.into_error())?;
-    if let Err(e) = add_worktree_and_exclude(env, &worktree, &branch) {
+    if let Err(e) = add_worktree_and_exclude(env, &c.worktree, &c.branch) {
         // Roll back: both refs are ours and nobody else knows them yet; CAS keeps it honest.
         let _ = tx::apply(
             store,
             &[
-                Cas::delete(&ledger_ref, ledger_commit, "tabellio: start rolled back"),
-                Cas::delete(&branch, base_commit, "tabellio: start rolled back"),
+                Cas::delete(&c.ledger_ref, ledger_commit, "tabellio: start rolled back"),
+                Cas::delete(&c.branch, c.base_commit, "tabellio: start rolled back"),
             ],
         );
-        let _ = std::fs::remove_dir(&worktree);
+        let _ = std::fs::remove_dir(&c.worktree);
         return Err(e);
     }
     Ok(StartOutcome {
         run: record,
-        workspace: worktree,
-        base_via,
-        warnings,
+        workspace: c.worktree,
+        base_via: c.base_via,
+        warnings: c.warnings,
     })
 }
 
@@ -371,8 +404,9 @@ fn check_worktree_path(
             .map(|mut d| d.next().is_some())
             .unwrap_or(true)
     {
-        // A concurrent `start` of the same run may be creating it right now.
-        if store.ref_target(ledger_ref)? != torn_tip {
+        // A concurrent `start` of the same run may be creating it right now: its ledger, read
+        // as it is now (past the preconditions' snapshot).
+        if store.ref_target_now(ledger_ref)? != torn_tip {
             return Err(Error::conflict(format!(
                 "run {run_id:?} was just started by another process"
             ))

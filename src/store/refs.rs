@@ -142,7 +142,7 @@ pub(super) fn find(
             // revision lookup could have answered for it: `for-each-ref` matches whole path
             // components, so only `name` itself (or refs below it, which cannot coexist with
             // it) can come back.
-            Ok(list_reftable(repo, name)?
+            Ok(list_reftable(repo, &[name])?
                 .into_iter()
                 .find(|(n, _)| n == name)
                 .map(|(_, id)| id))
@@ -203,7 +203,7 @@ pub(super) fn list(
             }
             out
         }
-        RefFormat::Reftable => list_reftable(repo, prefix)?,
+        RefFormat::Reftable => list_reftable(repo, &[prefix])?,
     };
     out.sort();
     Ok(out)
@@ -366,19 +366,22 @@ impl Drop for ReaderProcess {
     }
 }
 
-/// Direct refs matching the `for-each-ref` pattern `pattern`, unsorted.
-fn list_reftable(repo: &gix::Repository, pattern: &str) -> Result<Vec<(String, gix::ObjectId)>> {
-    let out = git(
-        repo,
-        &[
-            "for-each-ref",
-            "--format=%(objectname) %(symref) %(refname)",
-            pattern,
-        ],
-    )?;
+/// Direct refs matching any of the `for-each-ref` patterns `patterns` (each matches a ref of
+/// that name and the refs below it, whole path components only), unsorted, from one `git`.
+pub(super) fn list_reftable(
+    repo: &gix::Repository,
+    patterns: &[&str],
+) -> Result<Vec<(String, gix::ObjectId)>> {
+    let mut args = vec![
+        "for-each-ref",
+        "--format=%(objectname) %(symref) %(refname)",
+    ];
+    args.extend_from_slice(patterns);
+    let out = git(repo, &args)?;
     if !out.success() {
         return Err(Error::internal(format!(
-            "git for-each-ref {pattern} failed: {}",
+            "git for-each-ref {} failed: {}",
+            patterns.join(" "),
             out.stderr_tail()
         )));
     }

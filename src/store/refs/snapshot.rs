@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::error::Result;
 use crate::store::Store;
 
-use super::{find, head_with, list, Head, RefFormat};
+use super::{find, head_with, list, list_reftable, Head, RefFormat};
 
 /// What was read while a [`Store::snapshot_refs`] runs.
 #[derive(Default)]
@@ -101,6 +101,32 @@ impl Store {
     pub fn snapshot_refs_under(&self, prefix: &str) -> Result<()> {
         if self.ref_format() == RefFormat::Reftable && self.ref_snapshot.seen().is_some() {
             self.refs_under(prefix)?;
+        }
+        Ok(())
+    }
+
+    /// In an open snapshot of a reftable repository, read each of the refs `names` and the refs
+    /// below each of them (`<name>/…`) with one `git for-each-ref`, so that the reads of those
+    /// names and the listings of their directories that follow are answered from it: a read of
+    /// a ref that does not exist is otherwise a `git` process of its own (`start` checks that
+    /// its ledger and branch are absent and that nothing is below the branch). A ref read
+    /// before keeps its first value. Nothing is read with the files backend, or outside a
+    /// snapshot.
+    pub fn snapshot_refs_named(&self, names: &[&str]) -> Result<()> {
+        if self.ref_format() != RefFormat::Reftable || self.ref_snapshot.seen().is_none() {
+            return Ok(());
+        }
+        let found = list_reftable(&self.repo, names)?;
+        let mut guard = self.ref_snapshot.seen();
+        let Some(seen) = guard.as_mut() else {
+            return Ok(());
+        };
+        for (name, id) in found {
+            seen.refs.entry(name).or_insert(Some(id));
+        }
+        for name in names {
+            seen.refs.entry(name.to_string()).or_insert(None);
+            seen.listed.push(format!("{name}/"));
         }
         Ok(())
     }
@@ -387,6 +413,52 @@ mod tests {
                     names,
                     ["refs/notes/x/a", "refs/notes/x/b", "refs/notes/x/c"]
                 );
+            });
+        }
+    }
+
+    /// `snapshot_refs_named` reads named refs and the refs below them at once: with reftable a
+    /// named ref made after it stays absent, one below it too, and a listing of a named ref's
+    /// directory comes from it; a ref whose name only begins with a named one (`refs/x0` for
+    /// `refs/x`) is not answered by it. With files nothing is read in advance.
+    #[test]
+    fn named_refs_and_the_refs_below_them_are_read_at_once() {
+        use crate::store::Store;
+        for format in ["files", "reftable"] {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let home = dir.path();
+            let path = test_repo_in_format(home, "r", format);
+            let head = test_rev(home, &path, "HEAD");
+            git(home, &path, &["update-ref", "refs/x", "HEAD"]);
+            git(home, &path, &["update-ref", "refs/heads/a/b", "HEAD"]);
+            let store = Store::open(&path).expect("open");
+            store.snapshot_refs(|| {
+                let names = ["refs/x", "refs/heads/a", "refs/y"];
+                store.snapshot_refs_named(&names).expect("read");
+                for made in ["refs/y", "refs/heads/a/c", "refs/x0"] {
+                    git(home, &path, &["update-ref", made, "HEAD"]);
+                }
+                let read = |name: &str| store.ref_target(name).expect("read");
+                assert_eq!(read("refs/x"), Some(head), "{format}");
+                assert_eq!(read("refs/heads/a"), None, "{format}");
+                assert_eq!(read("refs/x0"), Some(head), "{format}: not a named ref's");
+                let below: Vec<String> = store
+                    .refs_under("refs/heads/a/")
+                    .expect("list")
+                    .into_iter()
+                    .map(|(name, _)| name)
+                    .collect();
+                match format {
+                    "reftable" => {
+                        assert_eq!(read("refs/y"), None, "answered by the listing");
+                        assert_eq!(read("refs/heads/a/c"), None, "answered by the listing");
+                        assert_eq!(below, ["refs/heads/a/b"], "listed with the names");
+                    }
+                    _ => {
+                        assert_eq!(read("refs/y"), Some(head), "read as it is");
+                        assert_eq!(below, ["refs/heads/a/b", "refs/heads/a/c"]);
+                    }
+                }
             });
         }
     }
