@@ -230,6 +230,28 @@ fn abandon_and_cleanup() {
     t.fsck();
 }
 
+/// The common end of a run: promoted, then cleaned up without `--force`. With reftable the
+/// worktree is removed by git (gix cannot read its `HEAD`): once this exited 70 there.
+#[test]
+fn a_promoted_run_is_cleaned_up_without_force() {
+    let t = TestEnv::ref_only();
+    t.completed_run("r1", "a.txt");
+    t.tab(&["promote", "r1"]).ok();
+    let wt = t.worktree("r1");
+    assert!(wt.exists());
+    t.tab(&["cleanup", "r1"]).ok();
+    assert!(!wt.exists(), "the worktree is removed");
+    assert!(!t.git_out(&["worktree", "list"]).contains("[tabellio/r1]"));
+    assert!(
+        t.git(&["rev-parse", "--verify", "-q", "refs/heads/tabellio/r1"])
+            .code
+            != 0,
+        "the run branch is deleted"
+    );
+    t.git_out(&["rev-parse", "refs/tabellio/runs/r1"]);
+    t.fsck();
+}
+
 #[test]
 fn works_without_any_configured_identity() {
     let t = TestEnv::new();

@@ -158,10 +158,16 @@ impl Store {
         };
         args.push(path.as_os_str().to_os_string());
         args.push(what.into());
-        let out = crate::store::git_cli::run(self, &args)?;
+        self.git_worktree(&args, "add", path)
+    }
+
+    /// Run `git <args>`, a `git worktree <verb>` of the worktree at `path`: its failure is an
+    /// internal error that names the worktree and git's message.
+    fn git_worktree(&self, args: &[std::ffi::OsString], verb: &str, path: &Path) -> Result<()> {
+        let out = crate::store::git_cli::run(self, args)?;
         if !out.success() {
             return Err(Error::internal(format!(
-                "could not add the worktree at {}: git worktree add failed: {}",
+                "could not {verb} the worktree at {}: git worktree {verb} failed: {}",
                 path.display(),
                 out.stderr_tail()
             )));
@@ -222,8 +228,11 @@ impl Store {
         Ok(())
     }
 
-    /// Remove the linked worktree at `path`; with `force`, even with changes in it.
+    /// Remove the linked worktree at `path`; with `force`, even with changes in it (or locked).
     pub fn remove_worktree(&self, path: &Path, force: bool) -> Result<()> {
+        if self.ref_format() == RefFormat::Reftable {
+            return self.remove_worktree_with_git(path, force);
+        }
         let target = self
             .repo
             .prepare_remove_worktree(path)
@@ -236,6 +245,19 @@ impl Store {
         target
             .remove(force, gix::progress::Discard)
             .context(|| format!("could not remove the worktree at {}", path.display()))
+    }
+
+    /// `git worktree remove`: with reftable gix cannot read a linked worktree's `HEAD` (it lives
+    /// in the worktree's own reftable stack), so it cannot tell whether the worktree is clean
+    /// before removing it; git can. `force` is git's `--force --force`, as gix's
+    /// `OverrideLock`: changes are discarded and a lock is overridden.
+    fn remove_worktree_with_git(&self, path: &Path, force: bool) -> Result<()> {
+        let mut args = crate::store::git_cli::argv(["worktree", "remove"]);
+        if force {
+            args.extend(["--force".into(), "--force".into()]);
+        }
+        args.push(path.as_os_str().to_os_string());
+        self.git_worktree(&args, "remove", path)
     }
 }
 
