@@ -1093,8 +1093,8 @@ fn live_worktrees(n: usize) {
     }
 }
 
-/// A reftable repository with 50 live run worktrees: `status`, ref-only `promote` and `verify`
-/// of one commit against the git commands of the same jobs there. gix cannot read a reftable
+/// A reftable repository with 50 live run worktrees: `start`, `status`, ref-only `promote` and
+/// `verify` of one commit against the git commands of the same jobs there. gix cannot read a reftable
 /// stack, so every ref these read is read by a `git` process (one `git worktree list` for all
 /// the worktrees' `HEAD`s): the rows show what that costs beside git itself.
 fn reftable(n: usize) {
@@ -1103,8 +1103,11 @@ fn reftable(n: usize) {
         b.tab(&b.repo, &["start", &format!("live{i}"), "--task", "bench"]);
     }
     let (mut st, mut porcelain, mut promote, mut upd_old) = (vec![], vec![], vec![], vec![]);
-    let (mut verify, mut notes_show) = (vec![], vec![]);
+    let (mut verify, mut notes_show, mut start, mut wt_add) = (vec![], vec![], vec![], vec![]);
     for i in 0..n {
+        let (ours, git) = b.start_beside_worktree_add(&format!("s{i}"), &format!("plain-s{i}"));
+        start.push(ours);
+        wt_add.push(git);
         let id = format!("t{i}");
         let wt = b.validated_run(&id, i);
         st.push(b.tab(&wt, &["status"]));
@@ -1115,6 +1118,7 @@ fn reftable(n: usize) {
         promote.push(b.tab(&b.repo, &["promote", &id]));
         upd_old.push(b.update_ref_with_old(&format!("refs/bench/promote-t{i}")));
     }
+    report("start", start, wt_add, "git worktree add -b");
     report("status", st, porcelain, "git status --porcelain");
     report(
         "promote (ref-only)",
