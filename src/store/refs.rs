@@ -372,6 +372,17 @@ pub(super) fn list_reftable(
     repo: &gix::Repository,
     patterns: &[&str],
 ) -> Result<Vec<(String, gix::ObjectId)>> {
+    Ok(for_each_ref(repo, patterns)?
+        .into_iter()
+        .filter_map(|(name, id)| Some((name, id?)))
+        .collect())
+}
+
+/// Every ref matching `patterns` as [`list_reftable`] lists them, symbolic ones too (`None`).
+pub(super) fn for_each_ref(
+    repo: &gix::Repository,
+    patterns: &[&str],
+) -> Result<Vec<(String, Option<gix::ObjectId>)>> {
     let mut args = vec![
         "for-each-ref",
         "--format=%(objectname) %(symref) %(refname)",
@@ -391,10 +402,14 @@ pub(super) fn list_reftable(
         let Some((hex, rest)) = line.split_once(' ') else {
             continue;
         };
-        let Some(("", name)) = rest.split_once(' ') else {
+        let Some((symref, name)) = rest.split_once(' ') else {
             continue;
         };
-        refs.push((name.to_string(), parse_oid(repo, hex)?));
+        let id = match symref {
+            "" => Some(parse_oid(repo, hex)?),
+            _ => None,
+        };
+        refs.push((name.to_string(), id));
     }
     Ok(refs)
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::error::Result;
 use crate::store::Store;
 
-use super::{find, head_with, list, list_reftable, Head, RefFormat};
+use super::{find, for_each_ref, head_with, list, Head, RefFormat};
 
 /// What was read while a [`Store::snapshot_refs`] runs.
 #[derive(Default)]
@@ -30,6 +30,19 @@ struct Seen {
 impl Seen {
     fn listed(&self, name: &str) -> bool {
         self.listed.iter().any(|prefix| name.starts_with(prefix))
+    }
+
+    /// Keep what a listing of `prefixes` found (`direct` refs; a ref read before keeps its
+    /// first value): a direct ref under one of them is now kept, or absent.
+    fn keep_listing(
+        &mut self,
+        direct: impl IntoIterator<Item = (String, gix::ObjectId)>,
+        prefixes: impl IntoIterator<Item = String>,
+    ) {
+        for (name, id) in direct {
+            self.refs.entry(name).or_insert(Some(id));
+        }
+        self.listed.extend(prefixes);
     }
 
     /// The direct refs kept under `prefix`, sorted by name.
@@ -110,23 +123,27 @@ impl Store {
     /// names and the listings of their directories that follow are answered from it: a read of
     /// a ref that does not exist is otherwise a `git` process of its own (`start` checks that
     /// its ledger and branch are absent and that nothing is below the branch). A ref read
-    /// before keeps its first value. Nothing is read with the files backend, or outside a
-    /// snapshot.
+    /// before keeps its first value. A named ref that is symbolic is left to its own read, as
+    /// before the listing (git's lookup follows it). Nothing is read with the files backend, or
+    /// outside a snapshot.
     pub fn snapshot_refs_named(&self, names: &[&str]) -> Result<()> {
         if self.ref_format() != RefFormat::Reftable || self.ref_snapshot.seen().is_none() {
             return Ok(());
         }
-        let found = list_reftable(&self.repo, names)?;
+        let found = for_each_ref(&self.repo, names)?;
+        let absent: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|name| !found.iter().any(|(n, _)| n == name))
+            .collect();
+        let direct = found.iter().filter_map(|(n, id)| Some((n.clone(), (*id)?)));
         let mut guard = self.ref_snapshot.seen();
         let Some(seen) = guard.as_mut() else {
             return Ok(());
         };
-        for (name, id) in found {
-            seen.refs.entry(name).or_insert(Some(id));
-        }
-        for name in names {
+        seen.keep_listing(direct, names.iter().map(|name| format!("{name}/")));
+        for name in absent {
             seen.refs.entry(name.to_string()).or_insert(None);
-            seen.listed.push(format!("{name}/"));
         }
         Ok(())
     }
@@ -168,10 +185,7 @@ impl Store {
         let Some(seen) = guard.as_mut() else {
             return Ok(now);
         };
-        for (name, id) in now {
-            seen.refs.entry(name).or_insert(Some(id));
-        }
-        seen.listed.push(prefix.to_string());
+        seen.keep_listing(now, [prefix.to_string()]);
         Ok(seen.under(prefix))
     }
 
@@ -431,9 +445,16 @@ mod tests {
             let head = test_rev(home, &path, "HEAD");
             git(home, &path, &["update-ref", "refs/x", "HEAD"]);
             git(home, &path, &["update-ref", "refs/heads/a/b", "HEAD"]);
+            git(
+                home,
+                &path,
+                &["symbolic-ref", "refs/heads/s", "refs/heads/main"],
+            );
             let store = Store::open(&path).expect("open");
+            // A symbolic ref reads as it does without the listing.
+            let symbolic = store.ref_target("refs/heads/s").expect("read");
             store.snapshot_refs(|| {
-                let names = ["refs/x", "refs/heads/a", "refs/y"];
+                let names = ["refs/x", "refs/heads/a", "refs/y", "refs/heads/s"];
                 store.snapshot_refs_named(&names).expect("read");
                 for made in ["refs/y", "refs/heads/a/c", "refs/x0"] {
                     git(home, &path, &["update-ref", made, "HEAD"]);
@@ -442,6 +463,7 @@ mod tests {
                 assert_eq!(read("refs/x"), Some(head), "{format}");
                 assert_eq!(read("refs/heads/a"), None, "{format}");
                 assert_eq!(read("refs/x0"), Some(head), "{format}: not a named ref's");
+                assert_eq!(read("refs/heads/s"), symbolic, "{format}: a symbolic ref");
                 let below: Vec<String> = store
                     .refs_under("refs/heads/a/")
                     .expect("list")

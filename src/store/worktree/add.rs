@@ -170,7 +170,8 @@ impl Store {
                 "could not {verb} the worktree at {}: git worktree {verb} failed: {}",
                 path.display(),
                 out.stderr_tail()
-            )));
+            ))
+            .hint("git's message says why; `git worktree list` shows the worktrees git has registered"));
         }
         Ok(())
     }
