@@ -156,6 +156,16 @@ impl From<crate::model::policy::PolicyError> for Error {
     }
 }
 
+impl From<crate::model::allowed_signers::AllowedSignersError> for Error {
+    fn from(e: crate::model::allowed_signers::AllowedSignersError) -> Self {
+        let hint = format!(
+            "fix {} (ssh-keygen's allowed-signers format) and commit it",
+            e.source_name
+        );
+        Error::usage(e.to_string()).hint(hint)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{shell_quote, Context, Error, ErrorKind};

@@ -23,11 +23,11 @@ use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
 use crate::evidence::read::records_for;
-use crate::lifecycle::manage::LogEntry;
 use crate::model::evidence::{set_digest, tool_id};
 use crate::model::run::{Attempt, AttemptCheck, Validated};
 use crate::model::{self, canonical, checkpoint, CheckpointRecord, EvidenceRecord, RunRecord};
 use crate::model::{RunState, SchemaError};
+use crate::run::views::LogEntry;
 use crate::run::{resolve_run, run_workspace, Env};
 use crate::store::notes::CHECKPOINTS;
 use crate::store::paths::LocalPaths;

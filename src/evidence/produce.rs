@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::model::evidence::{tool_id, CheckRef, OutputRecord, Stopped, SCHEMA};
+pub use crate::model::policy::ResolvedCheck;
 use crate::model::policy::{self, CheckDef, Policy, PolicyError, DEFAULT_EXCERPT_BYTES};
 use crate::model::{time, EvidenceRecord};
 use crate::runner::{self, CheckCommand, OutputSummary, RunOptions, Stream};
@@ -55,13 +56,6 @@ pub struct CheckSelection {
     pub no_sign: bool,
 }
 
-/// A check to run, with its definition (whose digest the evidence carries).
-#[derive(Debug, Clone)]
-pub struct ResolvedCheck {
-    pub name: String,
-    pub def: CheckDef,
-}
-
 /// Turn the command line's selection into checks, reading the policy at `commit`.
 pub fn resolve_checks(
     store: &Store,
@@ -83,7 +77,7 @@ pub fn resolve_checks(
             )));
         }
         let name = sel.names.first().cloned().unwrap_or_else(|| "adhoc".into());
-        crate::run::valid_run_id(&name)
+        crate::model::ids::check_run_id(&name)
             .map_err(|_| selection(Error::usage(format!("invalid check name {name:?}"))))?;
         let def = CheckDef {
             argv: sel.argv.clone(),

@@ -19,7 +19,7 @@ use gix::bstr::{BString, ByteSlice};
 use gix::objs::tree::EntryKind;
 
 use crate::error::{Context, Error, Result};
-use crate::lifecycle::checkpoint::{commit_subject, record_checkpoint};
+use crate::lifecycle::checkpoint::record_checkpoint;
 use crate::model::loop_state::{Collected, CommittedBy, Phase};
 use crate::store::ledger::Ledger;
 use crate::store::{worktree, Store};
@@ -303,7 +303,7 @@ impl Driver<'_> {
                 .head
                 .ok_or_else(|| Error::refused("the run worktree has no HEAD commit"))?;
             let base = store.parse_oid(&rec.base.commit)?;
-            if !crate::lifecycle::checkpoint::descends_from_base(store, rec, head)? {
+            if !crate::run::workspace::descends_from_base(store, rec, head)? {
                 failure(
                     Some(head),
                     format!("the agent rewrote the run branch: {head} does not descend from the base {base}"),
@@ -354,7 +354,7 @@ impl Driver<'_> {
         if collected.changed && !already {
             let summary = match collected.committed_by {
                 CommittedBy::Agent => {
-                    format!("loop iteration {n}: {}", commit_subject(store, head))
+                    format!("loop iteration {n}: {}", store.commit_subject(head))
                 }
                 _ => format!("loop iteration {n}"),
             };
@@ -384,5 +384,5 @@ impl Driver<'_> {
 /// Is `commit` the harness's own commit of iteration `n` (from a collect killed before it
 /// recorded it)?
 fn is_iteration_commit(store: &Store, commit: gix::ObjectId, n: u32) -> Result<bool> {
-    Ok(commit_subject(store, commit) == format!("tabellio: iteration {n}"))
+    Ok(store.commit_subject(commit) == format!("tabellio: iteration {n}"))
 }

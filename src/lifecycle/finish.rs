@@ -21,7 +21,7 @@ use crate::store::ledger::{self, Ledger};
 use crate::store::notes::EVIDENCE;
 use crate::store::Store;
 
-use super::checkpoint::workspace_with_work;
+use crate::run::workspace::workspace_with_work;
 use crate::run::{resolve_run, Env};
 
 #[derive(Debug, Serialize)]
@@ -69,7 +69,7 @@ pub fn finish(
     })?;
     let rec = &ledger.record;
     let (checks, cap) = resolve_checks(store, head, sel)?;
-    let plans_gate = super::plans::gate(store, head)?;
+    let plans_gate = crate::plans::gate::gate(store, head)?;
     // The evidence is written after the checks run: a compression level it could not be
     // written with is refused before they start.
     store.loose_compression()?;

@@ -13,10 +13,10 @@ pub mod html;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::lifecycle::manage::UnreadableRun;
 use crate::model::land::LandAttempt;
 use crate::model::run::{Attempt, CheckpointEntry};
 use crate::model::{RunRecord, RunState};
+use crate::run::views::UnreadableRun;
 use crate::run::{valid_run_id, Env};
 use crate::store::ledger::Transition;
 

@@ -8,7 +8,10 @@
 
 pub mod ancestry;
 pub mod backoff;
+pub mod cas;
+pub mod checkout;
 pub mod diff;
+pub mod divergence;
 pub mod git_cli;
 pub mod identity;
 pub mod ledger;
@@ -23,6 +26,7 @@ pub mod refs;
 pub mod remote;
 pub mod replay;
 pub mod repo;
+pub mod scratch;
 pub mod tx;
 pub mod update_ref;
 pub mod worktree;

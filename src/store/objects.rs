@@ -213,6 +213,16 @@ impl Store {
             .context(|| format!("could not read the commit {id}"))
     }
 
+    /// The first line of `commit`'s message (empty when it cannot be read): a checkpoint's
+    /// default summary, and how the loop names an iteration's commit.
+    pub fn commit_subject(&self, commit: gix::ObjectId) -> String {
+        self.commit(commit)
+            .ok()
+            .and_then(|c| c.message_raw().ok().map(|m| m.to_string()))
+            .and_then(|m| m.lines().next().map(str::to_string))
+            .unwrap_or_default()
+    }
+
     /// Read the loose object `id` of this repository's own objects directory into `out`
     /// through the one inflate stream, and return its kind; `None` when it is packed
     /// ([`Store::is_packed`]) or not there (in an alternate), and for every object after the

@@ -541,6 +541,35 @@ fn tree_of(repo: &gix::Repository, commit: ObjectId) -> Result<ObjectId, ReplayE
         .detach())
 }
 
+/// Would `land` take this completed run onto its target's current tip? True when the tip's
+/// policy requires checks it defines (so a restack can be validated) and the run's commits
+/// replay cleanly onto the tip (or squash cleanly, when that policy squashes). `status` uses it
+/// to say `land` instead of `restart`; it predicts in memory and writes nothing.
+pub fn would_land(store: &Store, run: &crate::model::RunRecord) -> crate::error::Result<bool> {
+    let (Some(tip), Some(head)) = (
+        store.ref_target(&run.base.reference)?,
+        store.ref_target(&run.branch)?,
+    ) else {
+        return Ok(false);
+    };
+    let validatable = crate::store::policy::policy_at(store, tip)?.is_some_and(|p| {
+        !p.required.is_empty() && p.required.iter().all(|n| p.checks.contains_key(n))
+    });
+    if !validatable {
+        return Ok(false);
+    }
+    let base = store.parse_oid(&run.base.commit)?;
+    let prediction = if crate::store::policy::squash_at(store, &run.base.reference)? {
+        would_squash_cleanly(store, base, head, tip)
+    } else {
+        commits_since(store, base, head)
+            .and_then(|commits| would_replay_cleanly(store, &commits, base, tip))
+    };
+    // A run that cannot be restacked at all (merge commits, rewritten away from its base) is
+    // not one `land` would take either.
+    Ok(matches!(prediction, Ok(Prediction::Clean { .. })))
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;

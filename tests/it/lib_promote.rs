@@ -2,8 +2,9 @@
 //! [`PromoteError`] variant, with nothing written (every ref as it was, before and after both
 //! the plan and the operation itself).
 
-use tabellio::lifecycle::promote::{check_validated, plan, promote, PromoteError, PromotionMode};
+use tabellio::lifecycle::promote::{promote, PromotionMode};
 use tabellio::model::RunState;
+use tabellio::run::promotion::{check_validated, plan, PromoteError};
 use tabellio::ErrorKind;
 
 use crate::util::*;

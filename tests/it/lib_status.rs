@@ -362,7 +362,7 @@ fn a_finished_run_is_cleaned_up_then_done() {
         if state == "promoted" {
             tabellio::lifecycle::promote::promote(&env, Some("r1"), false).expect("promote");
         } else {
-            tabellio::lifecycle::manage::abandon(&env, Some("r1"), Some("no")).expect("abandon");
+            tabellio::lifecycle::abandon::abandon(&env, Some("r1"), Some("no")).expect("abandon");
         }
         let s = expect(&t, "r1", "cleanup", false);
         assert_eq!(s.state.to_string(), state);

@@ -18,6 +18,7 @@ mod harness;
 mod help;
 mod hooks;
 mod land;
+mod layers;
 mod ledger;
 mod lib_env;
 mod lib_evidence;

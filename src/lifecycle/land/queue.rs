@@ -2,8 +2,8 @@
 //! before anything is written.
 
 use crate::error::{Error, Result};
-use crate::lifecycle::promote::check_validated;
 use crate::model::RunState;
+use crate::run::promotion::check_validated;
 use crate::store::ledger::Ledger;
 use crate::store::replay::commits_since;
 use crate::store::Store;

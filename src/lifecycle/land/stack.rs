@@ -7,8 +7,8 @@ use crate::store::replay::{
 };
 use crate::store::Store;
 
-use super::check::{requirements, satisfied};
 use super::queue::Candidate;
+use super::required::{requirements, satisfied};
 use super::{Landing, RunLanding};
 
 /// One run on the stack.

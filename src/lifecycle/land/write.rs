@@ -4,11 +4,12 @@
 use std::path::PathBuf;
 
 use crate::error::Result;
-use crate::lifecycle::promote::{check_target_worktree, checkout};
 use crate::model::land::{LandAttempt, Restack};
 use crate::model::run::Promotion;
 use crate::model::{time, RunState};
 use crate::run::advance;
+use crate::run::promotion::check_target_worktree;
+use crate::store::checkout;
 use crate::store::ledger::{self, Ledger};
 use crate::store::tx::{self, Cas, TxError};
 use crate::store::Store;

@@ -73,7 +73,7 @@ pub struct Conditions {
     /// worktree, which cleanup removes; `None` when the plain command works where it runs.
     pub cleanup_from: Option<String>,
     /// The run's start was killed inside its ref transaction: the stale lock on its branch
-    /// (see [`crate::lifecycle::start::torn_start_lock`]).
+    /// (see [`crate::run::workspace::torn_start_lock`]).
     pub torn_start_lock: Option<String>,
     /// The guarded paths the run changes without an approval of its head's tree.
     pub approval_needed: Option<Vec<String>>,
@@ -98,7 +98,7 @@ pub fn next_action(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAct
                 "cleanup",
                 false,
                 format!("the run is {}; its worktree and branch can go", run.state),
-                Some(crate::lifecycle::manage::cleanup_command(
+                Some(crate::run::workspace::cleanup_command(
                     c.cleanup_from.as_deref(),
                     id,
                     live.worktree_broken.is_some(),
