@@ -230,7 +230,9 @@ fn in_toto_statement(store: &Store, run: &RunRecord) -> Result<Value> {
         .attempts
         .iter()
         .rev()
-        .find(|a| a.commit == validated.commit && a.status == "passed")
+        .find(|a| {
+            a.commit == validated.commit && a.status == crate::model::run::AttemptStatus::Passed
+        })
         .ok_or_else(|| {
             Error::refused(format!(
                 "run {id} names {} as validated but has no passing attempt on it",

@@ -24,7 +24,8 @@ use crate::model::loop_state::{Collected, CommittedBy, Phase};
 use crate::store::ledger::Ledger;
 use crate::store::{worktree, Store};
 
-use super::{commit, in_flight, next_phase, short, Driver};
+use super::{commit, in_flight, next_phase, Driver};
+use crate::model::ids::short;
 use crate::store::tx::{self, Cas};
 
 /// A commit made of the worktree's changes.
@@ -174,8 +175,8 @@ fn read_path(
         Err(e) => return Err(Error::internal(format!("could not read {rel}: {e}"))),
     };
     if meta.file_type().is_symlink() {
-        let target = std::fs::read_link(&full)
-            .map_err(|e| Error::internal(format!("could not read the link {rel}: {e}")))?;
+        let target =
+            std::fs::read_link(&full).context(|| format!("could not read the link {rel}"))?;
         return Ok(OnDisk::Blob(
             EntryKind::Link,
             target.as_os_str().as_bytes().to_vec(),
@@ -202,14 +203,13 @@ fn read_path(
         // candidates of their own.
         return Ok(OnDisk::Gone);
     }
-    let file = std::fs::File::open(&full)
-        .map_err(|e| Error::internal(format!("could not read {rel}: {e}")))?;
+    let file = std::fs::File::open(&full).context(|| format!("could not read {rel}"))?;
     let mut data = Vec::new();
     pipeline
         .convert_to_git(file, Path::new(rel), index)
         .context(|| format!("could not filter {rel}"))?
         .read_to_end(&mut data)
-        .map_err(|e| Error::internal(format!("could not read {rel}: {e}")))?;
+        .context(|| format!("could not read {rel}"))?;
     let executable = if file_mode {
         meta.permissions().mode() & 0o111 != 0
     } else {

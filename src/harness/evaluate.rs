@@ -224,7 +224,7 @@ fn judge(
             .iter()
             .map(|r| IterationCheck {
                 name: r.check.name.clone(),
-                status: r.status.clone(),
+                status: r.status,
                 exit_code: r.exit_code,
             })
             .collect(),

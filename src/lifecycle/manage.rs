@@ -79,7 +79,16 @@ fn cleanup_unreadable(env: &Env, id: &str) -> Result<CleanupOutcome> {
 
 /// Remove the worktree and run branch of a promoted or abandoned run. The ledger stays: the run's
 /// history is kept.
-pub fn cleanup(env: &Env, run: &str, force: bool) -> Result<CleanupOutcome> {
+/// What `cleanup` is asked to do.
+#[derive(Debug, Clone, Copy)]
+pub struct CleanupOptions<'a> {
+    pub run: &'a str,
+    /// Remove a worktree with changes in it too (and a run whose ledger cannot be read).
+    pub force: bool,
+}
+
+pub fn cleanup(env: &Env, opts: &CleanupOptions<'_>) -> Result<CleanupOutcome> {
+    let CleanupOptions { run, force } = *opts;
     let store = &env.store;
     let ledger = match resolve_run(env, Some(run)) {
         Ok(ledger) => ledger,

@@ -65,7 +65,15 @@ pub struct Reconciled {
     pub commit: Option<String>,
 }
 
-pub fn reconcile(env: &Env, target: PlanTarget<'_>, commit: bool) -> Result<Reconciled> {
+/// What `plans reconcile` is asked to do.
+pub struct ReconcileOptions<'a> {
+    pub target: PlanTarget<'a>,
+    /// Commit the moves (in a run worktree, on the run branch) instead of leaving them staged.
+    pub commit: bool,
+}
+
+pub fn reconcile(env: &Env, opts: ReconcileOptions<'_>) -> Result<Reconciled> {
+    let ReconcileOptions { target, commit } = opts;
     let (path, run) = locate(env, target)?;
     let mut staged = Vec::new();
     if commit {

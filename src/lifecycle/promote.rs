@@ -54,7 +54,17 @@ pub struct PromoteOutcome {
     pub already_promoted: bool,
 }
 
-pub fn promote(env: &Env, run: Option<&str>, dry_run: bool) -> Result<PromoteOutcome> {
+/// What `promote` is asked to do.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PromoteOptions<'a> {
+    /// The run, or `None` for the one whose worktree the command runs in.
+    pub run: Option<&'a str>,
+    /// Check every precondition and take the locks, but write nothing.
+    pub dry_run: bool,
+}
+
+pub fn promote(env: &Env, opts: &PromoteOptions<'_>) -> Result<PromoteOutcome> {
+    let PromoteOptions { run, dry_run } = *opts;
     let store = &env.store;
     let ledger = resolve_run(env, run)?;
     let workspace = crate::run::run_workspace(store, &ledger)?;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::model::canonical::sha256_hex;
 use crate::model::ids::generate_run_id;
 use crate::model::run::{Actor, Base, Task, SCHEMA};
@@ -452,7 +452,7 @@ fn add_worktree_and_exclude(env: &Env, worktree: &std::path::Path, branch: &str)
     let store = &env.store;
     if let Some(parent) = worktree.parent() {
         std::fs::create_dir_all(parent)
-            .map_err(|e| Error::internal(format!("could not create {}: {e}", parent.display())))?;
+            .context(|| format!("could not create {}", parent.display()))?;
     }
     store.add_worktree(worktree, branch)?;
     // Excludes the worktree root when it lies inside the main worktree (default or configured),

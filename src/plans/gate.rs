@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::{Context, Result};
 use crate::store::policy::policy_at;
 use crate::store::Store;
 
@@ -25,7 +25,7 @@ pub fn gate_report(store: &Store, commit: gix::ObjectId) -> Result<Option<PlanRe
         return Ok(None);
     }
     let report = super::scan_tree(&store.repo, commit)
-        .map_err(|e| Error::internal(format!("could not read the plans at {commit}: {e}")))?;
+        .context(|| format!("could not read the plans at {commit}"))?;
     Ok((!report.hygiene_clean() || !report.errors.is_empty()).then_some(report))
 }
 

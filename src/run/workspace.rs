@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::model::{RunRecord, RunState};
 use crate::store::ledger::Ledger;
 use crate::store::Store;
@@ -126,7 +126,7 @@ pub fn torn_start_lock(store: &Store, ledger: &Ledger) -> Result<Option<PathBuf>
     }
     let commit = store
         .commit(ledger.tip)
-        .map_err(|e| Error::internal(format!("could not read commit {}: {e}", ledger.tip)))?;
+        .context(|| format!("could not read commit {}", ledger.tip))?;
     Ok((commit.parent_ids().count() == 0).then_some(lock))
 }
 

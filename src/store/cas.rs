@@ -46,8 +46,9 @@ impl Cas {
     }
 
     pub(super) fn to_edit(&self) -> Result<RefEdit> {
-        let name = FullName::try_from(self.name.as_str())
-            .map_err(|e| Error::usage(format!("{:?} is not a valid ref name: {e:#}", self.name)))?;
+        let name = FullName::try_from(self.name.as_str()).map_err(|e| {
+            Error::usage(format!("{:?} is not a valid ref name: {e:#}", self.name)).caused_by(e)
+        })?;
         let expected = match self.expected {
             Some(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
             None => PreviousValue::MustNotExist,

@@ -156,7 +156,7 @@ impl Store {
                 let (read, wrote) = (compressor.total_in(), compressor.total_out());
                 let status = compressor
                     .compress(input, &mut chunk, flush)
-                    .map_err(|e| Error::internal(format!("could not compress a {kind}: {e}")))?;
+                    .context(|| format!("could not compress a {kind}"))?;
                 input = &input[(compressor.total_in() - read) as usize..];
                 out.extend_from_slice(&chunk[..(compressor.total_out() - wrote) as usize]);
                 match (flush, status) {

@@ -349,7 +349,7 @@ fn first_parent_chain_within(
         chain.push(at);
         let commit = store
             .commit(at)
-            .map_err(|e| Error::not_found(format!("commit {at} not found: {e:#}")))?;
+            .map_err(|e| Error::not_found(format!("commit {at} not found: {e:#}")).caused_by(e))?;
         let parent = commit.parent_ids().next().map(|p| p.detach());
         match parent {
             Some(p) => at = p,

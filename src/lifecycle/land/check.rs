@@ -171,7 +171,7 @@ impl<'s> Checker<'s> {
         if checks.is_empty() {
             // Nothing to validate with: only runs that land exactly as validated by `finish`
             // (no restack) may go, as `promote` lets them.
-            return Ok(runs.len() == 1 && top.mode == "none");
+            return Ok(runs.len() == 1 && top.mode == crate::model::land::RestackMode::None);
         }
         if !self.validate(top.head, Some(top.candidate.run_id()), &checks)? {
             return Ok(false);
@@ -218,7 +218,10 @@ pub struct Settled {
 /// since nothing says what its restacked tree must pass.
 fn refuse_unvalidatable(settled: &mut Settled, stack: Vec<Stacked>, tip: gix::ObjectId) {
     for s in stack {
-        if settled.accepted.is_empty() && s.mode == "none" && s.onto == tip {
+        if settled.accepted.is_empty()
+            && s.mode == crate::model::land::RestackMode::None
+            && s.onto == tip
+        {
             settled.accepted.push(s);
             continue;
         }

@@ -106,7 +106,7 @@ pub struct RunLanding {
     /// nothing has to be restacked.
     pub landed: Option<String>,
     /// `none`, `replay` or `squash`.
-    pub restack: Option<String>,
+    pub restack: Option<crate::model::land::RestackMode>,
     /// The run's frozen base and the tip it was stacked on.
     pub base_before: String,
     pub base_after: Option<String>,

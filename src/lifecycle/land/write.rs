@@ -163,7 +163,7 @@ pub fn promoted(
     });
     next.landed = Some(s.head.to_string());
     next.restack = Some(Restack {
-        mode: s.mode.into(),
+        mode: s.mode,
         base_before: rec.base.commit.clone(),
         base_after: s.onto.to_string(),
         head_before: s.candidate.head.to_string(),
@@ -183,7 +183,7 @@ pub fn results(store: &Store, target: &str, settled: Settled) -> Result<Vec<RunL
             result: Landing::Landed,
             state: RunState::Promoted,
             landed: Some(s.head.to_string()),
-            restack: Some(s.mode.into()),
+            restack: Some(s.mode),
             base_before: s.candidate.ledger.record.base.commit.clone(),
             base_after: Some(s.onto.to_string()),
             paths: Vec::new(),

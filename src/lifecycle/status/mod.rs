@@ -126,7 +126,7 @@ fn unreadable_run(
     let store = &env.store;
     let ledger_ref = bad.report(store);
     let next_action = NextAction {
-        action: "repair".into(),
+        action: next_action::Action::Repair,
         blocking: true,
         reason: match bad.damage {
             crate::run::unreadable::LedgerDamage::NotALedger => format!(
@@ -184,7 +184,7 @@ fn status_at(store: &Store, ledger: &Ledger, cwd: Option<&Path>) -> Result<Statu
         // comes first, and only what needs no notes is offered meanwhile.
         allowed.retain(|a| a == "abandon" || a == "cleanup");
         next_action = NextAction {
-            action: "repair".into(),
+            action: next_action::Action::Repair,
             blocking: true,
             reason: format!(
                 "{}; the commands that read or write {} refuse until it is repaired",
