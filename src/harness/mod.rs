@@ -115,18 +115,13 @@ impl LoopOutcome {
         self.run.loop_state.as_ref()
     }
 
-    /// 0 when the run completed (or was promoted), 1 when the loop stopped it blocked.
-    pub fn exit_code(&self) -> i32 {
-        match self.run.state {
-            RunState::Completed | RunState::Promoted
-                if self
-                    .loop_state()
-                    .is_some_and(|l| l.status == LoopStatus::Terminal) =>
-            {
-                0
-            }
-            _ => 1,
-        }
+    /// The loop's verdict: the run completed (or was promoted), not stopped blocked. The
+    /// renderer turns it into the exit code.
+    pub fn validated(&self) -> bool {
+        matches!(self.run.state, RunState::Completed | RunState::Promoted)
+            && self
+                .loop_state()
+                .is_some_and(|l| l.status == LoopStatus::Terminal)
     }
 }
 

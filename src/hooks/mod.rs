@@ -127,15 +127,6 @@ pub struct HookOutcome {
 }
 
 impl HookOutcome {
-    /// The hook's exit code: 1 refuses the whole transaction or push.
-    pub fn exit_code(&self) -> i32 {
-        if self.refused.is_empty() {
-            0
-        } else {
-            1
-        }
-    }
-
     /// The lines a person sees (git shows hook stderr; a server's goes to the pusher).
     pub fn report(&self, hook: HookName) -> String {
         let mut out = String::new();

@@ -134,7 +134,7 @@ pub fn cmd_loop(ctx: &Ctx, args: &LoopArgs) -> Result<Output> {
         next.command.as_deref(),
     ));
     // The loop's verdict: the run validated (and was promoted when asked) and the loop ended.
-    let validated = o.exit_code() == 0;
+    let validated = o.validated();
     let extra = json!({
         "invocation": o.invocation,
         "promoted": o.promoted,
