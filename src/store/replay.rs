@@ -210,7 +210,15 @@ pub fn squash(
 ) -> Result<Squashed, ReplayError> {
     let squashed = commits_since(store, request.base, request.head)?;
     let (repo, _head) = merging(store, store.repo.clone())?;
-    let repo = &repo;
+    squash_in(&repo, request, squashed, committer)
+}
+
+fn squash_in(
+    repo: &gix::Repository,
+    request: &SquashRequest<'_>,
+    squashed: Vec<ObjectId>,
+    committer: &gix::actor::Signature,
+) -> Result<Squashed, ReplayError> {
     let first = *squashed
         .first()
         .ok_or(ReplayError::NoCommits { base: request.base })?;
@@ -250,6 +258,67 @@ pub fn would_squash_cleanly(
     }
     let (repo, _head) = merging(store, store.repo.clone().with_object_memory())?;
     predict(squash_tree(&repo, base, head, onto))
+}
+
+/// A stack of runs predicted in memory, as `land` would build it: each run replayed (or
+/// squashed) onto the one before it, every commit and tree kept in memory, so the second run of
+/// a stack is predicted on the first one's result, not on the bare tip. Nothing is written to the
+/// repository.
+pub struct StackPrediction {
+    repo: gix::Repository,
+    /// In a bare reftable repository, the scratch HEAD the merge reads attributes from.
+    _shadow: Option<tempfile::TempDir>,
+}
+
+impl StackPrediction {
+    pub fn new(store: &Store) -> Result<Self, ReplayError> {
+        let (repo, shadow) = merging(store, store.repo.clone().with_object_memory())?;
+        Ok(StackPrediction {
+            repo,
+            _shadow: shadow,
+        })
+    }
+
+    /// The run's commits (`commits`, made on `old_base`) replayed onto `onto`, or squashed
+    /// (`squash`; its own `onto` is replaced by `onto`), in memory.
+    pub fn stack(
+        &self,
+        commits: &[ObjectId],
+        old_base: ObjectId,
+        onto: ObjectId,
+        squash: Option<SquashRequest<'_>>,
+    ) -> Result<StackStep, ReplayError> {
+        let result = match squash {
+            Some(request) => squash_in(
+                &self.repo,
+                &SquashRequest { onto, ..request },
+                commits.to_vec(),
+                &placeholder(),
+            )
+            .map(|s| (s.commit, s.tree)),
+            None => replay_in(&self.repo, commits, old_base, onto, &placeholder())
+                .map(|r| (r.tip, r.tree)),
+        };
+        match result {
+            Ok((tip, tree)) => Ok(StackStep::Clean { tip, tree }),
+            Err(ReplayError::Conflict { commit, paths, .. }) => {
+                Ok(StackStep::Conflict { commit, paths })
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// One run put on a predicted stack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StackStep {
+    /// It applies: the new top of the stack (a commit in memory) and its tree.
+    Clean { tip: ObjectId, tree: ObjectId },
+    /// `commit` would conflict in `paths` (sorted); the stack stays as it was.
+    Conflict {
+        commit: ObjectId,
+        paths: Vec<String>,
+    },
 }
 
 /// A conflict is the answer of a prediction, not its failure.

@@ -505,3 +505,32 @@ fn a_run_worktree_of_a_thousand_files_sees_changes_as_a_small_one_does() {
         t.tab_in(wt, &["checkpoint"]).ok();
     }
 }
+
+/// A symbolic ref at the run branch's name (pointing anywhere, or nowhere) is a branch that
+/// exists: `start` refuses before writing anything, with the same words on both ref backends.
+#[test]
+fn start_refuses_a_symbolic_ref_at_the_run_branch_name_and_writes_nothing() {
+    let t = TestEnv::new();
+    for to in ["refs/heads/main", "refs/heads/nowhere"] {
+        t.git(&["symbolic-ref", "refs/heads/tabellio/r1", to]).ok();
+        let before = t.snapshot();
+        let (code, j) = t.tab_json(&["start", "r1", "--task", "x"]);
+        assert_eq!(code, 2, "{j}");
+        assert_eq!(
+            j["error"]["message"],
+            format!("branch refs/heads/tabellio/r1 already exists: it is a symbolic ref to {to}")
+        );
+        assert!(
+            j["error"]["hint"]
+                .as_str()
+                .unwrap()
+                .contains("git symbolic-ref -d refs/heads/tabellio/r1"),
+            "{j}"
+        );
+        assert_eq!(before, t.snapshot());
+    }
+    // The hint, followed.
+    t.git(&["symbolic-ref", "-d", "refs/heads/tabellio/r1"])
+        .ok();
+    t.tab(&["start", "r1", "--task", "x"]).ok();
+}

@@ -184,8 +184,12 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
     outcome.runs.extend(first.already);
     let squash = opts.squash || crate::store::policy::squash_at(store, &target)?;
     if opts.dry_run {
-        let results = stack::dry_run(store, &target, &first.candidates, squash)?;
+        let (results, predicted) =
+            stack::dry_run(store, &target, &first.candidates, squash, opts.batch)?;
         outcome.runs.extend(results);
+        outcome.validations = predicted.validations;
+        outcome.checks_run = predicted.checks_run;
+        outcome.checks_reused = predicted.checks_reused;
         return Ok(outcome);
     }
     let mut pending: Vec<String> = first

@@ -2,8 +2,9 @@
 //! before anything is written.
 
 use crate::error::{Error, Result};
+use crate::model::policy;
 use crate::model::RunState;
-use crate::run::promotion::check_validated;
+use crate::run::promotion::{check_validated, PromoteError};
 use crate::store::ledger::Ledger;
 use crate::store::replay::commits_since;
 use crate::store::Store;
@@ -165,6 +166,12 @@ fn settled_read(
         // read could see another landing's branch move in between.
         match check_validated(store, &ledger.record) {
             Ok((_, head)) => return Ok(Ok((ledger, Some(head)))),
+            Err(PromoteError::EvidenceDoesNotHold { unsatisfied, .. })
+                if !landing_in_flight(store, &ledger.record)? =>
+            {
+                // One run's evidence does not hold the queue up: it is refused alone.
+                return Ok(Err(evidence_refused(store, &ledger, &unsatisfied)?));
+            }
             Err(e) if !landing_in_flight(store, &ledger.record)? => return Err(e.into()),
             Err(_) => {}
         }
@@ -223,6 +230,54 @@ fn completed_of(store: &Store, target: &str) -> Result<Vec<Ledger>> {
             .then_with(|| a.record.run_id.cmp(&b.record.run_id))
     });
     Ok(out)
+}
+
+/// The result for a completed run whose evidence does not hold under the target tip's policy
+/// (`unsatisfied`: `name (verdict)` per check). When the run's own commits change the policy,
+/// that is why: a run never changes its own gate, so its evidence, made under its own policy, is
+/// judged by the target's.
+fn evidence_refused(store: &Store, ledger: &Ledger, unsatisfied: &[String]) -> Result<RunLanding> {
+    let rec = &ledger.record;
+    let id = &rec.run_id;
+    let base = store.parse_oid(&rec.base.commit)?;
+    let head = store.ref_target(&rec.branch)?;
+    let own_policy = match head {
+        Some(head) => {
+            store.read_file_at(base, policy::PATH)? != store.read_file_at(head, policy::PATH)?
+        }
+        None => false,
+    };
+    let reason = if own_policy {
+        format!(
+            "its own commits change {path}, and a run never changes its own gate: judged by the \
+             policy at the tip of {target}, its evidence does not hold ({checks}); revert its \
+             change to {path} in the run (a policy change lands on its own, by a person), \
+             commit, then `git tabellio finish {id}`",
+            path = policy::PATH,
+            target = rec.base.reference,
+            checks = unsatisfied.join(", ")
+        )
+    } else {
+        format!(
+            "its evidence does not hold under the policy at the tip of {target} ({checks}); \
+             `git tabellio status {id}` says what to do next",
+            target = rec.base.reference,
+            checks = unsatisfied.join(", ")
+        )
+    };
+    Ok(RunLanding {
+        run_id: id.clone(),
+        result: Landing::Refused,
+        state: rec.state,
+        landed: None,
+        restack: None,
+        base_before: rec.base.commit.clone(),
+        base_after: None,
+        paths: Vec::new(),
+        commit: head.map(|h| h.to_string()),
+        reason: Some(reason),
+        satisfied: None,
+    })
 }
 
 /// The result for a run promoted before this call.
