@@ -534,3 +534,45 @@ fn start_refuses_a_symbolic_ref_at_the_run_branch_name_and_writes_nothing() {
         .ok();
     t.tab(&["start", "r1", "--task", "x"]).ok();
 }
+
+/// `status` with no run named, outside every run's worktree, is an overview of the runs (like
+/// `git status` for the whole repository), not an error; inside a run's worktree it is that run.
+#[test]
+fn status_outside_a_run_is_an_overview_of_every_run() {
+    let t = TestEnv::ref_only();
+    let (code, j) = t.tab_json(&["status"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["overview"], true);
+    assert_eq!(j["runs"], serde_json::json!([]));
+    assert!(t.tab(&["status"]).stdout.contains("no runs yet"));
+    let wt1 = t.started_run("r1", "a.txt");
+    t.completed_run("r2", "b.txt");
+    t.completed_run("r3", "c.txt");
+    t.tab(&["promote", "r3"]).ok();
+    let before = t.snapshot();
+    let (code, j) = t.tab_json(&["status"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(before, t.snapshot(), "status wrote something");
+    assert_eq!(
+        j["by_state"],
+        serde_json::json!({"active": 1, "completed": 1, "promoted": 1})
+    );
+    let runs = j["runs"].as_array().unwrap();
+    let ids: Vec<&str> = runs.iter().map(|r| r["run_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["r1", "r2"], "the runs that have not ended: {j}");
+    // Each with the next action `status <run>` gives.
+    for r in runs {
+        let id = r["run_id"].as_str().unwrap();
+        let one = t.tab_json(&["status", id]).1;
+        assert_eq!(r["next_action"], one["next_action"], "{id}");
+    }
+    let human = t.tab(&["status"]).stdout;
+    assert!(
+        human.contains("runs: 1 active, 1 completed, 1 promoted"),
+        "{human}"
+    );
+    assert!(human.contains("r2  completed"), "{human}");
+    // Inside a run's worktree, status is that run.
+    let here = t.tab_in(&wt1, &["--json", "status"]).json();
+    assert_eq!(here["run"]["run_id"], "r1");
+}
