@@ -1319,3 +1319,31 @@ fn the_stored_argv_loses_option_secrets_and_local_directories() {
         ])
     );
 }
+
+/// docs/loop.md: the finalize commit's message says `loop <n>/stop`, its `loop.phase` is
+/// `finalize`.
+#[test]
+fn the_loops_last_ledger_commit_is_named_stop() {
+    let t = TestEnv::new();
+    t.write(
+        ".tabellio/policy.json",
+        r#"{"schema": "tabellio.policy/v1", "checks": {"t": {"argv": ["true"], "timeout_s": 60}}, "required": ["t"]}"#,
+    );
+    t.git(&["add", "-A"]).ok();
+    t.git(&["commit", "-q", "-m", "policy"]).ok();
+    t.tab(&["start", "l1", "--task", "idle"]).ok();
+    // An agent that changes nothing stops the loop at once with a limit of one idle iteration.
+    let r = t.tab(&[
+        "--json",
+        "loop",
+        "l1",
+        "--no-progress-limit",
+        "1",
+        "--",
+        "true",
+    ]);
+    r.code(1);
+    assert_eq!(r.json()["run"]["loop"]["phase"], "finalize", "{}", r.desc);
+    let subject = t.git_out(&["log", "-1", "--format=%s", "refs/tabellio/runs/l1"]);
+    assert_eq!(subject, "tabellio: loop 1/stop l1: looping -> blocked");
+}

@@ -4,20 +4,23 @@
 //! its repositories with `--ref-format=reftable` ([`crate::util::ref_format`]).
 //!
 //! Not here: modules that build a torn files-backend state by hand (lock files under
-//! `.git/refs/`, a loose ref written directly: `recovery`, `refusals`, `hardening2`), which a
-//! reftable repository cannot be in.
+//! `.git/refs/`, a loose ref written directly: `recovery`, `refusals`), which a reftable
+//! repository cannot be in; and `unreadable_refs`, whose notes-ref repair comes from the ref's
+//! reflog, which `status` reads only on the files backend today.
 
 // Loading each file twice is the point: one body, two ref formats.
 #![allow(clippy::duplicate_mod)]
 
 #[path = "approvals.rs"]
 mod approvals;
+#[path = "corruption.rs"]
+mod corruption;
 #[path = "crash.rs"]
 mod crash;
 #[path = "export.rs"]
 mod export;
-#[path = "hardening.rs"]
-mod hardening;
+#[path = "git_environment.rs"]
+mod git_environment;
 #[path = "harness.rs"]
 mod harness;
 #[path = "hooks.rs"]
@@ -32,9 +35,13 @@ mod plans;
 mod promote;
 #[path = "pull.rs"]
 mod pull;
+#[path = "replacements.rs"]
+mod replacements;
 #[path = "sync.rs"]
 mod sync;
 #[path = "trust.rs"]
 mod trust;
 #[path = "verify.rs"]
 mod verify;
+#[path = "worktrees.rs"]
+mod worktrees;
