@@ -35,6 +35,7 @@ impl TestEnv {
         let (from, to) = (self.repo.to_str().unwrap(), bare.to_str().unwrap());
         self.git(&with_ref_format(&["clone", "-q", "--bare", from, to]))
             .ok();
+        self.assert_ref_storage(&["clone"], &bare);
         bare
     }
 

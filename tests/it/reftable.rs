@@ -45,3 +45,44 @@ mod trust;
 mod verify;
 #[path = "worktrees.rs"]
 mod worktrees;
+
+/// The pass itself: a test under `reftable::` is told reftable, and every way the tests make a
+/// repository (a plain one, a bare server, a clone of it, a bare clone) makes a reftable one.
+/// The helper checks each repository it makes too ([`crate::util::TestEnv::assert_ref_storage`]);
+/// this test fails when the switch itself stops working, which would make every check there a
+/// check of nothing.
+#[test]
+fn the_pass_makes_reftable_repositories() {
+    use crate::util::{ref_format, TestEnv};
+    assert_eq!(
+        ref_format(),
+        "reftable",
+        "a test of the pass is not told reftable: the pass would test the files backend again"
+    );
+    let t = TestEnv::new();
+    let server = TestEnv::bare_server();
+    let clone = TestEnv::clone_of(&server);
+    let bare = t.bare_clone();
+    for (env, repo) in [
+        (&t, &t.repo),
+        (&server, &server.repo),
+        (&clone, &clone.repo),
+        (&t, &bare),
+    ] {
+        assert_eq!(
+            env.git_out_in(repo, &["rev-parse", "--show-ref-format"]),
+            "reftable",
+            "{}",
+            repo.display()
+        );
+        assert_eq!(
+            env.git_out_in(
+                repo,
+                &["config", "--default", "files", "extensions.refStorage"]
+            ),
+            "reftable",
+            "{}",
+            repo.display()
+        );
+    }
+}
