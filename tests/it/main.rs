@@ -10,6 +10,7 @@ mod approvals;
 mod corruption;
 mod crash;
 mod docs;
+mod exit_codes;
 mod export;
 mod fixtures;
 mod git_environment;
