@@ -642,7 +642,6 @@ pub fn would_land(store: &Store, run: &crate::model::RunRecord) -> crate::error:
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
-    use std::process::Command;
 
     use super::*;
     use crate::store::repo::{FALLBACK_EMAIL, FALLBACK_NAME};
@@ -661,7 +660,8 @@ mod tests {
         }
     }
 
-    /// A temp repository with a hermetic HOME; git runs with fixed identities and dates.
+    /// A temp repository with its own HOME; git runs in the hermetic environment with this
+    /// module's identities and dates.
     struct Repo {
         _dir: tempfile::TempDir,
         home: PathBuf,
@@ -691,17 +691,9 @@ mod tests {
 
         /// git with the author date `date` (and the oracle committer).
         fn git_with(&self, args: &[&str], date: &str) -> String {
-            let output = Command::new("git")
+            // The hermetic environment, with this oracle's own author, committer and dates.
+            let output = crate::store::hermetic::git(&self.home, &self.root)
                 .args(args)
-                .current_dir(&self.root)
-                .env_remove("GIT_DIR")
-                .env_remove("GIT_WORK_TREE")
-                .env_remove("GIT_INDEX_FILE")
-                .env_remove("GIT_OBJECT_DIRECTORY")
-                .env_remove("GIT_COMMON_DIR")
-                .env("HOME", &self.home)
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("GIT_CONFIG_NOSYSTEM", "1")
                 .env("GIT_AUTHOR_NAME", "Run Author")
                 .env("GIT_AUTHOR_EMAIL", "author@example.com")
                 .env("GIT_AUTHOR_DATE", date)

@@ -476,23 +476,60 @@ fn read_pid(fifo: &Path) -> libc::pid_t {
     s.trim().parse().unwrap()
 }
 
-/// Wait (bounded) until `pid`, not our child, has exited: a pidfd polls readable then.
+/// Wait (bounded, 30 s) until `pid`, not our child, has ended; panic naming it when it has not.
 fn wait_gone(pid: libc::pid_t) {
-    // SAFETY: plain syscalls.
-    unsafe {
-        let fd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as libc::c_int;
-        if fd < 0 {
-            return; // already gone
+    wait_gone_within(pid, std::time::Duration::from_secs(30));
+}
+
+/// [`wait_gone`] with the bound `limit`. Ended: `kill(pid, 0)` finds no such process (`ESRCH`), or `/proc` shows it a zombie (it has
+/// exited, and its new parent, not this test, reaps it). Any other answer, `EPERM` included,
+/// means it is still there.
+fn wait_gone_within(pid: libc::pid_t, limit: std::time::Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        // SAFETY: signal 0 sends nothing: it only asks whether the process exists.
+        let answer = unsafe { libc::kill(pid, 0) };
+        let errno = std::io::Error::last_os_error().raw_os_error();
+        if answer == -1 && errno == Some(libc::ESRCH) {
+            return;
         }
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let n = libc::poll(&mut pfd, 1, 30_000);
-        libc::close(fd);
-        assert_eq!(n, 1, "process {pid} did not end");
+        let state = process_state(pid);
+        if matches!(state, Some('Z' | 'X')) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process {pid} is still there after {limit:?} (kill(pid, 0) = {answer}, state {state:?})"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// The state letter of `pid` in `/proc/<pid>/stat` (`R`, `S`, `Z`, …), `None` without one.
+fn process_state(pid: libc::pid_t) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name in parentheses may hold anything: the state follows the last `)`.
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+#[test]
+fn wait_gone_fails_naming_a_process_that_still_runs_and_returns_once_it_ended() {
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = libc::pid_t::try_from(sleeper.id()).unwrap();
+    let still_there =
+        std::panic::catch_unwind(|| wait_gone_within(pid, std::time::Duration::from_millis(200)))
+            .expect_err("a running process counted as gone");
+    let message = still_there
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(message.contains(&format!("process {pid} ")), "{message}");
+    sleeper.kill().unwrap();
+    // Killed and not yet reaped: a zombie, which has ended.
+    wait_gone(pid);
+    sleeper.wait().unwrap();
+    // Reaped: no such process at all.
+    wait_gone(pid);
 }
 
 /// Start `git tabellio --json loop <args>` in the background.
@@ -1318,4 +1355,32 @@ fn the_stored_argv_loses_option_secrets_and_local_directories() {
             "~/agent.cfg"
         ])
     );
+}
+
+/// docs/loop.md: the finalize commit's message says `loop <n>/stop`, its `loop.phase` is
+/// `finalize`.
+#[test]
+fn the_loops_last_ledger_commit_is_named_stop() {
+    let t = TestEnv::new();
+    t.write(
+        ".tabellio/policy.json",
+        r#"{"schema": "tabellio.policy/v1", "checks": {"t": {"argv": ["true"], "timeout_s": 60}}, "required": ["t"]}"#,
+    );
+    t.git(&["add", "-A"]).ok();
+    t.git(&["commit", "-q", "-m", "policy"]).ok();
+    t.tab(&["start", "l1", "--task", "idle"]).ok();
+    // An agent that changes nothing stops the loop at once with a limit of one idle iteration.
+    let r = t.tab(&[
+        "--json",
+        "loop",
+        "l1",
+        "--no-progress-limit",
+        "1",
+        "--",
+        "true",
+    ]);
+    r.code(1);
+    assert_eq!(r.json()["run"]["loop"]["phase"], "finalize", "{}", r.desc);
+    let subject = t.git_out(&["log", "-1", "--format=%s", "refs/tabellio/runs/l1"]);
+    assert_eq!(subject, "tabellio: loop 1/stop l1: looping -> blocked");
 }

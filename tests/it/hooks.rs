@@ -495,3 +495,71 @@ fn evidence_notes_updated_in_the_same_transaction_count() {
     assert_eq!(rev(&t, "main"), feature);
     assert_eq!(rev(&t, "refs/notes/tabellio/evidence"), notes);
 }
+
+/// An empty bare repository at `<test dir>/server.git`, added as `origin`.
+fn empty_origin(t: &TestEnv) -> std::path::PathBuf {
+    let server = t.path().join("server.git");
+    let s = server.to_str().unwrap();
+    t.git_in(t.path(), &["init", "-q", "--bare", "-b", "main", s])
+        .ok();
+    t.git(&["remote", "add", "origin", s]).ok();
+    server
+}
+
+#[test]
+fn pre_push_judges_a_push_that_creates_a_protected_branch() {
+    let t = TestEnv::with_readme_policy();
+    let server = empty_origin(&t);
+    t.tab(&["hooks", "install"]).ok();
+    let main = t.git_out(&["rev-parse", "main"]);
+    let r = t.git(&["push", "origin", "main"]);
+    assert_ne!(
+        r.code, 0,
+        "an unvalidated first push went through\n{}",
+        r.desc
+    );
+    assert!(
+        r.stderr.contains("refs/heads/main") && r.stderr.contains("readme (missing)"),
+        "{}",
+        r.desc
+    );
+    assert_eq!(
+        t.git_in(&server, &["rev-parse", "-q", "--verify", "main"])
+            .code,
+        1
+    );
+    // Validated, the same first push passes.
+    t.tab(&["validate", &main]).ok();
+    t.git(&[
+        "push",
+        "-q",
+        "--atomic",
+        "origin",
+        "main",
+        "refs/notes/tabellio/evidence",
+    ])
+    .ok();
+    assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), main);
+}
+
+#[test]
+fn pre_push_judges_a_push_whose_remote_tip_is_unknown_here() {
+    let t = TestEnv::with_readme_policy();
+    let server = empty_origin(&t);
+    t.git(&["push", "-q", "origin", "main"]).ok();
+    // Someone else moves the remote's main to a commit this clone never fetched.
+    let other = t.path().join("other");
+    let (s, o) = (server.to_str().unwrap(), other.to_str().unwrap());
+    t.git_in(t.path(), &["clone", "-q", s, o]).ok();
+    t.commit_file_in(&other, "theirs.txt", "theirs\n");
+    t.git_in(&other, &["push", "-q", "origin", "main"]).ok();
+    let theirs = t.git_out_in(&other, &["rev-parse", "HEAD"]);
+    assert_ne!(t.git(&["cat-file", "-e", &theirs]).code, 0);
+    // Here: an unvalidated commit on main, pushed with the hooks installed.
+    t.commit_file_in(&t.repo, "ours.txt", "ours\n");
+    t.tab(&["hooks", "install"]).ok();
+    let r = t.git(&["push", "-f", "origin", "main"]);
+    assert_ne!(r.code, 0, "an unvalidated push went through\n{}", r.desc);
+    assert!(r.stderr.contains("readme (missing)"), "{}", r.desc);
+    assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), theirs);
+}

@@ -11,13 +11,13 @@ mod hermetic;
 
 mod advice;
 mod approvals;
+mod corruption;
 mod crash;
 mod docs;
+mod exit_codes;
 mod export;
 mod fixtures;
-mod hardening;
-mod hardening2;
-mod hardening3;
+mod git_environment;
 mod harness;
 mod help;
 mod hooks;
@@ -36,6 +36,7 @@ mod pull;
 mod recovery;
 mod reftable;
 mod refusals;
+mod replacements;
 mod report;
 mod runner;
 mod scratch;
@@ -43,8 +44,10 @@ mod secrets;
 mod storage;
 mod sync;
 mod trust;
+mod unreadable_refs;
 mod util;
 mod verify;
+mod worktrees;
 
 /// Every `.rs` file next to this one is declared as a module above: a file that is not is never
 /// compiled, so its tests would silently never run.

@@ -483,7 +483,7 @@ mod tests {
         ];
         for case in cases {
             git(home, &path, case);
-            let repo = gix::open(&path).expect("open");
+            let repo = gix::open_opts(&path, gix::open::Options::isolated()).expect("open");
             let got = head(&repo).expect("head");
             assert_eq!(
                 got.branch,
