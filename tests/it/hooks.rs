@@ -563,3 +563,42 @@ fn pre_push_judges_a_push_whose_remote_tip_is_unknown_here() {
     assert!(r.stderr.contains("readme (missing)"), "{}", r.desc);
     assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), theirs);
 }
+
+/// `git merge --ff-only` of an unvalidated commit onto the checked-out protected branch: git
+/// moves the index and files before the hook refuses the branch's move. The refusal says so,
+/// with the one command that puts them back, and that command keeps the person's own change.
+#[test]
+fn a_refused_merge_on_the_checked_out_branch_says_the_files_moved_and_how_to_restore_them() {
+    let t = protected_repo();
+    let main = rev(&t, "main");
+    let feature = commit_on(&t, "feature", "a.txt");
+    t.git(&["checkout", "-q", "main"]).ok();
+    // Someone's own uncommitted change, in a file the merge does not touch.
+    t.write("notes.txt", "mine\n");
+    let r = t.git(&["merge", "--ff-only", "feature"]);
+    assert_ne!(r.code, 0, "{}", r.desc);
+    assert_eq!(rev(&t, "main"), main, "the branch stayed");
+    let command = format!("git read-tree -m -u {feature} {main}");
+    assert!(
+        r.stderr
+            .contains("git had already moved this worktree's index and files")
+            && r.stderr.contains(&command),
+        "{}",
+        r.desc
+    );
+    // The files are the refused commit's, as the refusal says.
+    assert!(t.repo.join("a.txt").exists());
+    // The command, followed.
+    let args: Vec<&str> = command.split(' ').skip(1).collect();
+    t.git(&args).ok();
+    assert!(!t.repo.join("a.txt").exists(), "the refused file is gone");
+    assert_eq!(
+        t.git_out(&["status", "--porcelain"]),
+        "?? notes.txt",
+        "back where it was, the person's own file kept"
+    );
+    // A refusal where nothing moved says nothing of the kind.
+    let r = t.git(&["update-ref", "refs/heads/main", &feature]);
+    assert_ne!(r.code, 0);
+    assert!(!r.stderr.contains("already moved"), "{}", r.desc);
+}

@@ -667,3 +667,89 @@ fn the_dry_run_predicts_the_conflicts_and_the_reuse_that_land_then_meets() {
     );
     tip_verified(&t);
 }
+
+/// `land` inside a run's worktree lands onto the run's target (not onto the run's own branch),
+/// and with nothing to land on its target it names where completed runs wait instead of
+/// saying "nothing to land" with exit 0.
+#[test]
+fn land_in_a_run_worktree_takes_the_runs_target_and_names_runs_waiting_elsewhere() {
+    let (t, _count) = counting_repo();
+    let wt = finished(&t, "r1", "a.txt", "a\n");
+    let (code, j) = {
+        let r = t.tab_in(&wt, &["--json", "land"]);
+        (r.code, r.json())
+    };
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["target"], "refs/heads/main", "{j}");
+    assert_eq!(result_of(&j, "r1")["result"], "landed", "{j}");
+    // A completed run of another target, and nothing for main.
+    t.git(&["branch", "dev", "main"]).ok();
+    t.tab(&["start", "d1", "--task", "t", "--base", "dev"]).ok();
+    t.commit_file_in(&t.worktree("d1"), "d.txt", "d\n");
+    t.tab(&["finish", "d1"]).ok();
+    t.git(&["switch", "-q", "main"]).ok();
+    let before = t.snapshot();
+    let (code, j) = t.tab_json(&["land"]);
+    assert_eq!(code, 2, "{j}");
+    assert!(
+        j["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("completed runs wait on other branches: 1 on refs/heads/dev"),
+        "{j}"
+    );
+    assert_eq!(
+        j["error"]["hint"],
+        "land them onto their target: `git tabellio land --target dev`"
+    );
+    assert_eq!(before, t.snapshot());
+    // The hint, followed.
+    let (code, j) = t.tab_json(&["land", "--target", "dev"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(result_of(&j, "d1")["result"], "landed", "{j}");
+}
+
+/// The in-toto statement of a run `land` restacked is about the commit its target points at
+/// (the landed commit), with the validated commit beside it; an abandoned run's refusal points
+/// at an export that works, not at `finish`.
+#[test]
+fn in_toto_export_of_a_restacked_run_names_the_landed_commit() {
+    let (t, _count) = counting_repo();
+    finished(&t, "a", "a.txt", "a\n");
+    finished(&t, "b", "b.txt", "b\n");
+    t.tab(&["land", "a", "b"]).ok();
+    let tip = t.git_out(&["rev-parse", "main"]);
+    let rec = run_json(&t, "b");
+    assert_eq!(rec["landed"], tip.as_str());
+    let validated = rec["validated"]["commit"].as_str().unwrap().to_string();
+    assert_ne!(validated, tip, "b was restacked");
+    let (code, j) = t.tab_json(&["export", "b", "--format", "in-toto"]);
+    assert_eq!(code, 0, "{j}");
+    let statement = &j["document"];
+    assert_eq!(
+        statement["subject"][0]["digest"]["gitCommit"],
+        tip.as_str(),
+        "{j}"
+    );
+    assert_eq!(
+        statement["subject"][0]["digest"]["gitTree"],
+        t.git_out(&["rev-parse", "main^{tree}"]).as_str()
+    );
+    assert_eq!(statement["predicate"]["landed"]["commit"], tip.as_str());
+    assert_eq!(
+        statement["predicate"]["validated"]["commit"],
+        validated.as_str()
+    );
+    // An abandoned run: the hint sends to an export that works.
+    t.tab(&["start", "z", "--task", "t", "--base", "main"]).ok();
+    t.tab(&["abandon", "z"]).ok();
+    let (code, j) = t.tab_json(&["export", "z", "--format", "in-toto"]);
+    assert_eq!(code, 3, "{j}");
+    let hint = j["error"]["hint"].as_str().unwrap();
+    assert!(!hint.contains("finish"), "{hint}");
+    assert!(
+        hint.contains("git tabellio export z --format tabellio"),
+        "{hint}"
+    );
+    t.tab(&["export", "z", "--format", "tabellio"]).ok();
+}

@@ -36,7 +36,7 @@ pub struct Queue {
 }
 
 /// The target: `--target` (a branch name or `refs/heads/…`), else the named runs' base branch,
-/// else the current branch.
+/// else, inside a run's worktree, that run's target, else the current branch.
 pub fn target(env: &Env, opts: &LandOptions) -> Result<String> {
     if let Some(t) = &opts.target {
         let full = if t.starts_with("refs/") {
@@ -68,6 +68,10 @@ pub fn target(env: &Env, opts: &LandOptions) -> Result<String> {
             ))
             .hint("land them separately, or name the target with --target"))
         }
+    }
+    // Inside a run's worktree the current branch is the run's own: its target is meant.
+    if let Ok(ledger) = crate::run::resolve_run(env, None) {
+        return Ok(ledger.record.base.reference);
     }
     current_branch(&env.store)
         .filter(|h| h.starts_with("refs/heads/"))
@@ -144,6 +148,27 @@ pub fn resolve(store: &Store, target: &str, named: &[String]) -> Result<Queue> {
         });
     }
     Ok(queue)
+}
+
+/// With nothing to land on `target`: the other targets that completed runs wait on, with how
+/// many, so `land` can say where they are instead of "nothing to land".
+pub fn waiting_elsewhere(store: &Store, target: &str) -> Result<Vec<(String, usize)>> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for (id, _) in store.list_ledgers()? {
+        let Ok(Some(ledger)) = store.try_find_ledger(&id) else {
+            continue;
+        };
+        let rec = &ledger.record;
+        if rec.state != RunState::Completed || rec.base.reference == target {
+            continue;
+        }
+        match out.iter_mut().find(|(t, _)| *t == rec.base.reference) {
+            Some((_, n)) => *n += 1,
+            None => out.push((rec.base.reference.clone(), 1)),
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// The run as it stands once no other writer is half-way through its transaction: gix writes
