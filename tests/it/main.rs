@@ -37,6 +37,7 @@ mod scratch;
 mod secrets;
 mod storage;
 mod sync;
+mod terminal;
 mod trust;
 mod util;
 mod verify;
