@@ -7,6 +7,7 @@ mod hermetic;
 
 mod advice;
 mod approvals;
+mod completion;
 mod crash;
 mod docs;
 mod export;
