@@ -324,10 +324,15 @@ fn executor_failures_say_why_the_agent_stopped() {
         .unwrap()
         .contains("exited with code 3"));
 
-    // Not found.
+    // Not found: an agent that is gone by iteration 2 (a missing one is refused before the
+    // loop starts, see hardening4).
     start(&t, "r2");
-    let missing = t.path().join("no-such-agent");
-    let (code, out) = run_loop(&t, &["r2", "--", missing.to_str().unwrap()]);
+    let vanishing = agent(
+        &t,
+        "vanishing.py",
+        "open('value.txt', 'w').write('1\\n')\nos.remove(sys.argv[0])",
+    );
+    let (code, out) = run_loop(&t, &["r2", "--", vanishing.to_str().unwrap()]);
     assert_eq!(code, 1, "{out:#}");
     assert_stopped(
         &out,
@@ -336,10 +341,9 @@ fn executor_failures_say_why_the_agent_stopped() {
         "not_found",
         "none",
     );
-    assert_eq!(
-        out["run"]["loop"]["history"][0]["collect"]["changed"],
-        false
-    );
+    let history = out["run"]["loop"]["history"].as_array().unwrap();
+    assert_eq!(history.len(), 2, "{out:#}");
+    assert_eq!(history[1]["collect"]["changed"], false);
 
     // Over its time limit: the whole process group is stopped. The limit leaves a loaded
     // machine time to start python and print the claim before it strikes.

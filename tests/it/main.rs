@@ -15,6 +15,7 @@ mod fixtures;
 mod hardening;
 mod hardening2;
 mod hardening3;
+mod hardening4;
 mod harness;
 mod help;
 mod hooks;
