@@ -18,6 +18,8 @@ mod crash;
 mod export;
 #[path = "hardening.rs"]
 mod hardening;
+#[path = "hardening3.rs"]
+mod hardening3;
 #[path = "harness.rs"]
 mod harness;
 #[path = "hooks.rs"]
