@@ -221,7 +221,7 @@ done
 #[test]
 fn zsh_completes_flags_values_nested_commands_runs_and_checks_through_git() {
     if !on_path("zsh") || !on_path("timeout") {
-        eprintln!("skipped: zsh is not installed");
+        eprintln!("skipped: zsh (or coreutils' timeout) is not installed");
         return;
     }
     let t = repo_with_runs();
