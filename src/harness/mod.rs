@@ -21,6 +21,7 @@
 //! A stop other than success leaves the run `blocked` with the reason; the exit code is 0 for a
 //! completed (or promoted) run and 1 for a blocked one.
 
+pub mod agent;
 pub mod collect;
 pub mod context;
 mod decide;
@@ -162,6 +163,11 @@ pub fn run_loop(
         None
     } else {
         Some(limits(opts)?)
+    };
+    // The agent's program, as the person typed it, is found before anything is written.
+    let opts = &LoopOptions {
+        agent_argv: agent::locate(&opts.agent_argv, &env.cwd)?,
+        ..opts.clone()
     };
     // Preconditions are checked under the lock, against the ledger as it is then.
     let _lock = lock::acquire(store.repo.common_dir(), &run_id)?;

@@ -138,3 +138,47 @@ fn the_marker_finds_blocks_and_rejects_a_marker_without_a_shell_fence() {
     let refused = std::panic::catch_unwind(|| runnable_blocks(&md));
     assert!(refused.is_err());
 }
+
+/// Every file of the source tree (not `target/` nor `.git/`), for the checks below.
+fn source_files() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut pending = vec![PathBuf::from(env!("CARGO_MANIFEST_DIR"))];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if name != "target" && name != ".git" {
+                    pending.push(path);
+                }
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Install instructions a reader can follow as written: no placeholder to fill in for where the
+/// project lives, and no install from a git address nobody published; an install is from a
+/// source tree (`--path`) or the released crate. (The needles are built from parts, so this
+/// file does not find itself.)
+#[test]
+fn install_instructions_have_no_placeholders_or_invented_addresses() {
+    let placeholder = ["OW", "NER"].concat();
+    let (install, from_git) = (["cargo", " install"].concat(), ["--", "git "].concat());
+    let mut found = Vec::new();
+    for file in source_files() {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        for (n, line) in text.lines().enumerate() {
+            let invented = line.contains(&install) && line.contains(&from_git);
+            if line.contains(&placeholder) || invented {
+                found.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
+}

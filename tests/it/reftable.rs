@@ -5,8 +5,7 @@
 //!
 //! Not here: modules that build a torn files-backend state by hand (lock files under
 //! `.git/refs/`, a loose ref written directly: `recovery`, `refusals`), which a reftable
-//! repository cannot be in; and `unreadable_refs`, whose notes-ref repair comes from the ref's
-//! reflog, which `status` reads only on the files backend today.
+//! repository cannot be in.
 
 // Loading each file twice is the point: one body, two ref formats.
 #![allow(clippy::duplicate_mod)]
@@ -41,6 +40,8 @@ mod replacements;
 mod sync;
 #[path = "trust.rs"]
 mod trust;
+#[path = "unreadable_refs.rs"]
+mod unreadable_refs;
 #[path = "verify.rs"]
 mod verify;
 #[path = "worktrees.rs"]
