@@ -352,6 +352,12 @@ impl Store {
         refs::find_in_reflog(&self.repo, self.ref_format, name, limit, pick)
     }
 
+    /// The newest `limit` reflog messages of `name` with the files backend (empty with reftable
+    /// and without a reflog).
+    pub fn reflog_messages(&self, name: &str, limit: usize) -> Vec<String> {
+        refs::reflog_messages(&self.repo, self.ref_format, name, limit)
+    }
+
     /// The ref `name` points to when it is symbolic (one hop), `None` when direct or absent.
     pub fn symbolic_target(&self, name: &str) -> Result<Option<String>> {
         refs::symbolic_target(&self.repo, self.ref_format, name)

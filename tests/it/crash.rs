@@ -274,6 +274,11 @@ fn land_killed_anywhere_is_repaired_by_landing_again() {
 /// landed as, its worktree moved with its branch), lands nothing twice, and `fsck` is clean.
 #[test]
 fn a_landing_torn_between_its_ref_writes_is_finished_by_landing_again() {
+    if ref_format() == "reftable" {
+        // A reftable transaction is one rename: a landing is never torn there, and the repair
+        // (which reads the target's reflog for the landing of the run) is not needed.
+        return;
+    }
     for kind in 0..2 {
         let t = three_runs_to_land(kind);
         let before: Vec<(String, String)> = ["r2", "r3"]

@@ -37,6 +37,16 @@ pub fn finish_interrupted(
     if rec.state != RunState::Completed || rec.base.reference != target {
         return Ok(None);
     }
+    // Only a landing of this very run moved the target (its reflog names the run): a run whose
+    // identical commit another run landed, or whose target someone moved by hand, stays in the
+    // queue. With reftable a landing is atomic and leaves nothing to finish.
+    let landing_of_this_run = store.reflog_messages(target, 64).iter().any(|m| {
+        m.strip_prefix("tabellio: land ")
+            .is_some_and(|ids| ids.split_whitespace().any(|id| id == rec.run_id))
+    });
+    if !landing_of_this_run {
+        return Ok(None);
+    }
     let Some(validated) = rec.validated.as_ref() else {
         return Ok(None);
     };
@@ -178,6 +188,7 @@ fn landed_as(
         return Ok(Some((head, RestackMode::None)));
     }
     let want = signature_of(store, head)?;
+    let change = change_of(store, head)?;
     let mut at = Some(tip);
     for _ in 0..SEARCH_DEPTH {
         let Some(commit) = at else { break };
@@ -185,7 +196,8 @@ fn landed_as(
             break;
         }
         let message = message_of(store, commit)?;
-        if message.contains(&squash_mark) || signature_of(store, commit)? == want {
+        let copy = signature_of(store, commit)? == want && change_of(store, commit)? == change;
+        if message.contains(&squash_mark) || copy {
             return Ok(Some((commit, mode_of(commit)?)));
         }
         at = first_parent(store, commit)?;
@@ -229,6 +241,25 @@ fn worktree_moves(
         }
     }
     Ok(out)
+}
+
+/// What `commit` changes against its first parent: each path with its new entry.
+fn change_of(
+    store: &Store,
+    commit: gix::ObjectId,
+) -> Result<Vec<(String, Option<crate::store::diff::TreeEntry>)>> {
+    let Some(parent) = first_parent(store, commit)? else {
+        return Ok(Vec::new());
+    };
+    let changes = crate::store::diff::tree_changes(
+        &store.objects(),
+        store.tree_of(parent)?,
+        store.tree_of(commit)?,
+    )?;
+    Ok(changes
+        .into_iter()
+        .map(|c| (c.path.to_string(), c.new))
+        .collect())
 }
 
 fn first_parent(store: &Store, commit: gix::ObjectId) -> Result<Option<gix::ObjectId>> {

@@ -261,6 +261,31 @@ pub(super) fn find_in_reflog(
     }
 }
 
+/// The newest `limit` messages of the files-backend reflog of `name` (empty with reftable, whose
+/// transactions are atomic, and without a reflog).
+pub(super) fn reflog_messages(
+    repo: &gix::Repository,
+    format: RefFormat,
+    name: &str,
+    limit: usize,
+) -> Vec<String> {
+    if format != RefFormat::Files {
+        return Vec::new();
+    }
+    let Some(reference) = exactly(repo, name).ok().flatten() else {
+        return Vec::new();
+    };
+    let mut log = reference.log_iter();
+    let Some(lines) = log.rev().ok().flatten() else {
+        return Vec::new();
+    };
+    lines
+        .filter_map(|line| line.ok())
+        .take(limit)
+        .map(|line| line.message.to_string())
+        .collect()
+}
+
 /// Resolve a revision expression with git (reftable only: gix resolves through its own ref
 /// store, which cannot see a reftable stack). `None` when git cannot resolve it.
 pub(super) fn rev_parse(repo: &gix::Repository, rev: &str) -> Result<Option<gix::ObjectId>> {
