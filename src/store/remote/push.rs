@@ -13,6 +13,8 @@ use crate::store::Store;
 
 use crate::store::git_cli as git;
 
+use super::failure::{self, Op};
+
 /// One ref to push: `new` onto the remote's `dst`, which must be at `expect` (`None`: must not
 /// exist).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,25 +162,41 @@ fn push_batch(store: &Store, remote: &str, refs: &[PushRef]) -> Result<PushResul
     {
         return Ok(PushResult::LostRace(lines));
     }
-    let why = lines
+    // A ref the server would not take for a reason of its own (not a hook: that is `Declined`).
+    let refused: Vec<String> = lines
         .iter()
-        .filter(|l| !l.status.is_ok() && l.status != RefStatus::AtomicFailed)
+        .filter(|l| l.status == RefStatus::Rejected)
         .map(|l| format!("{} {}", l.name, l.summary))
-        .collect::<Vec<_>>();
-    let why = if why.is_empty() {
-        out.stderr_tail()
-    } else {
-        why.join(", ")
-    };
-    let mut err = Error::internal(format!("git push to {remote} failed: {why}"));
-    if out.stderr.contains("does not support --atomic") {
-        err = err.hint("the remote does not support atomic pushes (git ≥ 2.4 with receive.advertiseAtomic); sync needs them to never push half a change");
-    } else {
-        err = err.hint(format!(
-            "check that you can push to {remote} (`git push --dry-run {remote}`), then try again"
-        ));
+        .collect();
+    if !refused.is_empty() {
+        let said = if messages.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", messages.join("; "))
+        };
+        return Err(Error::refused(format!(
+            "{remote} refused the push of {}{said}",
+            refused.join(", ")
+        ))
+        .hint(format!(
+            "nothing was pushed (the push is atomic); what {remote} refuses is its own rule: see its words, \
+             then run the same command again"
+        )));
     }
-    Err(err)
+    if out.stderr.contains("does not support --atomic") {
+        return Err(Error::internal(format!("git push to {remote} failed: {}", out.stderr_tail()))
+            .hint("the remote does not support atomic pushes (git ≥ 2.4 with receive.advertiseAtomic); sync needs them to never push half a change"));
+    }
+    if let Some(err) = failure::error(remote, Op::Push, &out.stderr, &out.stderr_tail()) {
+        return Err(err);
+    }
+    Err(Error::internal(format!(
+        "git push to {remote} failed: {}",
+        out.stderr_tail()
+    ))
+    .hint(format!(
+        "check that you can push to {remote} (`git push --dry-run {remote}`), then try again"
+    )))
 }
 
 impl RefStatus {
