@@ -35,6 +35,7 @@ mod report;
 mod runner;
 mod scratch;
 mod secrets;
+mod servers;
 mod storage;
 mod sync;
 mod trust;
