@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::evidence::produce::CheckSelection;
 use crate::lifecycle;
 use crate::run::Env;
@@ -57,8 +57,7 @@ fn git(dir: &Path, args: &[&str]) -> Result<String> {
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text)
-        .map_err(|e| Error::internal(format!("could not write {}: {e}", path.display())))
+    std::fs::write(path, text).context(|| format!("could not write {}", path.display()))
 }
 
 /// The person's tiny project: a greeting and a policy requiring the check `greeting`, committed.
@@ -79,9 +78,11 @@ fn make_project(repo: &Path) -> Result<()> {
 fn finish_demo_run(env: &Env) -> Result<(String, String, serde_json::Value)> {
     let done = lifecycle::finish::finish(
         env,
-        Some("demo-1"),
-        &CheckSelection::default(),
-        Stream::Quiet,
+        &lifecycle::finish::FinishOptions {
+            run: Some("demo-1"),
+            checks: &CheckSelection::default(),
+            stream: Stream::Quiet,
+        },
     )?;
     Ok((
         done.evidence
@@ -97,8 +98,7 @@ fn finish_demo_run(env: &Env) -> Result<(String, String, serde_json::Value)> {
 /// directory (which the caller removes unless asked to keep it).
 pub fn run(dir: &Path, on_step: &mut dyn FnMut(&Step)) -> Result<PathBuf> {
     let repo = dir.join("demo");
-    std::fs::create_dir_all(&repo)
-        .map_err(|e| Error::internal(format!("could not create {}: {e}", repo.display())))?;
+    std::fs::create_dir_all(&repo).context(|| format!("could not create {}", repo.display()))?;
     let mut emit = |step: &str, say: String, data: serde_json::Value| {
         on_step(&Step {
             step: step.into(),
@@ -179,7 +179,13 @@ pub fn run(dir: &Path, on_step: &mut dyn FnMut(&Step)) -> Result<PathBuf> {
         data,
     );
 
-    let promoted = crate::lifecycle::promote::promote(&env, Some("demo-1"), false)?;
+    let promoted = crate::lifecycle::promote::promote(
+        &env,
+        &crate::lifecycle::promote::PromoteOptions {
+            run: Some("demo-1"),
+            dry_run: false,
+        },
+    )?;
     emit(
         "promote",
         format!(

@@ -97,13 +97,31 @@ impl Error {
     }
     /// The errors below this one, outermost first.
     pub fn causes(&self) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
-        let mut next = std::error::Error::source(self);
-        std::iter::from_fn(move || {
-            let e = next?;
-            next = e.source();
-            Some(e)
-        })
+        causes_of(self)
     }
+}
+
+/// The errors below `err`, outermost first: the one walk of a cause chain, for the renderer's
+/// `caused by:` lines and for messages that must stay one line ([`one_line`]).
+pub fn causes_of<'e>(
+    err: &'e (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'e (dyn std::error::Error + 'static)> {
+    let mut next = err.source();
+    std::iter::from_fn(move || {
+        let e = next?;
+        next = e.source();
+        Some(e)
+    })
+}
+
+/// `err` and its causes in one line, `outer: inner: innermost`.
+pub fn one_line(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = err.to_string();
+    for cause in causes_of(err) {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+    }
+    message
 }
 
 /// `s` as one shell word, for commands people copy from a hint: as is when it holds only
@@ -153,6 +171,16 @@ impl From<crate::model::SchemaError> for Error {
 impl From<crate::model::policy::PolicyError> for Error {
     fn from(e: crate::model::policy::PolicyError) -> Self {
         Error::usage(e.to_string()).hint("fix .tabellio/policy.json and commit it")
+    }
+}
+
+impl From<crate::model::allowed_signers::AllowedSignersError> for Error {
+    fn from(e: crate::model::allowed_signers::AllowedSignersError) -> Self {
+        let hint = format!(
+            "fix {} (ssh-keygen's allowed-signers format) and commit it",
+            e.source_name
+        );
+        Error::usage(e.to_string()).hint(hint)
     }
 }
 

@@ -23,11 +23,11 @@ use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
 use crate::evidence::read::records_for;
-use crate::lifecycle::manage::LogEntry;
 use crate::model::evidence::{set_digest, tool_id};
 use crate::model::run::{Attempt, AttemptCheck, Validated};
 use crate::model::{self, canonical, checkpoint, CheckpointRecord, EvidenceRecord, RunRecord};
 use crate::model::{RunState, SchemaError};
+use crate::run::views::LogEntry;
 use crate::run::{resolve_run, run_workspace, Env};
 use crate::store::notes::CHECKPOINTS;
 use crate::store::paths::LocalPaths;
@@ -230,7 +230,9 @@ fn in_toto_statement(store: &Store, run: &RunRecord) -> Result<Value> {
         .attempts
         .iter()
         .rev()
-        .find(|a| a.commit == validated.commit && a.status == "passed")
+        .find(|a| {
+            a.commit == validated.commit && a.status == crate::model::run::AttemptStatus::Passed
+        })
         .ok_or_else(|| {
             Error::refused(format!(
                 "run {id} names {} as validated but has no passing attempt on it",

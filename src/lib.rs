@@ -2,33 +2,35 @@
 //! exactly-validated commits.
 //!
 //! The library does the work and returns typed outcomes; it never prints. `main.rs` parses the
-//! command line, calls in here and renders the result. Arrows go one way:
-//! cli → lifecycle → store/model.
+//! command line, calls in here and renders the result. Arrows go one way, down the layers of
+//! `docs/architecture.md` (a test keeps them): drivers ([`harness`], [`sync`], [`demo`]) →
+//! operations ([`lifecycle`], [`verify`], [`hooks`], [`export`], [`report`]) → domain services
+//! ([`run`], [`evidence`], [`plans`], [`trust`]) → [`store`] and [`runner`] → [`model`],
+//! [`error`], [`sys`].
 //!
-//! `unsafe` code lives in [`sys`] alone; everywhere else the compiler refuses it.
-
-#![deny(unsafe_code)]
+//! `unsafe` code lives in [`sys`] alone; everywhere else the compiler refuses it (the lint
+//! policy is `Cargo.toml`'s `[lints]` table).
 
 pub mod demo;
 pub mod error;
 pub mod evidence;
 pub mod export;
 pub mod harness;
-pub mod model;
-pub mod store;
-
-pub use error::{Error, ErrorKind, Result};
 pub mod hooks;
 pub mod lifecycle;
+pub mod model;
 pub mod plans;
 pub mod report;
 pub mod run;
 pub mod runner;
+pub mod store;
 pub mod sync;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod trust;
 pub mod verify;
+
+pub use error::{Error, ErrorKind, Result};
 
 #[cfg(test)]
 mod tests {

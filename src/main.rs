@@ -1,9 +1,6 @@
 //! `git-tabellio`: parse the command line, run the subcommand, render its result; the renderer
 //! decides the exit code (docs/cli.md, "Exit codes").
 
-// Doc comments on clap arguments are the `--help` text, where `<run>` is a placeholder, not HTML.
-#![allow(rustdoc::invalid_html_tags)]
-
 mod cli;
 
 use std::process::ExitCode;

@@ -55,7 +55,7 @@ pub fn evidence_lines(records: &[tabellio::model::EvidenceRecord]) -> String {
             .map_or(String::new(), |t| format!(", {t}"));
         human.push_str(&format!(
             "{} {} ({how}{why} in {} ms)\n",
-            palette.status(&r.status, 9),
+            palette.status(r.status.as_str(), 9),
             r.check.name,
             r.duration_ms
         ));
@@ -170,7 +170,4 @@ pub fn verdict_word(passed: bool) -> &'static str {
     }
 }
 
-/// An object id shortened for people (12 hex digits).
-pub fn short(hex: &str) -> &str {
-    &hex[..hex.len().min(12)]
-}
+pub use tabellio::model::ids::short;

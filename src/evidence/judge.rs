@@ -391,7 +391,11 @@ pub(crate) mod tests {
         r.tree = tree.into();
         r.check.name = name.into();
         r.check.digest = check_digest.into();
-        r.status = status.into();
+        r.status = match status {
+            "passed" => crate::model::evidence::CheckStatus::Passed,
+            "failed" => crate::model::evidence::CheckStatus::Failed,
+            other => panic!("a status of the tests: {other}"),
+        };
         r.seal()
     }
 
@@ -439,7 +443,7 @@ pub(crate) mod tests {
             Verdict::Satisfied
         );
         let mut forged = ok.clone();
-        forged.status = "passed".into();
+        forged.status = crate::model::evidence::CheckStatus::Passed;
         forged.exit_code = Some(1);
         assert_eq!(judge(&forged, &r, COMMIT, TREE), Verdict::Tampered);
         assert_eq!(verdict(&[], &r), Verdict::Missing);
@@ -522,7 +526,7 @@ pub(crate) mod tests {
         let good = record("test", "passed", "d1");
         let failed = record("test", "failed", "d1");
         let mut tampered = record("test", "failed", "d1");
-        tampered.status = "passed".into();
+        tampered.status = crate::model::evidence::CheckStatus::Passed;
         assert_eq!(
             verdict(&lines(&[failed.clone(), good.clone()]), &r),
             Verdict::Satisfied

@@ -19,6 +19,8 @@
 //!
 //! The record types live in [`crate::model::evidence`].
 
+pub mod detached;
+pub mod interrupt;
 pub mod judge;
 pub mod produce;
 pub mod read;
@@ -26,3 +28,4 @@ pub mod requirements;
 pub mod reuse;
 pub mod sign;
 pub mod tree_judge;
+pub mod verifier;

@@ -8,8 +8,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::model::evidence::{tool_id, CheckRef, OutputRecord, Stopped, SCHEMA};
+pub use crate::model::policy::ResolvedCheck;
 use crate::model::policy::{self, CheckDef, Policy, PolicyError, DEFAULT_EXCERPT_BYTES};
 use crate::model::{time, EvidenceRecord};
 use crate::runner::{self, CheckCommand, OutputSummary, RunOptions, Stream};
@@ -55,13 +56,6 @@ pub struct CheckSelection {
     pub no_sign: bool,
 }
 
-/// A check to run, with its definition (whose digest the evidence carries).
-#[derive(Debug, Clone)]
-pub struct ResolvedCheck {
-    pub name: String,
-    pub def: CheckDef,
-}
-
 /// Turn the command line's selection into checks, reading the policy at `commit`.
 pub fn resolve_checks(
     store: &Store,
@@ -83,7 +77,7 @@ pub fn resolve_checks(
             )));
         }
         let name = sel.names.first().cloned().unwrap_or_else(|| "adhoc".into());
-        crate::run::valid_run_id(&name)
+        crate::model::ids::check_run_id(&name)
             .map_err(|_| selection(Error::usage(format!("invalid check name {name:?}"))))?;
         let def = CheckDef {
             argv: sel.argv.clone(),
@@ -193,7 +187,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
             ..RunOptions::default()
         };
         let outcome = runner::run_command(&cmd, &opts)
-            .map_err(|e| Error::internal(format!("could not run check {}: {e}", check.name)))?;
+            .context(|| format!("could not run check {}", check.name))?;
         let mutated = head_moved(ctx, &mut opened)?;
         let rec = EvidenceRecord {
             schema: SCHEMA.into(),
@@ -210,7 +204,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
                     .collect(),
                 digest: check.def.digest(),
             },
-            status: outcome.status.as_str().to_string(),
+            status: outcome.status,
             exit_code: outcome.exit_code,
             signal: outcome.signal,
             started_at: time::rfc3339(outcome.started_at),
@@ -251,7 +245,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
 /// `rec` failed with `workspace_mutated` when `mutated`, as it is otherwise.
 fn mark_mutated(mut rec: EvidenceRecord, mutated: bool) -> EvidenceRecord {
     if mutated {
-        rec.status = "failed".into();
+        rec.status = crate::model::evidence::CheckStatus::Failed;
         rec.stopped.tabellio = Some("workspace_mutated".to_string());
     }
     rec

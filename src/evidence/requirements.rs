@@ -172,7 +172,7 @@ fn for_gated_claim(
             .attempts
             .iter()
             .rev()
-            .find(|a| a.commit == commit && a.status == "passed")
+            .find(|a| a.commit == commit && a.status == crate::model::run::AttemptStatus::Passed)
             .map(of_attempt)
             .unwrap_or_default(),
     }

@@ -19,9 +19,9 @@ use crate::store::notes::EVIDENCE;
 use crate::store::Store;
 
 use super::judge::{judge, Verdict};
-use super::produce::ResolvedCheck;
 use super::requirements::Requirement;
 use super::sign::{maybe_sign, RecordSigner};
+use crate::model::policy::ResolvedCheck;
 
 /// Whether passing evidence on the same tree may stand in for running a check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]

@@ -19,12 +19,13 @@ use gix::bstr::{BString, ByteSlice};
 use gix::objs::tree::EntryKind;
 
 use crate::error::{Context, Error, Result};
-use crate::lifecycle::checkpoint::{commit_subject, record_checkpoint};
+use crate::lifecycle::checkpoint::record_checkpoint;
 use crate::model::loop_state::{Collected, CommittedBy, Phase};
 use crate::store::ledger::Ledger;
 use crate::store::{worktree, Store};
 
-use super::{commit, in_flight, next_phase, short, Driver};
+use super::{commit, in_flight, next_phase, Driver};
+use crate::model::ids::short;
 use crate::store::tx::{self, Cas};
 
 /// A commit made of the worktree's changes.
@@ -174,8 +175,8 @@ fn read_path(
         Err(e) => return Err(Error::internal(format!("could not read {rel}: {e}"))),
     };
     if meta.file_type().is_symlink() {
-        let target = std::fs::read_link(&full)
-            .map_err(|e| Error::internal(format!("could not read the link {rel}: {e}")))?;
+        let target =
+            std::fs::read_link(&full).context(|| format!("could not read the link {rel}"))?;
         return Ok(OnDisk::Blob(
             EntryKind::Link,
             target.as_os_str().as_bytes().to_vec(),
@@ -202,14 +203,13 @@ fn read_path(
         // candidates of their own.
         return Ok(OnDisk::Gone);
     }
-    let file = std::fs::File::open(&full)
-        .map_err(|e| Error::internal(format!("could not read {rel}: {e}")))?;
+    let file = std::fs::File::open(&full).context(|| format!("could not read {rel}"))?;
     let mut data = Vec::new();
     pipeline
         .convert_to_git(file, Path::new(rel), index)
         .context(|| format!("could not filter {rel}"))?
         .read_to_end(&mut data)
-        .map_err(|e| Error::internal(format!("could not read {rel}: {e}")))?;
+        .context(|| format!("could not read {rel}"))?;
     let executable = if file_mode {
         meta.permissions().mode() & 0o111 != 0
     } else {
@@ -303,7 +303,7 @@ impl Driver<'_> {
                 .head
                 .ok_or_else(|| Error::refused("the run worktree has no HEAD commit"))?;
             let base = store.parse_oid(&rec.base.commit)?;
-            if !crate::lifecycle::checkpoint::descends_from_base(store, rec, head)? {
+            if !crate::run::workspace::descends_from_base(store, rec, head)? {
                 failure(
                     Some(head),
                     format!("the agent rewrote the run branch: {head} does not descend from the base {base}"),
@@ -354,7 +354,7 @@ impl Driver<'_> {
         if collected.changed && !already {
             let summary = match collected.committed_by {
                 CommittedBy::Agent => {
-                    format!("loop iteration {n}: {}", commit_subject(store, head))
+                    format!("loop iteration {n}: {}", store.commit_subject(head))
                 }
                 _ => format!("loop iteration {n}"),
             };
@@ -384,5 +384,5 @@ impl Driver<'_> {
 /// Is `commit` the harness's own commit of iteration `n` (from a collect killed before it
 /// recorded it)?
 fn is_iteration_commit(store: &Store, commit: gix::ObjectId, n: u32) -> Result<bool> {
-    Ok(commit_subject(store, commit) == format!("tabellio: iteration {n}"))
+    Ok(store.commit_subject(commit) == format!("tabellio: iteration {n}"))
 }

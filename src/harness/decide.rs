@@ -27,7 +27,7 @@ impl Driver<'_> {
         let failing: Vec<String> = evaluated
             .checks
             .iter()
-            .filter(|c| c.status != "passed")
+            .filter(|c| c.status != crate::model::evidence::CheckStatus::Passed)
             .map(|c| c.name.clone())
             .collect();
         let fp = fingerprint(&FingerprintInput {

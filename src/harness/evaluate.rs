@@ -49,7 +49,7 @@ impl Driver<'_> {
             ..CheckSelection::default()
         };
         let (checks, cap, gate) = match resolve_checks(store, head, &sel) {
-            Ok((checks, cap)) => (checks, cap, crate::lifecycle::plans::gate(store, head)?),
+            Ok((checks, cap)) => (checks, cap, crate::plans::gate::gate(store, head)?),
             Err(ResolveChecksError::Read(e)) => return Err(e),
             // The agent's commit broke the policy: the harness cannot evaluate, for good.
             Err(e) => {
@@ -224,7 +224,7 @@ fn judge(
             .iter()
             .map(|r| IterationCheck {
                 name: r.check.name.clone(),
-                status: r.status.clone(),
+                status: r.status,
                 exit_code: r.exit_code,
             })
             .collect(),

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::{Context, Result};
 use crate::evidence::produce::output_record;
 use crate::model::loop_state::{AgentRun, AgentStop, Phase};
 use crate::model::time;
@@ -64,8 +64,8 @@ impl Driver<'_> {
             Phase::Execute,
             format!("running the agent: {}", state.agent.argv.join(" ")),
         );
-        let outcome = runner::run_command(&cmd, &opts)
-            .map_err(|e| Error::internal(format!("could not run the agent: {e}")))?;
+        let outcome =
+            runner::run_command(&cmd, &opts).context(|| "could not run the agent".to_string())?;
         if self.interrupt.load(Ordering::SeqCst) {
             // We stopped the agent ourselves: not its failure. Execute runs again on resume.
             self.agent_interrupted = true;

@@ -27,7 +27,13 @@ pub(super) fn promote_if_asked(env: &Env, ledger: Ledger) -> Result<Ledger> {
         .as_ref()
         .is_some_and(|l| l.promote && l.status == LoopStatus::Terminal);
     if wants && ledger.record.state == RunState::Completed {
-        crate::lifecycle::promote::promote(env, Some(&ledger.record.run_id), false)?;
+        crate::lifecycle::promote::promote(
+            env,
+            &crate::lifecycle::promote::PromoteOptions {
+                run: Some(&ledger.record.run_id),
+                dry_run: false,
+            },
+        )?;
         return env.store.find_ledger(&ledger.record.run_id);
     }
     Ok(ledger)
@@ -193,7 +199,7 @@ fn stop_reason(state: &LoopState, last: &LoopIteration, harness: HarnessStop) ->
         .map(|e| {
             e.checks
                 .iter()
-                .filter(|c| c.status != "passed")
+                .filter(|c| c.status != crate::model::evidence::CheckStatus::Passed)
                 .map(|c| c.name.clone())
                 .chain(
                     e.missing_evidence

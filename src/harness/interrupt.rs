@@ -13,7 +13,7 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, PoisonError};
 
-use crate::error::{Error, Result};
+use crate::error::{Context, Result};
 use crate::sys::signals::{self, Forwarding, Guard};
 
 /// Install the handlers (once per process, for the rest of its life) and return the flag they
@@ -23,7 +23,7 @@ pub fn install() -> Result<&'static AtomicBool> {
     let mut installed = INSTALLED.lock().unwrap_or_else(PoisonError::into_inner);
     if installed.is_none() {
         let guard = Guard::install(Forwarding::TerminateOnceThenExit)
-            .map_err(|e| Error::internal(format!("could not install the signal handlers: {e}")))?;
+            .context(|| "could not install the signal handlers".to_string())?;
         *installed = Some(guard);
     }
     Ok(signals::flag())

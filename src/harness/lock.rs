@@ -11,7 +11,7 @@
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::sys::flock;
 
 /// The held lock; dropping it closes our descriptor (children may still hold theirs).
@@ -33,17 +33,16 @@ pub fn lock_path(common_dir: &Path, run_id: &str) -> PathBuf {
 pub fn acquire(common_dir: &Path, run_id: &str) -> Result<LoopLock> {
     let path = lock_path(common_dir, run_id);
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::internal(format!("could not create {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir).context(|| format!("could not create {}", dir.display()))?;
     }
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|e| Error::internal(format!("could not open {}: {e}", path.display())))?;
+        .context(|| format!("could not open {}", path.display()))?;
     let locked = flock::lock_exclusive(&file, flock::Wait::No)
-        .map_err(|e| Error::internal(format!("could not lock {}: {e}", path.display())))?;
+        .context(|| format!("could not lock {}", path.display()))?;
     if locked == flock::Locked::Busy {
         return Err(Error::conflict(format!(
             "another loop of run {run_id}, or an agent or check a killed loop started, is still running (it holds {})",

@@ -40,7 +40,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::lifecycle::status::next_action::blocked_loop_step;
+use crate::lifecycle::status::next_action::{blocked_loop_step, Action};
 use crate::lifecycle::status::NextAction;
 use crate::model::canonical::{self};
 use crate::model::loop_state::{LoopIteration, LoopState, LoopStatus, Phase};
@@ -202,8 +202,8 @@ fn next_action_from_loop(rec: &RunRecord, why: &str) -> NextAction {
         .clone()
         .unwrap_or_else(|| format!("the run is {}", rec.state));
     let reason = format!("{reason} (status could not be computed: {why})");
-    let action = |action: &str, blocking: bool, command: Option<String>| NextAction {
-        action: action.into(),
+    let action = |action: Action, blocking: bool, command: Option<String>| NextAction {
+        action,
         blocking,
         reason: reason.clone(),
         command,
@@ -211,7 +211,7 @@ fn next_action_from_loop(rec: &RunRecord, why: &str) -> NextAction {
     let harness = rec.loop_state.as_ref().and_then(|l| l.why_harness_stopped);
     match (rec.state, harness) {
         (RunState::Looping, _) => action(
-            "loop",
+            Action::Loop,
             true,
             Some(format!("git tabellio loop {id} --resume")),
         ),
@@ -219,13 +219,21 @@ fn next_action_from_loop(rec: &RunRecord, why: &str) -> NextAction {
             let (step, command) = blocked_loop_step(id, stop);
             action(step, true, Some(command))
         }
-        (RunState::Completed, _) => {
-            action("promote", false, Some(format!("git tabellio promote {id}")))
-        }
-        (RunState::Promoted | RunState::Abandoned, _) => {
-            action("cleanup", false, Some(format!("git tabellio cleanup {id}")))
-        }
-        _ => action("finish", false, Some(format!("git tabellio finish {id}"))),
+        (RunState::Completed, _) => action(
+            Action::Promote,
+            false,
+            Some(format!("git tabellio promote {id}")),
+        ),
+        (RunState::Promoted | RunState::Abandoned, _) => action(
+            Action::Cleanup,
+            false,
+            Some(format!("git tabellio cleanup {id}")),
+        ),
+        _ => action(
+            Action::Finish,
+            false,
+            Some(format!("git tabellio finish {id}")),
+        ),
     }
 }
 
@@ -321,10 +329,6 @@ impl Driver<'_> {
             }
         }
     }
-}
-
-fn short(hex: &str) -> &str {
-    &hex[..hex.len().min(12)]
 }
 
 #[cfg(test)]

@@ -102,7 +102,7 @@ fn clean_head(env: &Env, ledger: &Ledger) -> Result<gix::ObjectId> {
         .as_ref()
         .is_some_and(|l| l.why_harness_stopped == Some(HarnessStop::Interrupted));
     let (_path, head) =
-        crate::lifecycle::checkpoint::clean_workspace(env, ledger).map_err(|e| {
+        crate::run::workspace::clean_workspace(env, ledger).map_err(|e| {
             if interrupted {
                 // The interrupted agent's changes are what `--resume` collects.
                 e.hint(format!(
@@ -113,7 +113,7 @@ fn clean_head(env: &Env, ledger: &Ledger) -> Result<gix::ObjectId> {
             }
         })?;
     let base = store.parse_oid(&rec.base.commit)?;
-    if !crate::lifecycle::checkpoint::descends_from_base(store, rec, head)? {
+    if !crate::run::workspace::descends_from_base(store, rec, head)? {
         return Err(Error::refused(format!(
             "the run head {head} does not descend from the run's base {base}"
         ))

@@ -6,13 +6,13 @@ use std::collections::HashMap;
 
 use crate::error::Result;
 use crate::evidence::requirements::Gate;
+use crate::evidence::verifier::{CommitVerdict, Verifier};
 use crate::model::policy::{ref_pattern_matches, Policy};
 use crate::store::notes::{APPROVALS, EVIDENCE};
 use crate::store::notes_view::NotesView;
 use crate::store::policy::Policies;
 use crate::store::Store;
 use crate::trust::approval::{self, ApprovalCheck};
-use crate::verify::{CommitVerdict, Verifier};
 
 use super::{never_gated, Allowed, HookOutcome, Refusal};
 

@@ -50,10 +50,6 @@ impl HookName {
             HookName::PreReceive => "pre-receive",
         }
     }
-
-    pub fn parse(name: &str) -> Option<HookName> {
-        Self::ALL.into_iter().find(|h| h.as_str() == name)
-    }
 }
 
 /// One ref update as a hook sees it; `None` is the null id (ref absent).
@@ -231,7 +227,9 @@ fn parse_oid(field: &str) -> Result<Option<gix::ObjectId>> {
     }
     gix::ObjectId::from_hex(field.as_bytes())
         .map(Some)
-        .map_err(|e| Error::usage(format!("hook input: {field:?} is not an object id: {e}")))
+        .map_err(|e| {
+            Error::usage(format!("hook input: {field:?} is not an object id: {e:#}")).caused_by(e)
+        })
 }
 
 /// `<old> <new> <ref>` lines (reference-transaction, pre-receive). Symbolic-ref changes are

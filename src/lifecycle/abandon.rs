@@ -1,4 +1,4 @@
-//! `abandon` of a run whose ledger ref points at something that is not a ledger (a blob, a
+//! `abandon`: move a run to `abandoned`, in one ledger transition. A run whose ledger ref points at something that is not a ledger (a blob, a
 //! tree, a tag, a missing object, a commit without `run.json`).
 //!
 //! Nothing in such a ref says what the run was, so nothing is buried by replacing it: the ref
@@ -13,11 +13,69 @@ use crate::error::{Error, Result};
 use crate::model::canonical::sha256_hex;
 use crate::model::run::{Actor, Base, Task};
 use crate::model::{self, RunRecord, RunState};
-use crate::run::{run_workspace, Env};
+use crate::run::{resolve_run, run_workspace, Env};
 use crate::store::ledger::{self, Ledger};
 use crate::store::tx::{self, Cas};
 
-use super::status::unreadable::{LedgerDamage, UnreadableLedger};
+use crate::run::unreadable::{unreadable_ledger, LedgerDamage, UnreadableLedger};
+
+use serde::Serialize;
+use std::path::PathBuf;
+
+#[derive(Debug, Serialize)]
+pub struct RunOutcome {
+    pub run: RunRecord,
+    pub workspace: Option<PathBuf>,
+    /// The unreadable ledger value `abandon` replaced, when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replaced_ledger: Option<ReplacedLedger>,
+}
+
+/// Move a run to `abandoned`. A ledger ref that is not a ledger at all (a blob, a tree, a commit
+/// without `run.json`) is replaced by a fresh abandoned ledger (see [`abandon_unreadable`]).
+pub fn abandon(env: &Env, run: Option<&str>, why: Option<&str>) -> Result<RunOutcome> {
+    let store = &env.store;
+    let ledger = match resolve_run(env, run) {
+        Ok(ledger) => ledger,
+        Err(e) => {
+            let Some(bad) = run
+                .map(|id| unreadable_ledger(&env.store, id))
+                .transpose()?
+                .flatten()
+            else {
+                return Err(e);
+            };
+            let (ledger, workspace, replaced) = abandon_unreadable(env, &bad, why, e)?;
+            return Ok(RunOutcome {
+                run: ledger.record,
+                workspace,
+                replaced_ledger: Some(replaced),
+            });
+        }
+    };
+    let rec = &ledger.record;
+    if rec.state.is_terminal() {
+        let from = crate::run::workspace::cleanup_from(
+            store,
+            &env.cwd,
+            run_workspace(store, &ledger)?.as_deref(),
+        );
+        return Err(
+            Error::refused(format!("run {} is already {}", rec.run_id, rec.state)).hint(format!(
+                "`{}` removes its worktree and branch",
+                crate::run::workspace::cleanup_command(from.as_deref(), &rec.run_id, false)
+            )),
+        );
+    }
+    let mut next = ledger::transition(rec, RunState::Abandoned);
+    next.reason = crate::run::non_empty(why).or_else(|| Some("abandoned".into()));
+    let advanced = crate::run::advance(store, &ledger, next, "abandon", &[])?;
+    Ok(RunOutcome {
+        workspace: run_workspace(store, &ledger)?,
+        run: advanced.record,
+        replaced_ledger: None,
+    })
+}
 
 /// What `abandon` replaced.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -57,7 +115,7 @@ pub fn abandon_unreadable(
         object: bad.object.clone(),
     };
     let now = model::time::now();
-    let why = super::non_empty(why).unwrap_or_else(|| "abandoned".into());
+    let why = crate::run::non_empty(why).unwrap_or_else(|| "abandoned".into());
     let record = RunRecord {
         schema: model::run::SCHEMA.into(),
         run_id: id.clone(),

@@ -44,7 +44,7 @@ pub struct ApproveOutcome {
 /// The approver: `--actor`, else the committer identity's email as a human.
 fn approver(env: &Env, spec: Option<&str>) -> Result<Actor> {
     if spec.is_some() {
-        return super::start::parse_actor(spec);
+        return crate::run::actor::parse_actor(spec);
     }
     let email = Some(
         env.store
@@ -58,7 +58,7 @@ fn approver(env: &Env, spec: Option<&str>) -> Result<Actor> {
             kind: "human".into(),
             id,
         }),
-        None => super::start::parse_actor(None),
+        None => crate::run::actor::parse_actor(None),
     }
 }
 
@@ -117,7 +117,7 @@ pub fn approve(env: &Env, opts: &ApproveOptions) -> Result<ApproveOutcome> {
         paths,
         approver,
         run_actor: Some(run.actor.clone()),
-        reason: super::non_empty(opts.reason.as_deref()),
+        reason: crate::run::non_empty(opts.reason.as_deref()),
         at: time::now(),
         tool: tool_id(),
         signature: None,

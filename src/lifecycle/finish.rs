@@ -21,7 +21,7 @@ use crate::store::ledger::{self, Ledger};
 use crate::store::notes::EVIDENCE;
 use crate::store::Store;
 
-use super::checkpoint::workspace_with_work;
+use crate::run::workspace::workspace_with_work;
 use crate::run::{resolve_run, Env};
 
 #[derive(Debug, Serialize)]
@@ -38,12 +38,23 @@ impl FinishOutcome {
     }
 }
 
-pub fn finish(
-    env: &Env,
-    run: Option<&str>,
-    sel: &CheckSelection,
-    stream: Stream,
-) -> Result<FinishOutcome> {
+/// What `finish` is asked to do.
+#[derive(Debug, Clone, Copy)]
+pub struct FinishOptions<'a> {
+    /// The run, or `None` for the one whose worktree the command runs in.
+    pub run: Option<&'a str>,
+    /// The checks: the policy's required ones, some of them, or an ad-hoc command.
+    pub checks: &'a CheckSelection,
+    /// Where the checks' output and progress go.
+    pub stream: Stream,
+}
+
+pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
+    let FinishOptions {
+        run,
+        checks: sel,
+        stream,
+    } = *opts;
     let store = &env.store;
     // The preconditions only read: each ref (the run worktree's `HEAD` above all) once. What
     // is read after the checks ran is read afresh.
@@ -69,7 +80,7 @@ pub fn finish(
     })?;
     let rec = &ledger.record;
     let (checks, cap) = resolve_checks(store, head, sel)?;
-    let plans_gate = super::plans::gate(store, head)?;
+    let plans_gate = crate::plans::gate::gate(store, head)?;
     // The evidence is written after the checks run: a compression level it could not be
     // written with is refused before they start.
     store.loose_compression()?;
@@ -207,11 +218,11 @@ pub fn record_attempt(
             .map(|r| AttemptCheck {
                 name: r.check.name.clone(),
                 digest: r.check.digest.clone(),
-                status: r.status.clone(),
+                status: r.status,
                 exit_code: r.exit_code,
             })
             .collect(),
-        status: if completed { "passed" } else { "failed" }.into(),
+        status: crate::model::run::AttemptStatus::of(completed),
         evidence_digest: evidence_digest.clone(),
         at: time::now(),
     };

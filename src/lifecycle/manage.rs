@@ -1,73 +1,19 @@
 //! `abandon`, `cleanup`, `list`, `log` and `evidence`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::evidence::read::{lines_on, records_for, Notes};
 use crate::model::{evidence, EvidenceRecord, RunRecord, RunState, SchemaError};
-use crate::store::ledger::{self, Transition};
+use crate::store::ledger::{self};
 use crate::store::repo::CommitOrTree;
 use crate::store::tx::{self, Cas};
 use crate::store::worktree;
-use crate::store::Store;
 
+use crate::run::views::{LogEntry, UnreadableRun};
 use crate::run::{resolve_run, run_workspace, Env};
-
-use super::abandon::{abandon_unreadable, ReplacedLedger};
-use super::status::unreadable::{diagnose_ledger, UnreadableLedger};
-
-#[derive(Debug, Serialize)]
-pub struct RunOutcome {
-    pub run: RunRecord,
-    pub workspace: Option<PathBuf>,
-    /// The unreadable ledger value `abandon` replaced, when it did.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub replaced_ledger: Option<ReplacedLedger>,
-}
-
-/// Move a run to `abandoned`. A ledger ref that is not a ledger at all (a blob, a tree, a commit
-/// without `run.json`) is replaced by a fresh abandoned ledger (see [`super::abandon`]).
-pub fn abandon(env: &Env, run: Option<&str>, why: Option<&str>) -> Result<RunOutcome> {
-    let store = &env.store;
-    let ledger = match resolve_run(env, run) {
-        Ok(ledger) => ledger,
-        Err(e) => {
-            let Some(bad) = run
-                .map(|id| unreadable_ledger(env, id))
-                .transpose()?
-                .flatten()
-            else {
-                return Err(e);
-            };
-            let (ledger, workspace, replaced) = abandon_unreadable(env, &bad, why, e)?;
-            return Ok(RunOutcome {
-                run: ledger.record,
-                workspace,
-                replaced_ledger: Some(replaced),
-            });
-        }
-    };
-    let rec = &ledger.record;
-    if rec.state.is_terminal() {
-        let from = cleanup_from(store, &env.cwd, run_workspace(store, &ledger)?.as_deref());
-        return Err(
-            Error::refused(format!("run {} is already {}", rec.run_id, rec.state)).hint(format!(
-                "`{}` removes its worktree and branch",
-                cleanup_command(from.as_deref(), &rec.run_id, false)
-            )),
-        );
-    }
-    let mut next = ledger::transition(rec, RunState::Abandoned);
-    next.reason = super::non_empty(why).or_else(|| Some("abandoned".into()));
-    let advanced = crate::run::advance(store, &ledger, next, "abandon", &[])?;
-    Ok(RunOutcome {
-        workspace: run_workspace(store, &ledger)?,
-        run: advanced.record,
-        replaced_ledger: None,
-    })
-}
 
 #[derive(Debug, Serialize)]
 pub struct CleanupOutcome {
@@ -80,15 +26,6 @@ pub struct CleanupOutcome {
     pub ledger_left: Option<String>,
 }
 
-/// The ledger ref of `id` when it exists and cannot be read (a blob, a tree, an unrelated
-/// commit, a record this version cannot use); `None` for a readable, missing or invalid one.
-fn unreadable_ledger(env: &Env, id: &str) -> Result<Option<UnreadableLedger>> {
-    if crate::run::valid_run_id(id).is_err() {
-        return Ok(None);
-    }
-    diagnose_ledger(&env.store, id)
-}
-
 /// `cleanup --force` of a run whose ledger cannot be read: the run's worktree at its usual
 /// place (when it is this repository's, with the run's default branch) and that branch go;
 /// the ledger ref stays, for a person to look at, and the outcome says how to delete it.
@@ -98,11 +35,11 @@ fn cleanup_unreadable(env: &Env, id: &str) -> Result<CleanupOutcome> {
     let path = store.worktree_root()?.join(id);
     let mut removed = None;
     if std::fs::symlink_metadata(&path).is_ok() {
-        super::start::refuse_root_link(store)?;
+        crate::run::workspace::refuse_root_link(store)?;
         if env.cwd.starts_with(&path) {
             return Err(
                 Error::refused("cannot remove the worktree the command runs in")
-                    .hint(run_it_elsewhere(store, id, true)),
+                    .hint(crate::run::workspace::run_it_elsewhere(store, id, true)),
             );
         }
         if worktree::broken_reason(&path).is_some() {
@@ -140,52 +77,22 @@ fn cleanup_unreadable(env: &Env, id: &str) -> Result<CleanupOutcome> {
     })
 }
 
-/// Where `cleanup` of a run must be run from when `cwd` lies inside the run's worktree (which
-/// cleanup removes, so it refuses to run there): the main worktree (the git directory of a bare
-/// repository), as one shell word for `git -C`. `None` when `cwd` is elsewhere, so the plain
-/// command works.
-pub fn cleanup_from(store: &Store, cwd: &Path, workspace: Option<&Path>) -> Option<String> {
-    let workspace = workspace?;
-    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    if !(cwd.starts_with(workspace) || canonical(cwd).starts_with(canonical(workspace))) {
-        return None;
-    }
-    Some(main_dir(store))
-}
-
-/// The main worktree (a bare repository: its git directory) as one shell word.
-fn main_dir(store: &Store) -> String {
-    let main = match store.main_workdir() {
-        Ok(Some(main)) => main,
-        _ => store.repo.common_dir().to_path_buf(),
-    };
-    crate::error::shell_path(&main)
-}
-
-/// The command that cleans up run `id`, run from `from` (see [`cleanup_from`]) when given.
-pub fn cleanup_command(from: Option<&str>, id: &str, force: bool) -> String {
-    let force = if force { " --force" } else { "" };
-    match from {
-        Some(dir) => format!("git -C {dir} tabellio cleanup {id}{force}"),
-        None => format!("git tabellio cleanup {id}{force}"),
-    }
-}
-
-/// The hint of a cleanup refused because it runs inside the worktree it would remove.
-fn run_it_elsewhere(store: &Store, id: &str, force: bool) -> String {
-    format!(
-        "run it from the main worktree: `{}`",
-        cleanup_command(Some(&main_dir(store)), id, force)
-    )
-}
-
 /// Remove the worktree and run branch of a promoted or abandoned run. The ledger stays: the run's
 /// history is kept.
-pub fn cleanup(env: &Env, run: &str, force: bool) -> Result<CleanupOutcome> {
+/// What `cleanup` is asked to do.
+#[derive(Debug, Clone, Copy)]
+pub struct CleanupOptions<'a> {
+    pub run: &'a str,
+    /// Remove a worktree with changes in it too (and a run whose ledger cannot be read).
+    pub force: bool,
+}
+
+pub fn cleanup(env: &Env, opts: &CleanupOptions<'_>) -> Result<CleanupOutcome> {
+    let CleanupOptions { run, force } = *opts;
     let store = &env.store;
     let ledger = match resolve_run(env, Some(run)) {
         Ok(ledger) => ledger,
-        Err(e) => match unreadable_ledger(env, run)? {
+        Err(e) => match crate::run::unreadable::unreadable_ledger(&env.store, run)? {
             Some(_) if force => return cleanup_unreadable(env, run),
             Some(_) => {
                 let hint = e.hint.clone().unwrap_or_default();
@@ -212,12 +119,13 @@ pub fn cleanup(env: &Env, run: &str, force: bool) -> Result<CleanupOutcome> {
         // Never delete through a link that took the root's place: what is behind it may be
         // anyone's directory, outside the repository.
         if path.starts_with(store.worktree_root()?) {
-            super::start::refuse_root_link(store)?;
+            crate::run::workspace::refuse_root_link(store)?;
         }
         if env.cwd.starts_with(path) {
             return Err(
-                Error::refused("cannot remove the worktree the command runs in")
-                    .hint(run_it_elsewhere(store, &rec.run_id, force)),
+                Error::refused("cannot remove the worktree the command runs in").hint(
+                    crate::run::workspace::run_it_elsewhere(store, &rec.run_id, force),
+                ),
             );
         }
         if worktree::broken_reason(path).is_some() {
@@ -312,36 +220,6 @@ pub struct ListEntry {
     pub landed: Option<String>,
 }
 
-/// A ledger `list` could not read (a newer schema fetched from a teammate, a hand-edited
-/// ledger): reported, not fatal to the listing.
-#[derive(Debug, Serialize)]
-pub struct UnreadableRun {
-    pub run_id: String,
-    pub message: String,
-    /// The ledger ref.
-    #[serde(rename = "ref")]
-    pub reference: String,
-    /// The commands that repair it, as `status <run>` lists them (empty when the object
-    /// itself is damaged: git has to get it back).
-    pub repair: Vec<String>,
-}
-
-impl UnreadableRun {
-    /// The run `id` whose ledger failed to read with `message`, with the repairs `status` lists.
-    pub fn of(store: &Store, id: String, message: String) -> Self {
-        let repair = match diagnose_ledger(store, &id) {
-            Ok(Some(bad)) => bad.report(store).repair,
-            _ => Vec::new(),
-        };
-        UnreadableRun {
-            reference: ledger::ref_name(&id),
-            run_id: id,
-            message,
-            repair,
-        }
-    }
-}
-
 #[derive(Debug, Serialize)]
 pub struct ListOutcome {
     pub runs: Vec<ListEntry>,
@@ -390,28 +268,6 @@ pub fn list(env: &Env, state: Option<&str>) -> Result<ListOutcome> {
         });
     }
     Ok(out)
-}
-
-#[derive(Debug, Serialize)]
-pub struct LogEntry {
-    pub commit: String,
-    pub message: String,
-    pub state: RunState,
-    pub previous_state: Option<RunState>,
-    pub at: String,
-}
-
-impl From<Transition> for LogEntry {
-    /// One ledger commit as `log` and `export` show it.
-    fn from(t: Transition) -> Self {
-        LogEntry {
-            commit: t.commit.to_string(),
-            message: t.message,
-            state: t.record.state,
-            previous_state: t.record.previous_state,
-            at: t.record.updated_at,
-        }
-    }
 }
 
 pub fn log(env: &Env, run: &str) -> Result<(RunRecord, Vec<LogEntry>)> {

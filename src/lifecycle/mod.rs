@@ -16,10 +16,3 @@ pub mod plans;
 pub mod promote;
 pub mod start;
 pub mod status;
-
-/// `Some(x)` when `x` is a non-empty string.
-pub(crate) fn non_empty(s: Option<&str>) -> Option<String> {
-    s.map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-}

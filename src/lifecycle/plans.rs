@@ -5,12 +5,11 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Context, Error, Result};
-use crate::plans::{self, Move, PlanClass, PlanReport, ReconcileOutcome};
+use crate::plans::{self, Move, ReconcileOutcome};
 use crate::store::tx::{self, Cas};
 use crate::store::{worktree, Store};
 
 use crate::run::{resolve_run, run_workspace, Env};
-use crate::store::policy::policy_at;
 
 /// Which directory's plans: a run's worktree, an explicit directory, or where we are.
 pub enum PlanTarget<'a> {
@@ -56,60 +55,6 @@ pub fn locate_dir(d: &Path) -> Result<PathBuf> {
     Ok(d.to_path_buf())
 }
 
-/// The plans of a worktree, when it has any plan folder at all.
-pub fn report_if_any(path: &Path) -> Option<PlanReport> {
-    (path.join(plans::PLANS_DIR).is_dir() || path.join(plans::COMPLETED_DIR).is_dir())
-        .then(|| plans::scan_dir(path))
-}
-
-/// The plans at `commit` when the policy there requires hygiene and they are not
-/// hygiene-clean (or cannot all be read); `None` when the gate lets the commit through.
-pub fn gate_report(store: &Store, commit: gix::ObjectId) -> Result<Option<PlanReport>> {
-    let Some(policy) = policy_at(store, commit)? else {
-        return Ok(None);
-    };
-    if !policy.plans.require_hygiene {
-        return Ok(None);
-    }
-    let report = plans::scan_tree(&store.repo, commit)
-        .map_err(|e| Error::internal(format!("could not read the plans at {commit}: {e}")))?;
-    Ok((!report.hygiene_clean() || !report.errors.is_empty()).then_some(report))
-}
-
-/// The plan-hygiene gate at `commit`: `Some(reason)` when it blocks completion.
-pub fn gate(store: &Store, commit: gix::ObjectId) -> Result<Option<String>> {
-    Ok(gate_report(store, commit)?.map(|r| format!("plan-hygiene: {}", fault_summary(&r))))
-}
-
-/// The plans at fault, in a line.
-pub fn fault_summary(report: &PlanReport) -> String {
-    let mut parts = Vec::new();
-    let list = |class| {
-        report
-            .with_class(class)
-            .map(|p| p.path.clone())
-            .collect::<Vec<_>>()
-    };
-    let active = list(PlanClass::Active);
-    if !active.is_empty() {
-        parts.push(format!(
-            "open tasks in {} (tick them or finish the work)",
-            active.join(", ")
-        ));
-    }
-    let misplaced = list(PlanClass::Misplaced);
-    if !misplaced.is_empty() {
-        parts.push(format!(
-            "misplaced plans {} (`git tabellio plans reconcile`)",
-            misplaced.join(", ")
-        ));
-    }
-    for e in &report.errors {
-        parts.push(format!("{}: {}", e.path(), e.message()));
-    }
-    parts.join("; ")
-}
-
 pub struct Reconciled {
     pub path: PathBuf,
     pub outcome: ReconcileOutcome,
@@ -120,7 +65,15 @@ pub struct Reconciled {
     pub commit: Option<String>,
 }
 
-pub fn reconcile(env: &Env, target: PlanTarget<'_>, commit: bool) -> Result<Reconciled> {
+/// What `plans reconcile` is asked to do.
+pub struct ReconcileOptions<'a> {
+    pub target: PlanTarget<'a>,
+    /// Commit the moves (in a run worktree, on the run branch) instead of leaving them staged.
+    pub commit: bool,
+}
+
+pub fn reconcile(env: &Env, opts: ReconcileOptions<'_>) -> Result<Reconciled> {
+    let ReconcileOptions { target, commit } = opts;
     let (path, run) = locate(env, target)?;
     let mut staged = Vec::new();
     if commit {

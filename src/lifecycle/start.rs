@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::model::canonical::sha256_hex;
 use crate::model::ids::generate_run_id;
 use crate::model::run::{Actor, Base, Task, SCHEMA};
@@ -17,6 +17,8 @@ use crate::store::ledger::{self, Ledger};
 use crate::store::tx::{self, Cas};
 use crate::store::Store;
 
+use crate::run::actor::parse_actor;
+use crate::run::workspace::{refuse_root_link, torn_start_lock};
 use crate::run::{valid_run_id, Env};
 
 pub struct StartOptions {
@@ -36,37 +38,6 @@ pub struct StartOutcome {
     pub base_via: Option<String>,
     /// What the person should know although the run started (the base is behind its remote).
     pub warnings: Vec<String>,
-}
-
-pub(crate) fn parse_actor(spec: Option<&str>) -> Result<Actor> {
-    let Some(spec) = spec else {
-        let id = std::env::var("USER")
-            .ok()
-            .filter(|u| !u.is_empty())
-            .unwrap_or_else(|| "unknown".into());
-        return Ok(Actor {
-            kind: "human".into(),
-            id,
-        });
-    };
-    let (kind, id) = spec.split_once(':').ok_or_else(|| {
-        Error::usage(format!("--actor {spec:?} is not <type>:<id>"))
-            .hint("for example --actor agent:claude or --actor human:ada")
-    })?;
-    if !matches!(kind, "human" | "agent" | "ci" | "system") {
-        return Err(Error::usage(format!(
-            "--actor type {kind:?} is not one of human, agent, ci, system"
-        )));
-    }
-    if id.is_empty() || id.chars().any(char::is_control) {
-        return Err(Error::usage(
-            "--actor needs a non-empty id without control characters",
-        ));
-    }
-    Ok(Actor {
-        kind: kind.into(),
-        id: id.into(),
-    })
 }
 
 /// The task of run `run`, verbatim, for `start --task-from`: the same words in a new run (the
@@ -361,7 +332,7 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
 /// not a refusal: starting from an older commit is sometimes what a person wants, and this
 /// clone may simply not have pulled yet. One that cannot be computed is no warning.
 fn stale_base_warning(store: &Store, base_ref: &str) -> Option<String> {
-    use crate::lifecycle::status::divergence::{branch_divergence, Relation};
+    use crate::store::divergence::{branch_divergence, Relation};
     let d = branch_divergence(store, base_ref).ok().flatten()?;
     if d.relation == Relation::Ahead {
         return None;
@@ -481,7 +452,7 @@ fn add_worktree_and_exclude(env: &Env, worktree: &std::path::Path, branch: &str)
     let store = &env.store;
     if let Some(parent) = worktree.parent() {
         std::fs::create_dir_all(parent)
-            .map_err(|e| Error::internal(format!("could not create {}: {e}", parent.display())))?;
+            .context(|| format!("could not create {}", parent.display()))?;
     }
     store.add_worktree(worktree, branch)?;
     // Excludes the worktree root when it lies inside the main worktree (default or configured),
@@ -498,29 +469,6 @@ struct TornStart {
     branch: String,
     /// The branch's lock file, left by the killed transaction.
     lock: PathBuf,
-}
-
-/// The stale lock on the run's branch when `ledger` is the residue of a start killed inside
-/// its ref transaction: one parentless start commit of an active run with no work recorded, no
-/// branch, and the branch's `.lock` file still there. Without the lock the same ledger is a
-/// run synced from another machine, whose branch did not travel with it: `None`.
-pub fn torn_start_lock(store: &Store, ledger: &Ledger) -> Result<Option<PathBuf>> {
-    let run = &ledger.record;
-    let fresh = run.state == RunState::Active
-        && run.checkpoints.is_empty()
-        && run.attempts.is_empty()
-        && store.ref_target(&run.branch)?.is_none();
-    if !fresh {
-        return Ok(None);
-    }
-    let lock = store.repo.common_dir().join(format!("{}.lock", run.branch));
-    if !lock.is_file() {
-        return Ok(None);
-    }
-    let commit = store
-        .commit(ledger.tip)
-        .map_err(|e| Error::internal(format!("could not read commit {}: {e}", ledger.tip)))?;
-    Ok((commit.parent_ids().count() == 0).then_some(lock))
 }
 
 /// [`torn_start_lock`] for `start`: the lock must outlive a short wait (a live `start` of the
@@ -541,23 +489,6 @@ fn torn_start_of(store: &Store, run_id: &str, tip: gix::ObjectId) -> Result<Opti
         branch: ledger.record.branch.clone(),
         lock,
     }))
-}
-
-/// Refuse a default worktree root reached through a symbolic link (see
-/// [`Store::worktree_root_link`]).
-pub(crate) fn refuse_root_link(store: &crate::store::Store) -> Result<()> {
-    match store.worktree_root_link()? {
-        None => Ok(()),
-        Some(link) => Err(Error::refused(format!(
-            "the worktree root {} is reached through the symbolic link {}",
-            store.worktree_root()?.display(),
-            link.display()
-        ))
-        .hint(
-            "a committed or stray link must not decide where runs are written or deleted: \
-             remove it, or choose the place with `git config tabellio.worktreeRoot <dir>`",
-        )),
-    }
 }
 
 /// The worktree root must be creatable: no part of its path may be a file. Checked before the
@@ -595,14 +526,6 @@ fn check_worktree_root(root: &std::path::Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn actors() {
-        assert_eq!(parse_actor(Some("agent:claude")).unwrap().kind, "agent");
-        assert!(parse_actor(Some("robot:x")).is_err());
-        assert!(parse_actor(Some("agent")).is_err());
-        assert!(parse_actor(Some("agent:")).is_err());
-    }
 
     #[test]
     fn summaries() {

@@ -59,16 +59,6 @@ pub struct AllowedSignersError {
     pub message: String,
 }
 
-impl From<AllowedSignersError> for crate::Error {
-    fn from(e: AllowedSignersError) -> Self {
-        let hint = format!(
-            "fix {} (ssh-keygen's allowed-signers format) and commit it",
-            e.source_name
-        );
-        crate::Error::usage(e.to_string()).hint(hint)
-    }
-}
-
 /// Why a key is not an allowed signer for a namespace at a time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SignerRefusal {

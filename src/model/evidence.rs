@@ -11,6 +11,33 @@ use super::canonical;
 
 pub const SCHEMA: &str = "tabellio.evidence/v1";
 
+/// The verdict of one execution of a check, as evidence and the ledger record it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckStatus {
+    Passed,
+    Failed,
+    TimedOut,
+    Error,
+}
+
+impl CheckStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckStatus::Passed => "passed",
+            CheckStatus::Failed => "failed",
+            CheckStatus::TimedOut => "timed_out",
+            CheckStatus::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for CheckStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CheckRef {
@@ -50,8 +77,7 @@ pub struct EvidenceRecord {
     pub commit: String,
     pub tree: String,
     pub check: CheckRef,
-    /// `passed`, `failed`, `timed_out` or `error`.
-    pub status: String,
+    pub status: CheckStatus,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub started_at: String,
@@ -138,7 +164,7 @@ impl EvidenceRecord {
             .str("schema", schema)
             .opt_int("signal", *signal)
             .str("started_at", started_at)
-            .str("status", status)
+            .str("status", status.as_str())
             .object("stopped", |f| {
                 f.str("command", &stopped.command)
                     .opt_str("tabellio", stopped.tabellio.as_deref());
@@ -159,7 +185,7 @@ impl EvidenceRecord {
     }
 
     pub fn passed(&self) -> bool {
-        self.status == "passed"
+        self.status == CheckStatus::Passed
     }
 
     /// The one line stored in the notes blob.
@@ -218,7 +244,7 @@ pub(crate) mod tests {
                 argv: vec!["true".into()],
                 digest: "c".repeat(64),
             },
-            status: "passed".into(),
+            status: CheckStatus::Passed,
             exit_code: Some(0),
             signal: None,
             started_at: "2026-01-01T00:00:00Z".into(),
@@ -252,7 +278,7 @@ pub(crate) mod tests {
         let back = EvidenceRecord::from_line(&line).unwrap();
         assert_eq!(back, rec);
         let mut forged = back.clone();
-        forged.status = "failed".into();
+        forged.status = CheckStatus::Failed;
         assert!(!forged.digest_is_valid());
     }
 
@@ -304,7 +330,12 @@ pub(crate) mod tests {
                 rec.commit = t(3);
                 rec.tree = t(4);
                 rec.check = CheckRef { name: t(5), argv, digest: t(6) };
-                rec.status = t(7);
+                rec.status = [
+                    CheckStatus::Passed,
+                    CheckStatus::Failed,
+                    CheckStatus::TimedOut,
+                    CheckStatus::Error,
+                ][texts[7].len() % 4];
                 rec.exit_code = exit_code;
                 rec.signal = signal;
                 rec.started_at = t(8);

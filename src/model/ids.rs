@@ -97,6 +97,12 @@ pub fn generate_run_id() -> String {
     format!("r{}-{:04x}", &compact[2..], salt)
 }
 
+/// An object id shortened for people (12 hex digits), everywhere the tool prints one, except
+/// in the pictures of `log`, which shorten as `git log --oneline` does.
+pub fn short(hex: &str) -> &str {
+    &hex[..hex.len().min(12)]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,13 +5,39 @@
 
 use serde::{Deserialize, Serialize};
 
+/// How a run's commits were put on the target's tip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RestackMode {
+    /// The target had not moved: the run's own commits landed.
+    None,
+    /// Each commit cherry-picked onto the tip.
+    Replay,
+    /// One commit.
+    Squash,
+}
+
+impl RestackMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestackMode::None => "none",
+            RestackMode::Replay => "replay",
+            RestackMode::Squash => "squash",
+        }
+    }
+}
+
+impl std::fmt::Display for RestackMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How a landed run was put on the target's tip.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Restack {
-    /// `none` (the target had not moved: the run's own commits landed), `replay` (each commit
-    /// cherry-picked) or `squash` (one commit).
-    pub mode: String,
+    pub mode: RestackMode,
     /// The run's frozen base (`base.commit`), the commit its work was made on.
     pub base_before: String,
     /// The target tip the run was stacked on: the new base of its landed commits.

@@ -230,7 +230,7 @@ pub struct Collected {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IterationCheck {
     pub name: String,
-    pub status: String,
+    pub status: crate::model::evidence::CheckStatus,
     pub exit_code: Option<i32>,
 }
 

@@ -384,6 +384,13 @@ pub fn ref_pattern_matches(pattern: &str, name: &str) -> bool {
     go(pattern.as_bytes(), name.as_bytes())
 }
 
+/// A check to run, with its definition (whose digest the evidence carries).
+#[derive(Debug, Clone)]
+pub struct ResolvedCheck {
+    pub name: String,
+    pub def: CheckDef,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

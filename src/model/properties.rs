@@ -8,11 +8,13 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use super::canonical::digest_of;
-use super::land::{LandAttempt, Restack};
+use super::evidence::CheckStatus;
+use super::land::{LandAttempt, Restack, RestackMode};
 use super::policy::{
     ApprovalPolicy, CheckDef, LandPolicy, OutputPolicy, PlansPolicy, Policy, RequireSigned,
     TrustPolicy, MAX_EXCERPT_BYTES, SCHEMA as POLICY_SCHEMA,
 };
+use super::run::AttemptStatus;
 use super::run::{
     Actor, Attempt, AttemptCheck, Base, CheckpointEntry, Promotion, RunRecord, RunState, Task,
     Validated, SCHEMA as RUN_SCHEMA,
@@ -181,7 +183,13 @@ fn hex(len: usize) -> impl Strategy<Value = String> {
 }
 
 fn attempt() -> impl Strategy<Value = Attempt> {
-    let check = (name(), hex(64), text(), any::<Option<i32>>()).prop_map(
+    let check_status = prop::sample::select(vec![
+        CheckStatus::Passed,
+        CheckStatus::Failed,
+        CheckStatus::TimedOut,
+        CheckStatus::Error,
+    ]);
+    let check = (name(), hex(64), check_status, any::<Option<i32>>()).prop_map(
         |(name, digest, status, exit_code)| AttemptCheck {
             name,
             digest,
@@ -194,7 +202,7 @@ fn attempt() -> impl Strategy<Value = Attempt> {
         hex(40),
         hex(40),
         prop::collection::vec(check, 0..3),
-        text(),
+        prop::sample::select(vec![AttemptStatus::Passed, AttemptStatus::Failed]),
         hex(64),
         text(),
     )
@@ -212,7 +220,12 @@ fn attempt() -> impl Strategy<Value = Attempt> {
 }
 
 fn land_parts() -> impl Strategy<Value = (Option<String>, Option<Restack>, Vec<LandAttempt>)> {
-    let restack = (text(), hex(40), hex(40), hex(40), hex(40)).prop_map(
+    let mode = prop::sample::select(vec![
+        RestackMode::None,
+        RestackMode::Replay,
+        RestackMode::Squash,
+    ]);
+    let restack = (mode, hex(40), hex(40), hex(40), hex(40)).prop_map(
         |(mode, base_before, base_after, head_before, head_after)| Restack {
             mode,
             base_before,

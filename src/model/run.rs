@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::evidence::CheckStatus;
+
 pub const SCHEMA: &str = "tabellio.run/v1";
 
 /// The run states (docs/lifecycle.md).
@@ -94,12 +96,43 @@ pub struct CheckpointEntry {
     pub at: String,
 }
 
+/// The verdict of an attempt: every check passed, or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptStatus {
+    Passed,
+    Failed,
+}
+
+impl AttemptStatus {
+    pub fn of(passed: bool) -> Self {
+        if passed {
+            AttemptStatus::Passed
+        } else {
+            AttemptStatus::Failed
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptStatus::Passed => "passed",
+            AttemptStatus::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for AttemptStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AttemptCheck {
     pub name: String,
     pub digest: String,
-    pub status: String,
+    pub status: CheckStatus,
     pub exit_code: Option<i32>,
 }
 
@@ -110,8 +143,7 @@ pub struct Attempt {
     pub commit: String,
     pub tree: String,
     pub checks: Vec<AttemptCheck>,
-    /// `passed` or `failed`.
-    pub status: String,
+    pub status: AttemptStatus,
     /// SHA-256 of the canonical JSON array of this attempt's evidence record digests, sorted.
     pub evidence_digest: String,
     pub at: String,

@@ -68,6 +68,7 @@
 //! index, and each is reported; only a failed move-back leaves a file at its new name (reported
 //! as [`PlanError::Restore`]). Untracked moves stand.
 
+pub mod gate;
 mod markdown;
 mod reconcile;
 mod report;

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use gix::bstr::BStr;
 
-use super::report::chain_message;
 use super::scan::{rel_path, scan_dir_found, FoundPlan};
 use super::{PathKind, PlanClass, PlanError};
+use crate::error::one_line as chain_message;
 
 /// One plan moved by [`reconcile`].
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -240,7 +240,7 @@ impl PlanError {
 
     /// This error and its causes, joined with `": "`.
     pub fn message(&self) -> String {
-        chain_message(self)
+        crate::error::one_line(self)
     }
 
     pub(super) fn to_json(&self) -> serde_json::Value {
@@ -365,15 +365,4 @@ impl PlanReport {
         self.plans.sort_by(|a, b| a.path.cmp(&b.path));
         self.errors.sort_by(|a, b| a.path().cmp(b.path()));
     }
-}
-
-pub(super) fn chain_message(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }

@@ -4,7 +4,7 @@
 //! Each lane lists its run's events newest first; its top line carries the run id and state as
 //! git carries a branch name. Plain text, no colour, the same bytes for the same ledgers.
 
-use super::{short, short_ref, EventKind, RunTimeline};
+use super::{oneline, short_ref, EventKind, RunTimeline};
 
 /// The graph of `runs`, in the order given (lanes of one base stay together, bases in the
 /// order their first run comes). Empty when there are no runs.
@@ -44,7 +44,7 @@ pub fn render(runs: &[RunTimeline]) -> String {
                 // The start's commit is the base, drawn once below as the base point.
                 if let (Some(c), false) = (&event.commit, event.kind == EventKind::Start) {
                     line.push(' ');
-                    line.push_str(short(c));
+                    line.push_str(oneline(c));
                 }
                 if k == 0 {
                     line.push_str(&format!(" ({}: {})", run.run.run_id, run.run.state));
@@ -63,7 +63,7 @@ pub fn render(runs: &[RunTimeline]) -> String {
             landed_by(commit).map_or(String::new(), |r| format!(", landed by {}", r.run.run_id));
         out.push_str(&format!(
             "* {} ({}) base of {}{landing}\n",
-            short(commit),
+            oneline(commit),
             short_ref(reference),
             ids.join(", ")
         ));

@@ -13,14 +13,14 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{graph, short, short_ref, RunTimeline, Timelines};
+use super::{graph, oneline, short_ref, RunTimeline, Timelines};
 use crate::error::{Error, Result};
 use crate::evidence::read::records_for;
-use crate::lifecycle::manage::UnreadableRun;
 use crate::model::evidence::tool_id;
 use crate::model::loop_state::{LoopIteration, LoopState};
 use crate::model::run::{Attempt, AttemptCheck};
 use crate::model::EvidenceRecord;
+use crate::run::views::UnreadableRun;
 use crate::run::{run_workspace, Env};
 use crate::store::paths::LocalPaths;
 use crate::store::Store;
@@ -228,7 +228,7 @@ fn run_section(h: &mut String, page: &RunPage) {
         format!(
             "{} at <code>{}</code>",
             esc(short_ref(&run.base.reference)),
-            esc(short(&run.base.commit))
+            esc(oneline(&run.base.commit))
         ),
     );
     fact("branch", esc(short_ref(&run.branch)));
@@ -241,7 +241,7 @@ fn run_section(h: &mut String, page: &RunPage) {
     if let Some(v) = &run.validated {
         fact(
             "validated",
-            format!("<code>{}</code>", esc(short(&v.commit))),
+            format!("<code>{}</code>", esc(oneline(&v.commit))),
         );
     }
     if let Some(p) = &run.promotion {
@@ -250,8 +250,8 @@ fn run_section(h: &mut String, page: &RunPage) {
             format!(
                 "{} <code>{}..{}</code> ({})",
                 esc(short_ref(&p.target)),
-                esc(short(&p.old)),
-                esc(short(&p.new)),
+                esc(oneline(&p.old)),
+                esc(oneline(&p.new)),
                 esc(&p.mode)
             ),
         );
@@ -276,7 +276,7 @@ fn run_section(h: &mut String, page: &RunPage) {
             (format!(" status-{s}"), format!(" data-status=\"{s}\""))
         });
         let commit = e.commit.as_deref().map_or(String::new(), |c| {
-            format!(" <code class=\"commit\">{}</code>", esc(short(c)))
+            format!(" <code class=\"commit\">{}</code>", esc(oneline(c)))
         });
         h.push_str(&format!(
             "<li class=\"event kind-{kind}{class}\" data-kind=\"{kind}\"{data}>{} <span class=\"what\">{}</span>{commit}</li>\n",
@@ -304,13 +304,13 @@ fn attempt_section(h: &mut String, run_id: &str, page: &AttemptPage) {
         "<section class=\"attempt status-{s}\" id=\"{}-attempt-{n}\" data-attempt=\"{n}\" data-status=\"{s}\">\n",
         anchor(run_id),
         n = a.n,
-        s = esc(&a.status),
+        s = esc(a.status.as_str()),
     ));
     h.push_str(&format!(
         "<h4>Attempt {} <span class=\"status\">{}</span> on <code>{}</code> {}</h4>\n",
         a.n,
-        esc(&a.status),
-        esc(short(&a.commit)),
+        esc(a.status.as_str()),
+        esc(oneline(&a.commit)),
         time(&a.at)
     ));
     h.push_str("<table class=\"checks\">\n<thead><tr><th>check</th><th>status</th><th>exit</th><th>time</th><th>output</th></tr></thead>\n<tbody>\n");
@@ -350,7 +350,7 @@ fn attempt_section(h: &mut String, run_id: &str, page: &AttemptPage) {
         h.push_str(&format!(
             "<tr class=\"check status-{s}\" data-check=\"{name}\" data-status=\"{s}\"><td>{name}</td><td><span class=\"status\">{s}</span></td><td>{exit}</td><td>{took}</td><td>{output}</td></tr>\n",
             name = esc(&c.name),
-            s = esc(&c.status),
+            s = esc(c.status.as_str()),
         ));
     }
     h.push_str("</tbody>\n</table>\n");
@@ -360,7 +360,11 @@ fn attempt_section(h: &mut String, run_id: &str, page: &AttemptPage) {
             continue;
         }
         // What failed is what a reader came for: open; passing output stays folded.
-        let open = if c.status == "passed" { "" } else { " open" };
+        let open = if c.status == crate::model::evidence::CheckStatus::Passed {
+            ""
+        } else {
+            " open"
+        };
         h.push_str(&format!(
             "<details class=\"excerpt\" data-check=\"{name}\"{open}><summary>{name}: output{}</summary><pre>{}</pre></details>\n",
             if r.output.truncated { " (excerpt: head and tail)" } else { "" },
@@ -421,13 +425,13 @@ fn iteration_row(h: &mut String, it: &LoopIteration) {
             .failure
             .as_deref()
             .map_or(String::new(), |f| format!("; {}", esc(f)));
-        format!("<code>{}</code> {by}{failure}", esc(short(&c.head)))
+        format!("<code>{}</code> {by}{failure}", esc(oneline(&c.head)))
     });
     let checks = it.evaluate.as_ref().map_or("–".to_string(), |e| {
         let list: Vec<String> = e
             .checks
             .iter()
-            .map(|c| format!("{} {}", esc(&c.name), esc(&c.status)))
+            .map(|c| format!("{} {}", esc(&c.name), esc(c.status.as_str())))
             .collect();
         let mut s = format!("<strong>{}</strong>", esc(&e.verdict));
         if !list.is_empty() {

@@ -13,10 +13,10 @@ pub mod html;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::lifecycle::manage::UnreadableRun;
 use crate::model::land::LandAttempt;
 use crate::model::run::{Attempt, CheckpointEntry};
 use crate::model::{RunRecord, RunState};
+use crate::run::views::UnreadableRun;
 use crate::run::{valid_run_id, Env};
 use crate::store::ledger::Transition;
 
@@ -200,7 +200,7 @@ fn land_refused_event(l: &LandAttempt) -> Event {
         format!(
             "land onto {} {} refused: conflict in {}",
             short_ref(&l.target),
-            short(&l.onto),
+            oneline(&l.onto),
             l.paths.join(", ")
         ),
     )
@@ -243,7 +243,7 @@ fn loop_events(before: Option<&RunRecord>, after: &RunRecord, out: &mut Vec<Even
 fn restack_event(before: Option<&RunRecord>, after: &RunRecord) -> Option<Event> {
     let r = after.restack.as_ref()?;
     // `none`: the target had not moved and the run's own commits landed; nothing to draw.
-    let moved = r.mode != "none" && r.head_before != r.head_after;
+    let moved = r.mode != crate::model::land::RestackMode::None && r.head_before != r.head_after;
     if !moved || before.is_some_and(|b| b.restack.as_ref() == Some(r)) {
         return None;
     }
@@ -254,9 +254,9 @@ fn restack_event(before: Option<&RunRecord>, after: &RunRecord) -> Option<Event>
         format!(
             "restacked ({}) onto {}: {} -> {}",
             r.mode,
-            short(&r.base_after),
-            short(&r.head_before),
-            short(&r.head_after)
+            oneline(&r.base_after),
+            oneline(&r.head_before),
+            oneline(&r.head_after)
         ),
     ))
 }
@@ -284,8 +284,8 @@ fn promotion_event(before: Option<&RunRecord>, after: &RunRecord) -> Option<Even
         format!(
             "{verb} {} {}..{} ({how})",
             short_ref(&p.target),
-            short(&p.old),
-            short(&p.new)
+            oneline(&p.old),
+            oneline(&p.new)
         ),
     ))
 }
@@ -349,7 +349,7 @@ fn attempt_event(a: &Attempt) -> Event {
     Event {
         kind: EventKind::Attempt,
         commit: Some(a.commit.clone()),
-        status: Some(a.status.clone()),
+        status: Some(a.status.to_string()),
         at: a.at.clone(),
         text: format!("attempt {} {}: {checks}", a.n, a.status),
     }
@@ -363,8 +363,8 @@ fn command_of(message: &str) -> Option<&str> {
         .next()
 }
 
-/// A commit id as `git log --oneline` shortens it.
-pub fn short(hex: &str) -> &str {
+/// A commit id as `git log --oneline` shortens it: the pictures of `log` read like git's.
+pub fn oneline(hex: &str) -> &str {
     &hex[..hex.len().min(7)]
 }
 
@@ -406,10 +406,10 @@ mod tests {
             checks: vec![AttemptCheck {
                 name: "test".into(),
                 digest: "d".repeat(64),
-                status: "failed".into(),
+                status: crate::model::evidence::CheckStatus::Failed,
                 exit_code: Some(1),
             }],
-            status: "failed".into(),
+            status: crate::model::run::AttemptStatus::Failed,
             evidence_digest: "e".repeat(64),
             at: "2026-01-01T00:02:00Z".into(),
         });

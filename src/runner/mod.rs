@@ -206,31 +206,7 @@ impl std::fmt::Display for CommandStop {
     }
 }
 
-/// The verdict on the check (recorded by callers, e.g. as evidence's `status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CheckStatus {
-    Passed,
-    Failed,
-    TimedOut,
-    Error,
-}
-
-impl CheckStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CheckStatus::Passed => "passed",
-            CheckStatus::Failed => "failed",
-            CheckStatus::TimedOut => "timed_out",
-            CheckStatus::Error => "error",
-        }
-    }
-}
-
-impl std::fmt::Display for CheckStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::model::evidence::CheckStatus;
 
 /// What may be stored of the output (callers record it, e.g. as evidence's `output`).
 #[derive(Debug, Clone, PartialEq, Eq)]

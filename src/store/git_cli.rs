@@ -65,8 +65,11 @@ pub fn run_git_dir(repo: &gix::Repository, args: &[OsString]) -> Result<GitOutpu
 pub fn spawn_git_dir(repo: &gix::Repository, args: &[OsString]) -> Result<std::process::Child> {
     let mut cmd = git_dir_command(repo, args);
     cmd.stdin(Stdio::piped()).stderr(Stdio::null());
-    cmd.spawn()
-        .map_err(|e| Error::internal(format!("could not run git: {e}")).hint(NEEDED_FOR))
+    cmd.spawn().map_err(|e| {
+        Error::internal(format!("could not run git: {e:#}"))
+            .hint(NEEDED_FOR)
+            .caused_by(e)
+    })
 }
 
 /// [`run_git_dir`] on the git dir at `git_dir`: a linked worktree's administrative directory.
@@ -96,8 +99,11 @@ pub fn spawn(
     let mut cmd = repository_command(&store.repo, args);
     cmd.stdin(Stdio::piped());
     cmd.envs(envs.iter().map(|(k, v)| (k, v)));
-    cmd.spawn()
-        .map_err(|e| Error::internal(format!("could not run git: {e}")).hint(NEEDED_FOR))
+    cmd.spawn().map_err(|e| {
+        Error::internal(format!("could not run git: {e:#}"))
+            .hint(NEEDED_FOR)
+            .caused_by(e)
+    })
 }
 
 /// Why tabellio needs git on PATH, for the hint when it cannot be started.
@@ -112,9 +118,11 @@ const NEEDED_FOR: &str =
 pub fn run_bounded(store: &Store, args: &[OsString], limit: Duration) -> Result<GitOutput> {
     let mut cmd = repository_command(&store.repo, args);
     cmd.env("GIT_TERMINAL_PROMPT", "0").process_group(0);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Error::internal(format!("could not run git: {e}")).hint(NEEDED_FOR))?;
+    let mut child = cmd.spawn().map_err(|e| {
+        Error::internal(format!("could not run git: {e:#}"))
+            .hint(NEEDED_FOR)
+            .caused_by(e)
+    })?;
     let group = ProcessGroup::led_by(child.id());
     let stdout = drain(child.stdout.take());
     let stderr = drain(child.stderr.take());
@@ -194,9 +202,11 @@ fn command(cwd: &Path) -> Command {
 }
 
 fn output(mut cmd: Command, hint: &str) -> Result<GitOutput> {
-    let out = cmd
-        .output()
-        .map_err(|e| Error::internal(format!("could not run git: {e}")).hint(hint))?;
+    let out = cmd.output().map_err(|e| {
+        Error::internal(format!("could not run git: {e:#}"))
+            .hint(hint)
+            .caused_by(e)
+    })?;
     Ok(GitOutput {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

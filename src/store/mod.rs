@@ -1,14 +1,20 @@
 //! Git-native storage: the repository handle, ref transactions, run ledgers and notes.
 //!
 //! Everything durable is a git object reachable from a ref. Every ref write is compare-and-swap
-//! and writes that belong together go through one [`tx::apply`] call, which is all-or-nothing
-//! (gix-ref locks every ref first, checks every expected value, then commits). Objects written
-//! before a failed transaction are unreachable garbage that `git gc` removes; they are never
-//! visible through a ref.
+//! and writes that belong together go through one [`tx::apply`] call: every ref is locked and
+//! its expected value checked before any changes, so a refused transaction changes nothing.
+//! Committing is atomic with reftable; with the files backend the loose refs are renamed into
+//! place one after another, so a process killed in the middle can leave some edits done (see
+//! [`tx`]; the operations that write several refs recognise and finish such a state). Objects
+//! written before a failed transaction are unreachable garbage that `git gc` removes; they are
+//! never visible through a ref.
 
 pub mod ancestry;
 pub mod backoff;
+pub mod cas;
+pub mod checkout;
 pub mod diff;
+pub mod divergence;
 pub mod git_cli;
 pub mod identity;
 pub mod ledger;
@@ -23,6 +29,7 @@ pub mod refs;
 pub mod remote;
 pub mod replay;
 pub mod repo;
+pub mod scratch;
 pub mod tx;
 pub mod update_ref;
 pub mod worktree;

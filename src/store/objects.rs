@@ -156,7 +156,7 @@ impl Store {
                 let (read, wrote) = (compressor.total_in(), compressor.total_out());
                 let status = compressor
                     .compress(input, &mut chunk, flush)
-                    .map_err(|e| Error::internal(format!("could not compress a {kind}: {e}")))?;
+                    .context(|| format!("could not compress a {kind}"))?;
                 input = &input[(compressor.total_in() - read) as usize..];
                 out.extend_from_slice(&chunk[..(compressor.total_out() - wrote) as usize]);
                 match (flush, status) {
@@ -211,6 +211,16 @@ impl Store {
         self.object(id)?
             .try_into_commit()
             .context(|| format!("could not read the commit {id}"))
+    }
+
+    /// The first line of `commit`'s message (empty when it cannot be read): a checkpoint's
+    /// default summary, and how the loop names an iteration's commit.
+    pub fn commit_subject(&self, commit: gix::ObjectId) -> String {
+        self.commit(commit)
+            .ok()
+            .and_then(|c| c.message_raw().ok().map(|m| m.to_string()))
+            .and_then(|m| m.lines().next().map(str::to_string))
+            .unwrap_or_default()
     }
 
     /// Read the loose object `id` of this repository's own objects directory into `out`

@@ -205,6 +205,15 @@ pub fn policy_at(store: &Store, commit: gix::ObjectId) -> Result<Option<Policy>,
     Policies::default().at(store, commit)
 }
 
+/// Does the policy at the tip of `target` ask for squashed landings (`"land": {"squash":
+/// true}`)?
+pub fn squash_at(store: &Store, target: &str) -> crate::error::Result<bool> {
+    let Some(tip) = store.ref_target(target)? else {
+        return Ok(false);
+    };
+    Ok(policy_at(store, tip)?.is_some_and(|p| p.land.squash))
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Policies, PolicyAtError};

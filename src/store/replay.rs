@@ -24,7 +24,7 @@ use gix::bstr::{BStr, BString, ByteSlice};
 use gix::ObjectId;
 
 use super::Store;
-use crate::error::Error;
+use crate::error::{Context, Error};
 
 /// One commit of the run and its replayed counterpart (equal when nothing had to move).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,7 +219,7 @@ pub fn squash(
     let first = find_commit(repo, first)?;
     let first = first
         .decode()
-        .map_err(|e| Error::internal(format!("could not parse commit {}: {e:#}", first.id)))?;
+        .context(|| format!("could not parse commit {}", first.id))?;
     let commit = write_commit(
         repo,
         CommitParts {
@@ -300,7 +300,7 @@ fn merging(
     }
     config
         .commit()
-        .map_err(|e| Error::internal(format!("could not set up merging: {e:#}")))?;
+        .context(|| "could not set up merging".to_string())?;
     // A tree merge reads the same blobs and trees again for every commit of the stack.
     repo.object_cache_size_if_unset(16 * 1024 * 1024);
     Ok((repo, shadow))
@@ -363,7 +363,7 @@ fn replay_in(
         let commit = find_commit(repo, id)?;
         let decoded = commit
             .decode()
-            .map_err(|e| Error::internal(format!("could not parse commit {id}: {e:#}")))?;
+            .context(|| format!("could not parse commit {id}"))?;
         let their_tree = decoded.tree();
         let tree = merge(repo, &options, [parent_tree, tip_tree, their_tree], id, tip)?;
         let new = write_commit(
@@ -405,7 +405,7 @@ fn squash_tree(
 fn merge_options(repo: &gix::Repository) -> Result<gix::merge::tree::Options, ReplayError> {
     Ok(repo
         .tree_merge_options()
-        .map_err(|e| Error::internal(format!("could not set up a tree merge: {e:#}")))?)
+        .context(|| "could not set up a tree merge".to_string())?)
 }
 
 /// Merge the trees `[ancestor, ours, theirs]` (`theirs` into `ours`, `ancestor` as the merge
@@ -433,7 +433,7 @@ fn merge(
     };
     let mut outcome = repo
         .merge_trees(ancestor, ours, theirs, labels, options.clone())
-        .map_err(|e| Error::internal(format!("could not merge {commit} onto {onto}: {e:#}")))?;
+        .context(|| format!("could not merge {commit} onto {onto}"))?;
     let how = gix::merge::tree::TreatAsUnresolved::git();
     let mut paths: Vec<String> = outcome
         .conflicts
@@ -454,7 +454,7 @@ fn merge(
     Ok(outcome
         .tree
         .write()
-        .map_err(|e| Error::internal(format!("could not write the merged tree: {e:#}")))?
+        .context(|| "could not write the merged tree".to_string())?
         .detach())
 }
 
@@ -476,7 +476,7 @@ fn write_commit(repo: &gix::Repository, parts: CommitParts<'_>) -> Result<Object
     parts
         .committer
         .write_to(&mut committer)
-        .map_err(|e| Error::internal(format!("could not encode the committer: {e}")))?;
+        .context(|| "could not encode the committer".to_string())?;
     let commit = gix::objs::CommitRef {
         tree: tree.as_bytes().as_bstr(),
         parents: std::iter::once(parent.as_bytes().as_bstr()).collect(),
@@ -488,7 +488,7 @@ fn write_commit(repo: &gix::Repository, parts: CommitParts<'_>) -> Result<Object
     };
     Ok(repo
         .write_object(&commit)
-        .map_err(|e| Error::internal(format!("could not write a commit: {e:#}")))?
+        .context(|| "could not write a commit".to_string())?
         .detach())
 }
 
@@ -531,14 +531,43 @@ fn squash_message(
 fn find_commit(repo: &gix::Repository, id: ObjectId) -> Result<gix::Commit<'_>, ReplayError> {
     Ok(repo
         .find_commit(id)
-        .map_err(|e| Error::not_found(format!("commit {id} not found: {e:#}")))?)
+        .map_err(|e| Error::not_found(format!("commit {id} not found: {e:#}")).caused_by(e))?)
 }
 
 fn tree_of(repo: &gix::Repository, commit: ObjectId) -> Result<ObjectId, ReplayError> {
     Ok(find_commit(repo, commit)?
         .tree_id()
-        .map_err(|e| Error::internal(format!("could not read the tree of {commit}: {e:#}")))?
+        .context(|| format!("could not read the tree of {commit}"))?
         .detach())
+}
+
+/// Would `land` take this completed run onto its target's current tip? True when the tip's
+/// policy requires checks it defines (so a restack can be validated) and the run's commits
+/// replay cleanly onto the tip (or squash cleanly, when that policy squashes). `status` uses it
+/// to say `land` instead of `restart`; it predicts in memory and writes nothing.
+pub fn would_land(store: &Store, run: &crate::model::RunRecord) -> crate::error::Result<bool> {
+    let (Some(tip), Some(head)) = (
+        store.ref_target(&run.base.reference)?,
+        store.ref_target(&run.branch)?,
+    ) else {
+        return Ok(false);
+    };
+    let validatable = crate::store::policy::policy_at(store, tip)?.is_some_and(|p| {
+        !p.required.is_empty() && p.required.iter().all(|n| p.checks.contains_key(n))
+    });
+    if !validatable {
+        return Ok(false);
+    }
+    let base = store.parse_oid(&run.base.commit)?;
+    let prediction = if crate::store::policy::squash_at(store, &run.base.reference)? {
+        would_squash_cleanly(store, base, head, tip)
+    } else {
+        commits_since(store, base, head)
+            .and_then(|commits| would_replay_cleanly(store, &commits, base, tip))
+    };
+    // A run that cannot be restacked at all (merge commits, rewritten away from its base) is
+    // not one `land` would take either.
+    Ok(matches!(prediction, Ok(Prediction::Clean { .. })))
 }
 
 #[cfg(test)]

@@ -281,7 +281,7 @@ impl Store {
     /// Parse a full hex object id of this repository's hash kind.
     pub fn parse_oid(&self, hex: &str) -> Result<gix::ObjectId> {
         gix::ObjectId::from_hex(hex.as_bytes())
-            .map_err(|e| Error::internal(format!("stored object id {hex:?} is invalid: {e}")))
+            .context(|| format!("stored object id {hex:?} is invalid"))
     }
 
     /// Resolve a revision (`HEAD`, a branch, an id, `main~2`) to a commit id.
@@ -353,9 +353,9 @@ impl Store {
 
     /// The tree of a commit.
     pub fn tree_of(&self, commit: gix::ObjectId) -> Result<gix::ObjectId> {
-        let c = self
-            .commit(commit)
-            .map_err(|e| Error::not_found(format!("commit {commit} not found: {e:#}")))?;
+        let c = self.commit(commit).map_err(|e| {
+            Error::not_found(format!("commit {commit} not found: {e:#}")).caused_by(e)
+        })?;
         c.tree_id()
             .map(|t| t.detach())
             .context(|| format!("could not read the tree of {commit}"))

@@ -12,8 +12,8 @@ use std::process::{Child, ChildStdin, ChildStdout};
 
 use crate::error::{Error, Result};
 
+use super::cas::Cas;
 use super::git_cli;
-use super::tx::Cas;
 use super::Store;
 
 /// A running `git update-ref --stdin` conversation.

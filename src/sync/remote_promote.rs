@@ -1,6 +1,6 @@
 //! `git tabellio promote <run> --remote <name>`: promote on the server instead of locally.
 //!
-//! The run's own preconditions are the local ones ([`crate::lifecycle::promote::check_validated`]: state,
+//! The run's own preconditions are the local ones ([`crate::run::promotion::check_validated`]: state,
 //! run branch head, evidence re-read and digest-checked); the target is the remote's. One atomic
 //! push carries the validated commit onto the remote target (leased on the frozen base), the
 //! run's `promoted` ledger commit (leased on the remote's ledger as fetched) and our evidence
@@ -238,7 +238,7 @@ fn check_run_side(
     rec: &RunRecord,
     remote: &str,
 ) -> Result<(String, gix::ObjectId, gix::ObjectId)> {
-    let (target, validated) = crate::lifecycle::promote::check_validated(store, rec)?;
+    let (target, validated) = crate::run::promotion::check_validated(store, rec)?;
     let base = store.parse_oid(&rec.base.commit)?;
     // Guarded as the remote's tip we last fetched says, else as the base does.
     let tracking = target
@@ -248,7 +248,7 @@ fn check_run_side(
         Some(t) => store.ref_target(t)?,
         None => None,
     };
-    crate::lifecycle::promote::check_approved(store, rec, gating, validated)?;
+    crate::run::promotion::check_approved(store, rec, gating, validated)?;
     if !store.is_ancestor(base, validated)? {
         return Err(Error::refused(format!(
             "the validated commit {validated} does not descend from the base {base}"

@@ -23,8 +23,6 @@ use crate::store::notes_view::NotesView;
 use crate::store::policy::{Policies, PolicyAtError};
 use crate::store::Store;
 
-pub use super::carry::judge_restacked;
-use super::carry::Carried;
 use super::{judge_signature, AllowedSigners, GuardedPaths, Signature, SignatureVerdict};
 
 pub const SCHEMA: &str = "tabellio.approval/v1";
@@ -351,7 +349,7 @@ fn first_parent_chain_within(
         chain.push(at);
         let commit = store
             .commit(at)
-            .map_err(|e| Error::not_found(format!("commit {at} not found: {e:#}")))?;
+            .map_err(|e| Error::not_found(format!("commit {at} not found: {e:#}")).caused_by(e))?;
         let parent = commit.parent_ids().next().map(|p| p.detach());
         match parent {
             Some(p) => at = p,
@@ -689,6 +687,37 @@ pub fn refusal(run_id: &str, check: &ApprovalCheck) -> Error {
     Error::refused(format!("run {run_id}: {}", check.describe())).hint(format!(
         "a person must approve this change to guarded paths: `git tabellio approve {run_id}`"
     ))
+}
+
+/// Approvals carried over to a commit of a first-parent line with another tree (a run `land`
+/// restacked), by (index of that commit, record digest): the first step the carried move
+/// covers. Later steps of the same run are covered by the same move, not judged alone: a run's
+/// middle commit does not start from the approved base.
+#[derive(Default)]
+pub(super) struct Carried(HashMap<(usize, String), usize>);
+
+impl Carried {
+    /// Why `record`, noted on `chain[j]`, does not carry over to step `i` of `chain` (which
+    /// starts after `from`), `None` when it does.
+    pub(super) fn refuse(
+        &mut self,
+        store: &Store,
+        guard: &Guard,
+        record: &ApprovalRecord,
+        (from, chain): (gix::ObjectId, &[gix::ObjectId]),
+        (i, j): (usize, usize),
+    ) -> Result<Option<String>> {
+        let key = (j, record.digest.clone());
+        if self.0.get(&key).is_some_and(|&start| start <= i) {
+            return Ok(None);
+        }
+        let step_from = if i == 0 { from } else { chain[i - 1] };
+        let why = guard.carries(store, record, step_from, chain[j])?;
+        if why.is_none() {
+            self.0.insert(key, i);
+        }
+        Ok(why)
+    }
 }
 
 #[cfg(test)]

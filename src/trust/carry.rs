@@ -2,8 +2,6 @@
 //! tree than the one its approval names, and the approval still counts when the guarded change
 //! is exactly the one it approved ([`Guard::carries`]). Judging only reads.
 
-use std::collections::HashMap;
-
 use crate::error::{Context, Result};
 use crate::model::run::Actor;
 use crate::store::policy::Policies;
@@ -88,37 +86,6 @@ fn entry_at(
         .lookup_entry_by_path(path)
         .context(|| format!("could not look up {path} in tree {id}"))?;
     Ok(entry.map(|e| (e.mode(), e.object_id())))
-}
-
-/// Approvals carried over to a commit of a first-parent line with another tree (a run `land`
-/// restacked), by (index of that commit, record digest): the first step the carried move
-/// covers. Later steps of the same run are covered by the same move, not judged alone: a run's
-/// middle commit does not start from the approved base.
-#[derive(Default)]
-pub(super) struct Carried(HashMap<(usize, String), usize>);
-
-impl Carried {
-    /// Why `record`, noted on `chain[j]`, does not carry over to step `i` of `chain` (which
-    /// starts after `from`), `None` when it does.
-    pub(super) fn refuse(
-        &mut self,
-        store: &Store,
-        guard: &Guard,
-        record: &ApprovalRecord,
-        (from, chain): (gix::ObjectId, &[gix::ObjectId]),
-        (i, j): (usize, usize),
-    ) -> Result<Option<String>> {
-        let key = (j, record.digest.clone());
-        if self.0.get(&key).is_some_and(|&start| start <= i) {
-            return Ok(None);
-        }
-        let step_from = if i == 0 { from } else { chain[i - 1] };
-        let why = guard.carries(store, record, step_from, chain[j])?;
-        if why.is_none() {
-            self.0.insert(key, i);
-        }
-        Ok(why)
-    }
 }
 
 /// A run `land` restacked: its move `onto` → `landed` judged as one step, with the approvals

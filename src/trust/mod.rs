@@ -28,7 +28,7 @@
 //! either on trust: see [`judge_signature`].
 
 pub mod approval;
-mod carry;
+pub mod carry;
 pub mod guarded;
 pub mod sshsig;
 

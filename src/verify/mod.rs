@@ -10,8 +10,6 @@
 //!
 //! Verification only reads; it never writes a ref or an object.
 
-pub mod interrupt;
-pub mod scratch;
 pub mod validate;
 
 use std::collections::{HashMap, HashSet};
@@ -19,174 +17,14 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 
 use crate::error::{Context, Error, Result};
-use crate::evidence::judge::{CheckVerdict, Verdict};
 use crate::evidence::requirements::Gate;
-use crate::evidence::tree_judge::TreeJudgements;
-use crate::model::policy::Policy;
-use crate::store::notes::EVIDENCE;
-use crate::store::notes_view::NotesView;
-use crate::store::policy::{Policies, PolicyAtError, TrustAt};
+use crate::evidence::verifier::{
+    CommitVerdict, GuardedVerdict, Verifier, UNAPPROVED_GUARDED_CHANGE,
+};
+use crate::store::policy::Policies;
 use crate::store::remote::fetch::NOTES_PREFIX;
 use crate::store::Store;
 use crate::trust::approval::{self, ApprovalCheck};
-
-/// The verdict on one commit.
-#[derive(Debug, Clone, Serialize)]
-pub struct CommitVerdict {
-    pub commit: String,
-    pub tree: String,
-    pub verified: bool,
-    pub checks: Vec<CheckVerdict>,
-    /// Present when the commit's first-parent step changes guarded paths.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub approval: Option<GuardedVerdict>,
-}
-
-/// The verdict on a commit's change to guarded paths.
-#[derive(Debug, Clone, Serialize)]
-pub struct GuardedVerdict {
-    /// `approved` or `unapproved-guarded-change`.
-    pub verdict: &'static str,
-    /// The guarded paths the commit's first-parent step changes.
-    pub paths: Vec<String>,
-    pub approved_by: Option<String>,
-    /// Approvals found that do not count, and why.
-    pub not_counted: Vec<String>,
-}
-
-/// The verdict string of a first-parent step that changes guarded paths without an approval.
-pub const UNAPPROVED_GUARDED_CHANGE: &str = "unapproved-guarded-change";
-
-impl GuardedVerdict {
-    fn of(check: ApprovalCheck) -> Option<GuardedVerdict> {
-        if check.paths.is_empty() {
-            return None;
-        }
-        Some(GuardedVerdict {
-            verdict: if check.is_needed() {
-                UNAPPROVED_GUARDED_CHANGE
-            } else {
-                "approved"
-            },
-            paths: check.paths,
-            approved_by: check.approved_by,
-            not_counted: check.not_counted,
-        })
-    }
-}
-
-impl CommitVerdict {
-    /// The checks that are not satisfied, with why: `name (verdict)`.
-    pub fn unsatisfied(&self) -> Vec<String> {
-        self.checks
-            .iter()
-            .filter(|c| c.verdict != Verdict::Satisfied)
-            .map(|c| format!("{} ({})", c.name, c.verdict.as_str()))
-            .collect()
-    }
-}
-
-/// Judges commits against one view of the evidence notes, caching policies by blob.
-pub struct Verifier<'s> {
-    store: &'s Store,
-    notes: NotesView,
-    /// A range of a thousand commits usually shares a few policies.
-    policies: Policies,
-    /// Each tree's records judged once (many commits may share a tree).
-    trees: TreeJudgements,
-}
-
-impl<'s> Verifier<'s> {
-    /// Judge by the current value of `refs/notes/tabellio/evidence`.
-    pub fn new(store: &'s Store) -> Result<Self> {
-        Ok(Self::with_notes(
-            store,
-            NotesView::at_ref_and_tracking(store, EVIDENCE)?,
-        ))
-    }
-
-    /// Judge by the notes of `notes`.
-    pub fn with_notes(store: &'s Store, notes: NotesView) -> Self {
-        Verifier {
-            store,
-            notes,
-            policies: Policies::default(),
-            trees: TreeJudgements::default(),
-        }
-    }
-
-    /// Judge by `notes` from now on.
-    pub fn set_notes(&mut self, notes: NotesView) {
-        self.notes = notes;
-        self.trees.clear();
-    }
-
-    pub fn store(&self) -> &'s Store {
-        self.store
-    }
-
-    /// The policy committed at `commit`, `None` when it has none. An invalid policy is an error
-    /// naming the commit, the file and the field.
-    pub fn policy_at(&mut self, commit: gix::ObjectId) -> Result<Option<Policy>> {
-        self.policies
-            .at(self.store, commit)
-            .map_err(PolicyAtError::naming_commit)
-    }
-
-    /// The policy's `trust` at `commit` with the allowed signers read from `commit`; `None`
-    /// without one. Each signers file is parsed once per verifier.
-    pub fn trust_at(&mut self, commit: gix::ObjectId) -> Result<Option<TrustAt>> {
-        self.policies
-            .trust_at(self.store, commit)
-            .map_err(PolicyAtError::naming_commit)
-    }
-
-    /// Look up the policy of each of `commits` (given newest first) oldest first, so that the
-    /// judging that follows finds every one remembered. The order is what makes it cheap: a pack
-    /// stores a newer root tree as a delta of an older one, chains dozens deep, and the
-    /// delta-base cache keeps each tree it resolves; read newest first, every tree walks its
-    /// whole chain again, read oldest first each one is a single step from the one before.
-    /// Nothing is reported here: a policy that cannot be read or parsed is not remembered, and
-    /// the judging asks again and names the commit.
-    pub fn read_policies_oldest_first(&mut self, commits: &[gix::ObjectId]) {
-        for &commit in commits.iter().rev() {
-            let _ = self.policies.at(self.store, commit);
-        }
-    }
-
-    /// Judge `commit` against `gate`.
-    pub fn check(&mut self, commit: gix::ObjectId, gate: &Gate) -> Result<CommitVerdict> {
-        self.check_trusted(commit, gate, None)
-    }
-
-    /// Judge `commit` against `gate` under `trust` (read from the commit whose policy the gate
-    /// came from).
-    pub fn check_trusted(
-        &mut self,
-        commit: gix::ObjectId,
-        gate: &Gate,
-        trust: Option<&TrustAt>,
-    ) -> Result<CommitVerdict> {
-        let gate = gate.clone().under_trust(trust);
-        let tree = self.store.tree_of(commit)?;
-        let (commit_hex, tree_hex) = (commit.to_string(), tree.to_string());
-        if !self.trees.knows(tree) {
-            let lines = self.notes.records(self.store, tree)?;
-            self.trees.insert(tree, &tree_hex, lines);
-        }
-        let own = self.notes.records(self.store, commit)?;
-        let (checks, verified) =
-            self.trees
-                .judge(tree, &own, (&commit_hex, &tree_hex), &gate, trust);
-        Ok(CommitVerdict {
-            commit: commit_hex,
-            tree: tree_hex,
-            verified,
-            checks,
-            approval: None,
-        })
-    }
-}
 
 /// What `verify` was asked.
 #[derive(Debug, Clone, Default)]

@@ -282,7 +282,7 @@ fn status_reports_a_notes_ref_at_a_blob_or_a_tree_and_its_reflog_repair_works() 
 #[test]
 fn abandon_of_an_unreadable_ledger_loses_a_race_without_writing() {
     use tabellio::lifecycle::abandon::abandon_unreadable;
-    use tabellio::lifecycle::status::unreadable::diagnose_ledger;
+    use tabellio::run::unreadable::diagnose_ledger;
 
     let t = TestEnv::for_lib();
     run_with_its_ledger_at_a_blob(&t);

@@ -58,8 +58,15 @@ impl TestEnv {
             argv: argv.iter().map(|a| a.to_string()).collect(),
             ..CheckSelection::default()
         };
-        tabellio::lifecycle::finish::finish(&self.env(), Some(id), &sel, Stream::Quiet)
-            .expect("finish")
+        tabellio::lifecycle::finish::finish(
+            &self.env(),
+            &tabellio::lifecycle::finish::FinishOptions {
+                run: Some(id),
+                checks: &sel,
+                stream: Stream::Quiet,
+            },
+        )
+        .expect("finish")
     }
 
     /// A run started, worked on and finished with a passing `true`: completed.

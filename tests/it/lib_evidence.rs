@@ -133,7 +133,15 @@ fn without_a_policy_the_runs_own_attempts_decide() {
         argv: vec!["false".into()],
         ..CheckSelection::default()
     };
-    let out = tabellio::lifecycle::finish::finish(&env, Some("r1"), &sel, Stream::Quiet).unwrap();
+    let out = tabellio::lifecycle::finish::finish(
+        &env,
+        &tabellio::lifecycle::finish::FinishOptions {
+            run: Some("r1"),
+            checks: &sel,
+            stream: Stream::Quiet,
+        },
+    )
+    .unwrap();
     assert!(!out.passed());
     let head = env.store.parse_oid(&t.rev("tabellio/r1")).unwrap();
     let run = t.ledger("r1").record;

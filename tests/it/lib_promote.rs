@@ -2,8 +2,9 @@
 //! [`PromoteError`] variant, with nothing written (every ref as it was, before and after both
 //! the plan and the operation itself).
 
-use tabellio::lifecycle::promote::{check_validated, plan, promote, PromoteError, PromotionMode};
+use tabellio::lifecycle::promote::{promote, PromoteOptions, PromotionMode};
 use tabellio::model::RunState;
+use tabellio::run::promotion::{check_validated, plan, PromoteError};
 use tabellio::ErrorKind;
 
 use crate::util::*;
@@ -19,7 +20,13 @@ fn refused(t: &TestEnv) -> (PromoteError, ErrorKind) {
         Err(e) => e,
     };
     let shown = err.to_string();
-    let e = match promote(&env, Some("r1"), false) {
+    let e = match promote(
+        &env,
+        &PromoteOptions {
+            run: Some("r1"),
+            dry_run: false,
+        },
+    ) {
         Ok(_) => panic!("promote went ahead after the plan refused: {shown}"),
         Err(e) => e,
     };
@@ -211,19 +218,39 @@ fn a_dry_run_writes_nothing_and_a_promotion_moves_target_and_ledger_together() {
     let validated = t.rev("tabellio/r1");
     let before = t.refs();
     let env = t.env();
-    let out = promote(&env, Some("r1"), true).expect("dry run");
+    let out = promote(
+        &env,
+        &PromoteOptions {
+            run: Some("r1"),
+            dry_run: true,
+        },
+    )
+    .expect("dry run");
     assert!(out.dry_run && out.new == validated);
     assert_eq!(t.refs(), before);
-    let out = promote(&env, Some("r1"), false).expect("promote");
+    let out = promote(
+        &env,
+        &PromoteOptions {
+            run: Some("r1"),
+            dry_run: false,
+        },
+    )
+    .expect("promote");
     assert_eq!(out.mode, PromotionMode::Worktree);
     assert_eq!(t.rev("main"), validated);
     assert_eq!(t.ledger("r1").record.state, RunState::Promoted);
     // Again: nothing to do, nothing written.
     let after = t.refs();
     assert!(
-        promote(&env, Some("r1"), false)
-            .expect("again")
-            .already_promoted
+        promote(
+            &env,
+            &PromoteOptions {
+                run: Some("r1"),
+                dry_run: false,
+            },
+        )
+        .expect("again")
+        .already_promoted
     );
     assert_eq!(t.refs(), after);
     t.fsck();

@@ -360,9 +360,16 @@ fn a_finished_run_is_cleaned_up_then_done() {
         t.lib_completed("r1");
         let env = t.env();
         if state == "promoted" {
-            tabellio::lifecycle::promote::promote(&env, Some("r1"), false).expect("promote");
+            tabellio::lifecycle::promote::promote(
+                &env,
+                &tabellio::lifecycle::promote::PromoteOptions {
+                    run: Some("r1"),
+                    dry_run: false,
+                },
+            )
+            .expect("promote");
         } else {
-            tabellio::lifecycle::manage::abandon(&env, Some("r1"), Some("no")).expect("abandon");
+            tabellio::lifecycle::abandon::abandon(&env, Some("r1"), Some("no")).expect("abandon");
         }
         let s = expect(&t, "r1", "cleanup", false);
         assert_eq!(s.state.to_string(), state);
@@ -370,7 +377,11 @@ fn a_finished_run_is_cleaned_up_then_done() {
         assert_eq!(s.allowed_actions, ["cleanup"]);
         // An abandoned run's commits are on no other branch: deleting them takes --force.
         let force = state == "abandoned";
-        tabellio::lifecycle::manage::cleanup(&env, "r1", force).expect("cleanup");
+        tabellio::lifecycle::manage::cleanup(
+            &env,
+            &tabellio::lifecycle::manage::CleanupOptions { run: "r1", force },
+        )
+        .expect("cleanup");
         let s = expect(&t, "r1", "none", false);
         assert!(s.allowed_actions.is_empty());
     }

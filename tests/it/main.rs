@@ -2,6 +2,10 @@
 //! `git-tabellio` binary against real repositories, and the `lib_*` modules calling the library
 //! in-process (the quick suite: `cargo test --test it lib_`).
 
+// Some tests call libc directly (signals to real processes, a pseudo-terminal): the crate's
+// lint policy denies `unsafe` elsewhere (`Cargo.toml`, `[lints]`).
+#![allow(unsafe_code)]
+
 #[path = "../support/hermetic.rs"]
 mod hermetic;
 
@@ -18,6 +22,7 @@ mod harness;
 mod help;
 mod hooks;
 mod land;
+mod layers;
 mod ledger;
 mod lib_env;
 mod lib_evidence;

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use tabellio::lifecycle::manage;
+use tabellio::lifecycle::abandon;
 use tabellio::Result;
 
 use crate::cli::format::{run_json, short, to_json};
@@ -19,8 +19,8 @@ pub struct AbandonArgs {
 
 pub fn cmd_abandon(ctx: &Ctx, args: &AbandonArgs) -> Result<Output> {
     let env = ctx.env()?;
-    let o = manage::abandon(env, Some(&args.run), args.message.as_deref())?;
-    let from = manage::cleanup_from(&env.store, &env.cwd, o.workspace.as_deref());
+    let o = abandon::abandon(env, Some(&args.run), args.message.as_deref())?;
+    let from = tabellio::run::workspace::cleanup_from(&env.store, &env.cwd, o.workspace.as_deref());
     let id = &o.run.run_id;
     let (was, extra) = match &o.replaced_ledger {
         Some(r) => (
@@ -39,7 +39,7 @@ pub fn cmd_abandon(ctx: &Ctx, args: &AbandonArgs) -> Result<Output> {
     };
     let human = format!(
         "run {id} abandoned ({was}); `{}` removes its worktree and branch",
-        manage::cleanup_command(from.as_deref(), id, false)
+        tabellio::run::workspace::cleanup_command(from.as_deref(), id, false)
     );
     Ok(Output::new(
         run_json(&o.run, o.workspace.as_deref(), extra),

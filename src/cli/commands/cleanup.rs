@@ -18,7 +18,13 @@ pub struct CleanupArgs {
 }
 
 pub fn cmd_cleanup(ctx: &Ctx, args: &CleanupArgs) -> Result<Output> {
-    let o = manage::cleanup(ctx.env()?, &args.run, args.force)?;
+    let o = manage::cleanup(
+        ctx.env()?,
+        &manage::CleanupOptions {
+            run: &args.run,
+            force: args.force,
+        },
+    )?;
     let human = format!(
         "cleaned up run {}: {}{}{}",
         args.run,

@@ -29,7 +29,7 @@ pub fn cmd_evidence(ctx: &Ctx, args: &EvidenceArgs) -> Result<Output> {
         match &e.record {
             Some(r) => human.push_str(&format!(
                 "{} {:<16} {} {}{}\n",
-                color::stdout().status(&r.status, 9),
+                color::stdout().status(r.status.as_str(), 9),
                 r.check.name,
                 r.finished_at,
                 r.run_id.as_deref().unwrap_or("-"),

@@ -70,7 +70,14 @@ impl ChecksArgs {
 
 pub fn cmd_finish(ctx: &Ctx, args: &FinishArgs) -> Result<Output> {
     let sel = args.checks.selection();
-    let o = finish::finish(ctx.env()?, args.run.as_deref(), &sel, ctx.stream)?;
+    let o = finish::finish(
+        ctx.env()?,
+        &finish::FinishOptions {
+            run: args.run.as_deref(),
+            checks: &sel,
+            stream: ctx.stream,
+        },
+    )?;
     let mut human = evidence_lines(&o.evidence);
     let passed = o.passed();
     human.push_str(&format!(
@@ -95,7 +102,7 @@ pub fn cmd_finish(ctx: &Ctx, args: &FinishArgs) -> Result<Output> {
         if let Ok(st) = status::status(ctx.env()?, Some(&o.run.run_id)) {
             let next = st.next_action();
             human.push_str(&next_line(
-                &next.action,
+                next.action.as_str(),
                 if next.blocking { " (blocking)" } else { "" },
                 &next.reason,
                 next.command.as_deref(),

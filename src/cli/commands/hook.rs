@@ -12,16 +12,32 @@ use crate::cli::{Ctx, Output};
 #[derive(Debug, clap::Args)]
 pub struct HookArgs {
     /// The hook git is running.
-    #[arg(value_parser = ["reference-transaction", "pre-push", "pre-receive"])]
-    pub name: String,
+    pub name: HookArg,
     /// The hook's arguments, as git passes them.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub args: Vec<String>,
 }
 
+/// The hooks `hook` runs, as git names them.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum HookArg {
+    ReferenceTransaction,
+    PrePush,
+    PreReceive,
+}
+
+impl From<HookArg> for HookName {
+    fn from(h: HookArg) -> HookName {
+        match h {
+            HookArg::ReferenceTransaction => HookName::ReferenceTransaction,
+            HookArg::PrePush => HookName::PrePush,
+            HookArg::PreReceive => HookName::PreReceive,
+        }
+    }
+}
+
 pub fn cmd_hook(ctx: &Ctx, args: &HookArgs) -> Result<Output> {
-    let name = HookName::parse(&args.name)
-        .ok_or_else(|| Error::usage(format!("unknown hook {:?}", args.name)))?;
+    let name = HookName::from(args.name);
     let mut input = String::new();
     std::io::stdin()
         .read_to_string(&mut input)

@@ -78,7 +78,7 @@ pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
 /// One line per run.
 fn line(r: &RunLanding) -> String {
     let id = &r.run_id;
-    let restack = match r.restack.as_deref() {
+    let restack = match r.restack.map(|m| m.as_str()) {
         Some("replay") => " (replayed)",
         Some("squash") => " (squashed)",
         _ => "",
@@ -99,7 +99,7 @@ fn line(r: &RunLanding) -> String {
         Landing::Refused => format!("refused {id}: {}", r.reason.as_deref().unwrap_or("")),
         Landing::WouldLand => format!(
             "would land {id}{}{}",
-            match r.restack.as_deref() {
+            match r.restack.map(|m| m.as_str()) {
                 Some("none") => " as it is",
                 Some("squash") => " squashed",
                 _ => " replayed",

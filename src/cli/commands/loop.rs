@@ -116,14 +116,19 @@ pub fn cmd_loop(ctx: &Ctx, args: &LoopArgs) -> Result<Output> {
         human.push_str(&format!("\n{reason}"));
     }
     // The run's last attempt failed: where its output is.
-    if let Some(attempt) = o.run.attempts.last().filter(|a| a.status != "passed") {
+    if let Some(attempt) = o
+        .run
+        .attempts
+        .last()
+        .filter(|a| a.status != tabellio::model::run::AttemptStatus::Passed)
+    {
         human.push('\n');
         human.push_str(failure_lines(None, Some(&o.run.run_id), &attempt.commit).trim_end());
     }
     let next = &o.next_action;
     human.push('\n');
     human.push_str(&next_line(
-        &next.action,
+        next.action.as_str(),
         "",
         &next.reason,
         next.command.as_deref(),

@@ -65,7 +65,13 @@ pub fn cmd_plans(ctx: &Ctx, args: &PlansArgs) -> Result<Output> {
 }
 
 fn reconcile(ctx: &Ctx, r: &ReconcileArgs) -> Result<Output> {
-    let done = run_plans::reconcile(ctx.env()?, target(&r.target), r.commit)?;
+    let done = run_plans::reconcile(
+        ctx.env()?,
+        run_plans::ReconcileOptions {
+            target: target(&r.target),
+            commit: r.commit,
+        },
+    )?;
     let mut human = String::new();
     for m in &done.staged {
         human.push_str(&format!("staged earlier {} -> {}\n", m.from, m.to));

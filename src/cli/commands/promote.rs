@@ -25,7 +25,13 @@ pub fn cmd_promote(ctx: &Ctx, args: &PromoteArgs) -> Result<Output> {
     if let Some(remote) = &args.remote {
         return promote_remote(ctx, args, remote);
     }
-    let o = tabellio::lifecycle::promote::promote(ctx.env()?, args.run.as_deref(), args.dry_run)?;
+    let o = tabellio::lifecycle::promote::promote(
+        ctx.env()?,
+        &tabellio::lifecycle::promote::PromoteOptions {
+            run: args.run.as_deref(),
+            dry_run: args.dry_run,
+        },
+    )?;
     let human = if o.already_promoted {
         already_promoted(&o.run.run_id, &o.target, &o.new)
     } else {

@@ -73,7 +73,7 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
     human.push_str(&unreadable_ref_lines(&o.unreadable_refs));
     let next = &o.next_action;
     human.push_str(&next_line(
-        &next.action,
+        next.action.as_str(),
         if next.blocking { " (blocking)" } else { "" },
         &next.reason,
         next.command.as_deref(),
@@ -108,7 +108,7 @@ fn unreadable_status(u: &UnreadableRunStatus) -> Output {
     human.push_str(&unreadable_ref_lines(&u.unreadable_refs));
     let next = &u.next_action;
     human.push_str(&next_line(
-        &next.action,
+        next.action.as_str(),
         " (blocking)",
         &next.reason,
         next.command.as_deref(),

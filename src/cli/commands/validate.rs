@@ -3,7 +3,8 @@
 
 use serde_json::json;
 
-use tabellio::verify::{interrupt, validate::ValidateOptions};
+use tabellio::evidence::interrupt;
+use tabellio::verify::validate::ValidateOptions;
 use tabellio::Result;
 
 use super::finish::ChecksArgs;

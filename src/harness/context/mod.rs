@@ -223,8 +223,7 @@ pub fn integrity_of(packet: &ContextPacket) -> Result<String> {
 }
 
 fn to_json(packet: &ContextPacket) -> Result<Value> {
-    serde_json::to_value(packet)
-        .map_err(|e| Error::internal(format!("could not serialize the context packet: {e}")))
+    serde_json::to_value(packet).context(|| "could not serialize the context packet".to_string())
 }
 
 /// Build the packet of a run.
@@ -323,7 +322,7 @@ pub fn build(store: &Store, ledger: &Ledger, audience: Audience) -> Result<Conte
     crate::store::paths::LocalPaths::new(store, status.workspace.as_deref())
         .apply_json(&mut json, "task");
     let mut packet: ContextPacket = serde_json::from_value(json)
-        .map_err(|e| Error::internal(format!("could not read the scrubbed packet back: {e}")))?;
+        .context(|| "could not read the scrubbed packet back".to_string())?;
     packet.integrity = integrity_of(&packet)?;
     Ok(packet)
 }
@@ -332,7 +331,7 @@ pub fn build(store: &Store, ledger: &Ledger, audience: Audience) -> Result<Conte
 fn next_action_for(audience: Audience, status: &NextAction) -> NextActionSummary {
     match audience {
         Audience::Review => NextActionSummary {
-            action: status.action.clone(),
+            action: status.action.to_string(),
             blocking: status.blocking,
             command: status.command.clone(),
             reason: status.reason.clone(),
@@ -365,7 +364,7 @@ fn attempt_summary(run: &RunRecord, a: &Attempt) -> AttemptSummary {
         .map(|c| CheckSummary {
             exit_code: c.exit_code,
             name: c.name.clone(),
-            status: c.status.clone(),
+            status: c.status.to_string(),
         })
         .collect();
     if gate.is_some() {
@@ -498,9 +497,12 @@ fn plan_gate_of(run: &RunRecord, attempt: &Attempt) -> Option<String> {
             return Some(reason.to_string());
         }
     }
-    (attempt.status != "passed"
+    (attempt.status != crate::model::run::AttemptStatus::Passed
         && !attempt.checks.is_empty()
-        && attempt.checks.iter().all(|c| c.status == "passed"))
+        && attempt
+            .checks
+            .iter()
+            .all(|c| c.status == crate::model::evidence::CheckStatus::Passed))
     .then(|| format!("{PLAN_GATE}: the plans blocked completion (`git tabellio plans` names them)"))
 }
 
@@ -510,7 +512,8 @@ fn plan_gate_of(run: &RunRecord, attempt: &Attempt) -> Option<String> {
 fn last_failure(store: &Store, run: &RunRecord) -> Result<Option<LastFailure>> {
     let Some((attempt, gate)) = run.attempts.iter().rev().find_map(|a| {
         let gate = plan_gate_of(run, a);
-        (a.status != "passed" || gate.is_some()).then_some((a, gate))
+        (a.status != crate::model::run::AttemptStatus::Passed || gate.is_some())
+            .then_some((a, gate))
     }) else {
         return Ok(None);
     };
@@ -542,7 +545,11 @@ pub fn failing_excerpts(
     let tree = store.parse_oid(&attempt.tree)?;
     let records = records_for(store, commit, tree)?;
     let mut out = Vec::new();
-    for check in attempt.checks.iter().filter(|c| c.status != "passed") {
+    for check in attempt
+        .checks
+        .iter()
+        .filter(|c| c.status != crate::model::evidence::CheckStatus::Passed)
+    {
         let record = records
             .iter()
             .filter_map(|(_, r)| r.as_ref())
@@ -558,7 +565,7 @@ pub fn failing_excerpts(
             excerpt: record.map(|r| r.output.excerpt.clone()),
             exit_code: check.exit_code,
             name: check.name.clone(),
-            status: check.status.clone(),
+            status: check.status.to_string(),
             truncated: record.map(|r| r.output.truncated),
         });
     }
@@ -587,7 +594,7 @@ fn iteration_summary(h: &LoopIteration) -> IterationSummary {
             let mut failing: Vec<String> = e
                 .checks
                 .iter()
-                .filter(|c| c.status != "passed")
+                .filter(|c| c.status != crate::model::evidence::CheckStatus::Passed)
                 .map(|c| c.name.clone())
                 .collect();
             if e.plan_gate.is_some() || e.missing_evidence.iter().any(|m| m == PLAN_GATE) {

@@ -5,15 +5,16 @@
 //! `.tabellio/policy.json` (so no run drops its own checks by editing the policy, and none
 //! escapes the target's). Checks run in a temporary detached worktree (as `validate` runs
 //! them), never in a user's worktree; passing evidence on the same tree is reused instead of
-//! running (see [`crate::lifecycle::reuse`]). A failing stack is bisected over its prefixes.
+//! running (see [`crate::evidence::reuse`]). A failing stack is bisected over its prefixes.
 
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
+use crate::evidence::detached::{note_records, run_detached, Detached, DetachedRun};
 use crate::evidence::judge::{evaluate, Verdict};
 use crate::evidence::produce::ResolvedCheck;
 use crate::evidence::requirements::{under_trust, Requirement};
-use crate::evidence::reuse::{find_reusable, passing_on_commit, try_reuse, Reuse};
+use crate::evidence::reuse::{passing_on_commit, try_reuse, Reuse};
 use crate::evidence::sign::RecordSigner;
 use crate::model::policy::{self, DEFAULT_EXCERPT_BYTES};
 use crate::model::EvidenceRecord;
@@ -23,62 +24,13 @@ use crate::store::policy::{policy_at, Policies};
 use crate::store::publish::publish;
 use crate::store::replay;
 use crate::store::Store;
-use crate::trust::approval::{judge_restacked, judge_run_step};
-use crate::verify::validate::{note_records, run_detached, Detached, DetachedRun};
+use crate::trust::approval::judge_run_step;
+use crate::trust::carry::judge_restacked;
 
 use super::queue::Candidate;
+use super::required::requirements;
 use super::stack::{stack_one, Stacked, Unstacked};
 use super::{LandOptions, Landing};
-
-/// The required checks a stack of `runs` on `tip` is validated with, and the output cap.
-pub fn requirements(
-    store: &Store,
-    tip: gix::ObjectId,
-    runs: &[Candidate],
-) -> Result<Vec<ResolvedCheck>> {
-    let mut out: Vec<ResolvedCheck> = Vec::new();
-    let mut add = |at: gix::ObjectId| -> Result<()> {
-        let Some(policy) = policy_at(store, at)? else {
-            return Ok(());
-        };
-        for name in &policy.required {
-            let def = policy.checks.get(name).ok_or_else(|| {
-                Error::refused(format!(
-                    "the policy at {at} requires {name:?} but does not define it"
-                ))
-                .hint(format!("define it under \"checks\" in {}", policy::PATH))
-            })?;
-            if !out
-                .iter()
-                .any(|c| &c.name == name && c.def.digest() == def.digest())
-            {
-                out.push(ResolvedCheck {
-                    name: name.clone(),
-                    def: def.clone(),
-                });
-            }
-        }
-        Ok(())
-    };
-    add(tip)?;
-    for run in runs {
-        let before = store.read_file_at(run.base, policy::PATH)?;
-        if before != store.read_file_at(run.head, policy::PATH)? {
-            add(run.head)?;
-        }
-    }
-    Ok(out)
-}
-
-/// Does `tree` have passing, untampered evidence for every check?
-pub fn satisfied(store: &Store, tree: gix::ObjectId, checks: &[ResolvedCheck]) -> Result<bool> {
-    for check in checks {
-        if find_reusable(store, tree, check, None)?.is_none() {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
 
 /// Runs validations and counts what they cost.
 pub struct Checker<'s> {
@@ -219,7 +171,7 @@ impl<'s> Checker<'s> {
         if checks.is_empty() {
             // Nothing to validate with: only runs that land exactly as validated by `finish`
             // (no restack) may go, as `promote` lets them.
-            return Ok(runs.len() == 1 && top.mode == "none");
+            return Ok(runs.len() == 1 && top.mode == crate::model::land::RestackMode::None);
         }
         if !self.validate(top.head, Some(top.candidate.run_id()), &checks)? {
             return Ok(false);
@@ -266,7 +218,10 @@ pub struct Settled {
 /// since nothing says what its restacked tree must pass.
 fn refuse_unvalidatable(settled: &mut Settled, stack: Vec<Stacked>, tip: gix::ObjectId) {
     for s in stack {
-        if settled.accepted.is_empty() && s.mode == "none" && s.onto == tip {
+        if settled.accepted.is_empty()
+            && s.mode == crate::model::land::RestackMode::None
+            && s.onto == tip
+        {
             settled.accepted.push(s);
             continue;
         }

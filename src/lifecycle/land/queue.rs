@@ -2,8 +2,8 @@
 //! before anything is written.
 
 use crate::error::{Error, Result};
-use crate::lifecycle::promote::check_validated;
 use crate::model::RunState;
+use crate::run::promotion::check_validated;
 use crate::store::ledger::Ledger;
 use crate::store::replay::commits_since;
 use crate::store::Store;
@@ -214,7 +214,7 @@ fn completed_of(store: &Store, target: &str) -> Result<Vec<Ledger>> {
             .attempts
             .iter()
             .rev()
-            .find(|a| a.status == "passed")
+            .find(|a| a.status == crate::model::run::AttemptStatus::Passed)
             .map_or_else(|| l.record.updated_at.clone(), |a| a.at.clone())
     };
     out.sort_by(|a, b| {
@@ -236,7 +236,7 @@ pub fn already_landed(ledger: &Ledger) -> RunLanding {
             .landed
             .clone()
             .or_else(|| rec.promotion.as_ref().map(|p| p.new.clone())),
-        restack: rec.restack.as_ref().map(|r| r.mode.clone()),
+        restack: rec.restack.as_ref().map(|r| r.mode),
         base_before: rec.base.commit.clone(),
         base_after: rec.restack.as_ref().map(|r| r.base_after.clone()),
         paths: Vec::new(),

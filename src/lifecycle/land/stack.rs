@@ -2,21 +2,21 @@
 //! stack so far. Objects only; refs move in `write`.
 
 use crate::error::Result;
+use crate::model::land::RestackMode;
 use crate::store::replay::{
     self, would_replay_cleanly, would_squash_cleanly, Prediction, ReplayError, SquashRequest,
 };
 use crate::store::Store;
 
-use super::check::{requirements, satisfied};
 use super::queue::Candidate;
+use super::required::{requirements, satisfied};
 use super::{Landing, RunLanding};
 
 /// One run on the stack.
 #[derive(Debug, Clone)]
 pub struct Stacked {
     pub candidate: Candidate,
-    /// `none`, `replay` or `squash`.
-    pub mode: &'static str,
+    pub mode: RestackMode,
     /// What it was stacked on, and its new head.
     pub onto: gix::ObjectId,
     pub head: gix::ObjectId,
@@ -52,7 +52,7 @@ pub fn stack_one(
         }))
     };
     if onto == candidate.base && !squash {
-        return stacked("none", candidate.head);
+        return stacked(RestackMode::None, candidate.head);
     }
     let rec = &candidate.ledger.record;
     let result = if squash {
@@ -63,10 +63,10 @@ pub fn stack_one(
             summary: &rec.task.summary,
             run_id: &rec.run_id,
         };
-        replay::squash(store, &request, committer).map(|s| ("squash", s.commit))
+        replay::squash(store, &request, committer).map(|s| (RestackMode::Squash, s.commit))
     } else {
         replay::replay(store, &candidate.commits, candidate.base, onto, committer)
-            .map(|r| ("replay", r.tip))
+            .map(|r| (RestackMode::Replay, r.tip))
     };
     match result {
         Ok((mode, head)) => stacked(mode, head),
@@ -121,18 +121,18 @@ pub fn dry_run(
             would_replay_cleanly(store, &c.commits, c.base, tip)?
         };
         let mode = if plain {
-            "none"
+            RestackMode::None
         } else if squash {
-            "squash"
+            RestackMode::Squash
         } else {
-            "replay"
+            RestackMode::Replay
         };
         let mut result = RunLanding {
             run_id: rec.run_id.clone(),
             result: Landing::WouldLand,
             state: rec.state,
             landed: plain.then(|| c.head.to_string()),
-            restack: Some(mode.into()),
+            restack: Some(mode),
             base_before: rec.base.commit.clone(),
             base_after: Some(tip.to_string()),
             paths: Vec::new(),

@@ -4,11 +4,12 @@
 use std::path::PathBuf;
 
 use crate::error::Result;
-use crate::lifecycle::promote::{check_target_worktree, checkout};
 use crate::model::land::{LandAttempt, Restack};
 use crate::model::run::Promotion;
 use crate::model::{time, RunState};
 use crate::run::advance;
+use crate::run::promotion::check_target_worktree;
+use crate::store::checkout;
 use crate::store::ledger::{self, Ledger};
 use crate::store::tx::{self, Cas, TxError};
 use crate::store::Store;
@@ -162,7 +163,7 @@ pub fn promoted(
     });
     next.landed = Some(s.head.to_string());
     next.restack = Some(Restack {
-        mode: s.mode.into(),
+        mode: s.mode,
         base_before: rec.base.commit.clone(),
         base_after: s.onto.to_string(),
         head_before: s.candidate.head.to_string(),
@@ -182,7 +183,7 @@ pub fn results(store: &Store, target: &str, settled: Settled) -> Result<Vec<RunL
             result: Landing::Landed,
             state: RunState::Promoted,
             landed: Some(s.head.to_string()),
-            restack: Some(s.mode.into()),
+            restack: Some(s.mode),
             base_before: s.candidate.ledger.record.base.commit.clone(),
             base_after: Some(s.onto.to_string()),
             paths: Vec::new(),

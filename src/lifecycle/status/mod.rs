@@ -3,13 +3,11 @@
 //!
 //! [`observe`] reads the ledger and the live repository into plain values; [`next_action`]
 //! decides on them without reading anything. A ref of ours that cannot be read (a ledger or a
-//! notes ref at a blob or a tree) is reported by [`unreadable`] with its repair, never a reason
+//! notes ref at a blob or a tree) is reported by [`crate::run::unreadable`] with its repair, never a reason
 //! for status to fail.
 
-pub mod divergence;
 pub mod next_action;
 pub mod observe;
-pub mod unreadable;
 
 use std::path::{Path, PathBuf};
 
@@ -22,8 +20,8 @@ use crate::store::ledger::Ledger;
 use crate::store::remote::fetch::NOTES_PREFIX;
 use crate::store::Store;
 
+pub use crate::run::unreadable::UnreadableRef;
 pub use next_action::{loop_next_action, LiveState, NextAction};
-pub use unreadable::UnreadableRef;
 
 use observe::EvidenceNotes;
 
@@ -44,7 +42,7 @@ pub struct StatusOutcome {
     pub approval_needed: Option<Vec<String>>,
     /// Where the run's ledger, the shared notes or the target differ from a remote's copy, as
     /// far as the last fetch knows, each with its fix.
-    pub sync_divergence: Vec<divergence::Divergence>,
+    pub sync_divergence: Vec<crate::store::divergence::Divergence>,
     /// Notes refs that cannot be read, each with its repair; empty when all read.
     pub unreadable_refs: Vec<UnreadableRef>,
 }
@@ -98,7 +96,7 @@ fn status_now(env: &Env, run: Option<&str>) -> Result<StatusReport> {
             if crate::run::valid_run_id(&id).is_err() {
                 return Err(e);
             }
-            return match unreadable::diagnose_ledger(&env.store, &id)? {
+            return match crate::run::unreadable::diagnose_ledger(&env.store, &id)? {
                 Some(bad) => Ok(StatusReport::Unreadable(unreadable_run(env, &bad)?)),
                 None => Err(e),
             };
@@ -121,18 +119,21 @@ fn run_here(env: &Env) -> Option<String> {
     })
 }
 
-fn unreadable_run(env: &Env, bad: &unreadable::UnreadableLedger) -> Result<UnreadableRunStatus> {
+fn unreadable_run(
+    env: &Env,
+    bad: &crate::run::unreadable::UnreadableLedger,
+) -> Result<UnreadableRunStatus> {
     let store = &env.store;
     let ledger_ref = bad.report(store);
     let next_action = NextAction {
-        action: "repair".into(),
+        action: next_action::Action::Repair,
         blocking: true,
         reason: match bad.damage {
-            unreadable::LedgerDamage::NotALedger => format!(
+            crate::run::unreadable::LedgerDamage::NotALedger => format!(
                 "{}; nothing in it says what the run was: restore the ledger, or give the run up (`abandon` records it as abandoned in a fresh ledger, `cleanup --force` removes its worktree and branch)",
                 bad.error_message
             ),
-            unreadable::LedgerDamage::UnusableRecord => format!(
+            crate::run::unreadable::LedgerDamage::UnusableRecord => format!(
                 "{}; restore the ledger, or remove the run (`cleanup --force` removes its worktree and branch, `git update-ref -d` its ledger)",
                 bad.error_message
             ),
@@ -140,12 +141,14 @@ fn unreadable_run(env: &Env, bad: &unreadable::UnreadableLedger) -> Result<Unrea
         command: ledger_ref.repair.first().cloned(),
     };
     let allowed_actions = match bad.damage {
-        unreadable::LedgerDamage::NotALedger => vec!["abandon".into(), "cleanup".into()],
-        unreadable::LedgerDamage::UnusableRecord => vec!["cleanup".into()],
+        crate::run::unreadable::LedgerDamage::NotALedger => {
+            vec!["abandon".into(), "cleanup".into()]
+        }
+        crate::run::unreadable::LedgerDamage::UnusableRecord => vec!["cleanup".into()],
     };
     let usual = store.worktree_root()?.join(&bad.run_id);
     let mut refs = vec![ledger_ref];
-    refs.extend(unreadable::notes_refs(store)?);
+    refs.extend(crate::run::unreadable::notes_refs(store)?);
     Ok(UnreadableRunStatus {
         run_id: bad.run_id.clone(),
         workspace: std::fs::symlink_metadata(&usual).is_ok().then_some(usual),
@@ -164,7 +167,7 @@ pub fn status_of(store: &Store, ledger: &Ledger) -> Result<StatusOutcome> {
 /// worktree).
 fn status_at(store: &Store, ledger: &Ledger, cwd: Option<&Path>) -> Result<StatusOutcome> {
     let run = &ledger.record;
-    let broken_notes = unreadable::notes_refs(store)?;
+    let broken_notes = crate::run::unreadable::notes_refs(store)?;
     let evidence_notes = if broken_notes
         .iter()
         .any(|r| r.name == crate::store::notes::EVIDENCE)
@@ -181,7 +184,7 @@ fn status_at(store: &Store, ledger: &Ledger, cwd: Option<&Path>) -> Result<Statu
         // comes first, and only what needs no notes is offered meanwhile.
         allowed.retain(|a| a == "abandon" || a == "cleanup");
         next_action = NextAction {
-            action: "repair".into(),
+            action: next_action::Action::Repair,
             blocking: true,
             reason: format!(
                 "{}; the commands that read or write {} refuse until it is repaired",
@@ -213,10 +216,10 @@ fn status_at(store: &Store, ledger: &Ledger, cwd: Option<&Path>) -> Result<Statu
         plans: seen
             .worktree
             .as_ref()
-            .and_then(|w| crate::lifecycle::plans::report_if_any(&w.path))
+            .and_then(|w| crate::plans::gate::report_if_any(&w.path))
             .map(|r| r.to_json()),
         live: seen.live,
-        sync_divergence: divergence::divergences(store, run)?,
+        sync_divergence: crate::store::divergence::divergences(store, run)?,
         unreadable_refs: broken_notes,
     })
 }

@@ -34,9 +34,75 @@ pub struct LiveState {
     pub worktree_broken: Option<String>,
 }
 
+/// What to do next: the `action` of a [`NextAction`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Abandon,
+    Approve,
+    Cleanup,
+    Commit,
+    Edit,
+    Elsewhere,
+    #[serde(rename = "fix-policy")]
+    FixPolicy,
+    Finish,
+    Land,
+    Loop,
+    None,
+    Plans,
+    Promote,
+    Repair,
+    Restart,
+    Review,
+    #[serde(rename = "unblock-promote")]
+    UnblockPromote,
+    Start,
+    #[serde(rename = "switch-branch")]
+    SwitchBranch,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Abandon => "abandon",
+            Action::Approve => "approve",
+            Action::Cleanup => "cleanup",
+            Action::Commit => "commit",
+            Action::Edit => "edit",
+            Action::Elsewhere => "elsewhere",
+            Action::FixPolicy => "fix-policy",
+            Action::Finish => "finish",
+            Action::Land => "land",
+            Action::Loop => "loop",
+            Action::None => "none",
+            Action::Plans => "plans",
+            Action::Promote => "promote",
+            Action::Repair => "repair",
+            Action::Restart => "restart",
+            Action::Review => "review",
+            Action::UnblockPromote => "unblock-promote",
+            Action::Start => "start",
+            Action::SwitchBranch => "switch-branch",
+        }
+    }
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for Action {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct NextAction {
-    pub action: String,
+    pub action: Action,
     /// True when something must be fixed before the action can succeed.
     pub blocking: bool,
     pub reason: String,
@@ -73,15 +139,15 @@ pub struct Conditions {
     /// worktree, which cleanup removes; `None` when the plain command works where it runs.
     pub cleanup_from: Option<String>,
     /// The run's start was killed inside its ref transaction: the stale lock on its branch
-    /// (see [`crate::lifecycle::start::torn_start_lock`]).
+    /// (see [`crate::run::workspace::torn_start_lock`]).
     pub torn_start_lock: Option<String>,
     /// The guarded paths the run changes without an approval of its head's tree.
     pub approval_needed: Option<Vec<String>>,
 }
 
-fn next(action: &str, blocking: bool, reason: String, command: Option<String>) -> NextAction {
+fn next(action: Action, blocking: bool, reason: String, command: Option<String>) -> NextAction {
     NextAction {
-        action: action.into(),
+        action,
         blocking,
         reason,
         command,
@@ -95,10 +161,10 @@ pub fn next_action(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAct
     if run.state.is_terminal() {
         return if live.worktree_exists || c.branch_exists || live.worktree_broken.is_some() {
             next(
-                "cleanup",
+                Action::Cleanup,
                 false,
                 format!("the run is {}; its worktree and branch can go", run.state),
-                Some(crate::lifecycle::manage::cleanup_command(
+                Some(crate::run::workspace::cleanup_command(
                     c.cleanup_from.as_deref(),
                     id,
                     live.worktree_broken.is_some(),
@@ -106,7 +172,7 @@ pub fn next_action(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAct
             )
         } else {
             next(
-                "none",
+                Action::None,
                 false,
                 format!("the run is {} and cleaned up", run.state),
                 None,
@@ -115,7 +181,7 @@ pub fn next_action(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAct
     }
     if let Some(lock) = &c.torn_start_lock {
         return next(
-            "start",
+            Action::Start,
             true,
             format!(
                 "the start of {id} was interrupted inside its ref transaction: the ledger was written, the branch {} was not, and its lock {lock} is left behind; starting the run again removes the stale lock and starts it afresh",
@@ -128,7 +194,7 @@ pub fn next_action(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAct
         // Runs travel with `sync`, run branches do not: a missing branch may live on another
         // machine. Nothing destructive is suggested.
         return next(
-            "elsewhere",
+            Action::Elsewhere,
             true,
             format!(
                 "the run branch {} is not in this repository: the run lives on another machine (runs travel with sync, branches do not), or the branch was deleted",
@@ -139,7 +205,7 @@ pub fn next_action(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAct
     }
     if !live.worktree_exists && run.state != RunState::Completed {
         return next(
-            "abandon",
+            Action::Abandon,
             true,
             match &live.worktree_broken {
                 Some(why) => format!(
@@ -152,7 +218,7 @@ pub fn next_action(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAct
     }
     if let Some(other) = &live.branch_switched {
         return next(
-            "switch-branch",
+            Action::SwitchBranch,
             true,
             format!(
                 "the run worktree has {other} checked out instead of {}",
@@ -168,7 +234,7 @@ pub fn next_action(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAct
         // A loop killed or interrupted mid-iteration leaves the agent's changes uncommitted on
         // purpose: its `collect` phase commits them on resume, so resuming is the next action.
         return next(
-            "commit",
+            Action::Commit,
             true,
             "the run worktree has uncommitted changes".into(),
             Some(format!("git -C {wt} add -A && git -C {wt} commit")),
@@ -179,7 +245,7 @@ pub fn next_action(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAct
     }
     if let Some(err) = &live.policy_error {
         return next(
-            "fix-policy",
+            Action::FixPolicy,
             true,
             format!("the policy at the run head cannot be used: {err}"),
             None,
@@ -202,21 +268,21 @@ fn by_state(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
     let id = &run.run_id;
     match run.state {
         RunState::Looping => next(
-            "loop",
+            Action::Loop,
             false,
             "a loop was interrupted; resume it".into(),
             Some(format!("git tabellio loop {id} --resume")),
         ),
         RunState::Completed => completed(run, live, c),
         _ if live.head.as_deref() == Some(run.base.commit.as_str()) => next(
-            "commit",
+            Action::Commit,
             false,
             "no commits on the run branch yet; do the work in the run worktree".into(),
             None,
         ),
         RunState::ValidationFailed => match &c.plan_faults {
             Some(faults) => next(
-                "plans",
+                Action::Plans,
                 true,
                 format!("the plans block completion: {}", faults.summary),
                 if faults.misplaced {
@@ -226,14 +292,14 @@ fn by_state(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
                 },
             ),
             None => next(
-                "finish",
+                Action::Finish,
                 false,
                 "the last validation failed; fix, commit, then finish again".into(),
                 Some(finish_command(run, c)),
             ),
         },
         RunState::Blocked => next(
-            "finish",
+            Action::Finish,
             true,
             format!(
                 "the run is blocked: {}",
@@ -242,7 +308,7 @@ fn by_state(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
             Some(finish_command(run, c)),
         ),
         _ => next(
-            "finish",
+            Action::Finish,
             false,
             "validate the run head".into(),
             Some(finish_command(run, c)),
@@ -255,7 +321,7 @@ fn completed(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
     let id = &run.run_id;
     if live.head_changed_since_validation {
         return next(
-            "finish",
+            Action::Finish,
             true,
             "the run branch changed after validation; validate the new head".into(),
             Some(finish_command(run, c)),
@@ -263,7 +329,7 @@ fn completed(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
     }
     if live.target_deleted {
         return next(
-            "restart",
+            Action::Restart,
             true,
             format!("the target {} no longer exists", run.base.reference),
             None,
@@ -272,14 +338,14 @@ fn completed(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
     if interrupted_promotion(run, live) {
         if let Some(why) = &c.promote_refused {
             return next(
-                "unblock-promote",
+                Action::UnblockPromote,
                 true,
                 format!("a promotion was interrupted, and completing it would be refused: {why}"),
                 None,
             );
         }
         return next(
-            "promote",
+            Action::Promote,
             false,
             format!(
                 "{} already points at the validated commit: a promotion was interrupted before it recorded itself; promote completes it",
@@ -290,7 +356,7 @@ fn completed(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
     }
     if let Some(tip) = live.target_moved.as_ref().filter(|_| c.lands_cleanly) {
         return next(
-            "land",
+            Action::Land,
             false,
             format!(
                 "the target {} moved to {tip} since the run started; the run replays cleanly onto it: land restacks it, validates the result and moves the target",
@@ -301,7 +367,7 @@ fn completed(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
     }
     if let Some(tip) = &live.target_moved {
         return next(
-            "restart",
+            Action::Restart,
             true,
             format!(
                 "the target {} moved to {tip} since the run started and the run does not replay cleanly onto it ({}); the change goes on in a new run from the new tip",
@@ -318,7 +384,7 @@ fn completed(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
     }
     if !c.missing.is_empty() {
         return next(
-            "finish",
+            Action::Finish,
             true,
             format!(
                 "evidence is missing or invalid for: {}",
@@ -329,7 +395,7 @@ fn completed(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
     }
     if let Some(paths) = &c.approval_needed {
         return next(
-            "approve",
+            Action::Approve,
             true,
             format!(
                 "the run changes guarded paths, which a person must approve: {}",
@@ -342,13 +408,13 @@ fn completed(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
     // status never says "promote" when promote would refuse.
     match &c.promote_refused {
         None => next(
-            "promote",
+            Action::Promote,
             false,
             format!("validated; promote moves {} to it", run.base.reference),
             Some(format!("git tabellio promote {id}")),
         ),
         Some(why) => next(
-            "unblock-promote",
+            Action::UnblockPromote,
             true,
             format!("promote would be refused: {why}"),
             None,
@@ -417,17 +483,19 @@ fn loop_pending(run: &RunRecord) -> bool {
 
 /// The blocked-loop table: what to do with a run a loop left blocked, by why the harness
 /// stopped (`None`: it did not say). Returns the action and the command to run.
-pub fn blocked_loop_step(run_id: &str, stop: Option<HarnessStop>) -> (&'static str, String) {
+pub fn blocked_loop_step(run_id: &str, stop: Option<HarnessStop>) -> (Action, String) {
     match stop {
-        Some(HarnessStop::Interrupted) => ("loop", format!("git tabellio loop {run_id} --resume")),
+        Some(HarnessStop::Interrupted) => {
+            (Action::Loop, format!("git tabellio loop {run_id} --resume"))
+        }
         Some(HarnessStop::ExecutorFailure) => (
-            "loop",
+            Action::Loop,
             format!("git tabellio loop {run_id} -- <a working agent command>"),
         ),
         // The harness could not go on (e.g. the agent broke the policy): fix the run head in
         // the worktree, commit, and validate it.
-        Some(HarnessStop::Error) => ("finish", format!("git tabellio finish {run_id}")),
-        _ => ("review", format!("git tabellio context {run_id}")),
+        Some(HarnessStop::Error) => (Action::Finish, format!("git tabellio finish {run_id}")),
+        _ => (Action::Review, format!("git tabellio context {run_id}")),
     }
 }
 
@@ -494,7 +562,7 @@ mod tests {
 
     fn decide(rec: &RunRecord, live: &LiveState, c: &Conditions) -> (String, bool, Option<String>) {
         let a = next_action(rec, live, c);
-        (a.action, a.blocking, a.command)
+        (a.action.to_string(), a.blocking, a.command)
     }
 
     #[test]
@@ -621,10 +689,8 @@ mod tests {
             assert!(a.blocking);
             assert_eq!(a.command.as_deref(), Some(command));
             assert_eq!(a.reason, "the loop stopped here");
-            assert_eq!(
-                blocked_loop_step("r1", Some(stop)),
-                (action, command.to_string())
-            );
+            let (step, step_command) = blocked_loop_step("r1", Some(stop));
+            assert_eq!((step.as_str(), step_command.as_str()), (action, command));
         }
         assert_eq!(blocked_loop_step("r1", None).0, "review");
         // Blocked without a loop: validate again.

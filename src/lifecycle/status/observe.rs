@@ -82,7 +82,7 @@ fn head_evidence(
                     _ => out.missing.push(v.name),
                 }
             }
-            if let Some(report) = crate::lifecycle::plans::gate_report(store, h)? {
+            if let Some(report) = crate::plans::gate::gate_report(store, h)? {
                 out.missing.push("plan-hygiene".into());
                 out.plan_faults = Some(report);
             }
@@ -157,7 +157,7 @@ pub fn observe(
         worktree_broken,
     };
     let torn_start_lock = match branch_tip {
-        None => crate::lifecycle::start::torn_start_lock(store, ledger)?
+        None => crate::run::workspace::torn_start_lock(store, ledger)?
             .map(|lock| crate::error::shell_path(&lock)),
         Some(_) => None,
     };
@@ -168,17 +168,16 @@ pub fn observe(
             .is_some_and(|h| matches!(crate::store::policy::policy_at(store, h), Ok(Some(_)))),
         missing: evidence.missing,
         plan_faults: evidence.plan_faults.map(|report| PlanFaults {
-            summary: crate::lifecycle::plans::fault_summary(&report),
+            summary: crate::plans::gate::fault_summary(&report),
             misplaced: report.with_class(PlanClass::Misplaced).next().is_some(),
         }),
         approval_needed: approval_needed(store, run, head, target_tip),
         promote_refused: promote_refused(store, ledger),
         lands_cleanly: run.state == RunState::Completed
             && live.target_moved.is_some()
-            && crate::lifecycle::land::would_land(store, run).unwrap_or(false),
-        cleanup_from: cwd.and_then(|cwd| {
-            crate::lifecycle::manage::cleanup_from(store, cwd, workspace.as_deref())
-        }),
+            && crate::store::replay::would_land(store, run).unwrap_or(false),
+        cleanup_from: cwd
+            .and_then(|cwd| crate::run::workspace::cleanup_from(store, cwd, workspace.as_deref())),
         // Commands for a person to copy: the path is one shell word.
         workspace: workspace
             .as_ref()
@@ -201,7 +200,7 @@ fn promote_refused(store: &Store, ledger: &Ledger) -> Option<String> {
     if ledger.record.state != RunState::Completed {
         return None;
     }
-    let e = Error::from(crate::lifecycle::promote::plan(store, ledger.clone()).err()?);
+    let e = Error::from(crate::run::promotion::plan(store, ledger.clone()).err()?);
     Some(match &e.hint {
         Some(h) => format!("{} ({h})", e.message),
         None => e.message,

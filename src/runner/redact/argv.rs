@@ -6,7 +6,8 @@
 
 use std::path::Path;
 
-use super::rules::{names_secret, Finder, FlagValue, ToolFlag, RULES};
+use super::names::{names_secret, FlagValue, ToolFlag};
+use super::rules::{Finder, RULES};
 use super::{Redactor, MIN_ARGV_SECRET_CHARS, REDACTED};
 
 /// What one argument of a command line is, as far as secrets go.

@@ -12,11 +12,12 @@
 
 use std::os::unix::ffi::OsStringExt;
 
+use names::SECRET_WORDS;
 use patterns::orphan_pem_end;
-use rules::SECRET_WORDS;
 pub use rules::{Rule, RULES};
 
 mod argv;
+mod names;
 mod patterns;
 #[cfg(test)]
 mod properties;

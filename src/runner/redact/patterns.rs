@@ -4,7 +4,7 @@
 //! flags. Each returns the byte range to replace for a secret found at one position, or `None`.
 
 use super::argv::scan_tool_flags;
-use super::rules::{names_secret, ToolFlag};
+use super::names::{names_secret, ToolFlag};
 use super::Edge;
 
 const PEM_BEGIN: &[u8] = b"-----BEGIN ";

@@ -7,49 +7,12 @@
 //! command line); the rules that take a value from the *next* argument of a command line are
 //! also read by [`super::argv`]'s scanner.
 
+use super::names::{FlagValue, ToolFlag};
 use super::patterns::{
     assignment, authorization, bearer, cloud_secret_key, option_value, pem_block, tool_flag,
     url_password, TokenFormat,
 };
 use super::Edge;
-
-/// The words a secret's name is made of. An environment variable is secret when its name
-/// contains one (`PGPASSWORD`, `MY_KEYS`); an option or an assignment when one of its words
-/// (split at `-`, `_`, `.`) ends in one (`--api-key`, `--authtoken`, `db.password=`), so that
-/// `--keyboard` is not.
-pub(super) const SECRET_WORDS: [&str; 5] = ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY"];
-
-/// Whether an option or assignment name (leading dashes ignored) names a secret.
-pub(super) fn names_secret(name: &str) -> bool {
-    name.trim_start_matches('-')
-        .split(['-', '_', '.'])
-        .any(|word| {
-            let word = word.to_ascii_uppercase();
-            SECRET_WORDS.iter().any(|secret| word.ends_with(secret))
-        })
-}
-
-/// How a tool takes its password flag's value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum FlagValue {
-    /// Only attached (`-pPASSWORD`): the next argument is something else (`mysql -p db`
-    /// prompts for the password of database `db`).
-    Attached,
-    /// Attached, or as the next argument.
-    AttachedOrNext,
-}
-
-/// A password flag of a known command-line tool. It counts after an argument whose file name
-/// is one of `tools` (so also after `env`, `sudo`, `timeout` or a path).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct ToolFlag {
-    pub tools: &'static [&'static str],
-    /// Short (`-p`: value attached directly) or long (`--user`: value attached after `=`).
-    pub flags: &'static [&'static str],
-    pub value: FlagValue,
-    /// The value is `user:password`; only the password is secret.
-    pub user_colon: bool,
-}
 
 /// How a rule finds its secret in a text.
 #[derive(Debug, Clone, Copy)]
@@ -455,6 +418,7 @@ pub const RULES: &[Rule] = &[
 mod tests {
     use super::super::{Redactor, REDACTED};
     use super::*;
+    use crate::runner::redact::names::names_secret;
 
     fn strings(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()

@@ -4,6 +4,12 @@
 //! A ledger moves only by compare-and-swap on its tip, together with the notes that belong to
 //! the transition, in one transaction ([`crate::store::publish`]).
 
+pub mod actor;
+pub mod promotion;
+pub mod unreadable;
+pub mod views;
+pub mod workspace;
+
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -141,4 +147,11 @@ pub fn advance(
     );
     publish(store, Some(cas), notes, &message)?;
     Ok(Ledger { tip, record: next })
+}
+
+/// `Some(x)` when `x` is a non-empty string.
+pub fn non_empty(s: Option<&str>) -> Option<String> {
+    s.map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
 }

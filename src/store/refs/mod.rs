@@ -217,8 +217,7 @@ pub(super) fn symbolic_target(
 ) -> Result<Option<String>> {
     match format {
         RefFormat::Files => {
-            let reference = exactly(repo, name)
-                .map_err(|e| Error::internal(format!("could not read {name}: {e}")))?;
+            let reference = exactly(repo, name).context(|| format!("could not read {name}"))?;
             Ok(match reference.as_ref().map(|r| r.target()) {
                 Some(gix::refs::TargetRef::Symbolic(next)) => Some(next.as_bstr().to_string()),
                 _ => None,
@@ -443,7 +442,7 @@ fn git(repo: &gix::Repository, args: &[&str]) -> Result<git_cli::GitOutput> {
 
 fn parse_oid(repo: &gix::Repository, hex: &str) -> Result<gix::ObjectId> {
     let id = gix::ObjectId::from_hex(hex.trim().as_bytes())
-        .map_err(|e| Error::internal(format!("git printed {hex:?}, not an object id: {e}")))?;
+        .context(|| format!("git printed {hex:?}, not an object id"))?;
     if id.kind() != repo.object_hash() {
         return Err(Error::internal(format!(
             "git printed the {} id {id} in a {} repository",

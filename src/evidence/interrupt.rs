@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::{Context, Result};
 use crate::sys::signals::Forwarding;
 pub use crate::sys::signals::{flag, received, reraise, Guard};
 
@@ -21,5 +21,5 @@ const GRACE: Duration = Duration::from_secs(2);
 /// Install the handlers and start forwarding; dropping the guard restores the previous ones.
 pub fn install() -> Result<Guard> {
     Guard::install(Forwarding::UntilDropped { grace: GRACE })
-        .map_err(|e| Error::internal(format!("could not install the signal handlers: {e}")))
+        .context(|| "could not install the signal handlers".to_string())
 }

@@ -67,7 +67,7 @@ pub fn foreign_to_move(
             }
             Ok(md) if md.file_type().is_symlink() => std::fs::read_link(&file)
                 .map(|t| t.as_os_str().as_encoded_bytes().to_vec())
-                .map_err(|e| Error::internal(format!("could not read {}: {e}", file.display())))?,
+                .context(|| format!("could not read {}", file.display()))?,
             // A directory where the old tree had a file the new one drops: the move made it.
             Ok(md) if md.is_dir() => {
                 if n.is_some() {
@@ -123,8 +123,7 @@ fn partly_written(
     if md.len() >= blob.data.len() as u64 {
         return Ok(false); // complete: judged by its content, as any other
     }
-    let on_disk = std::fs::read(file)
-        .map_err(|e| Error::internal(format!("could not read {}: {e}", file.display())))?;
+    let on_disk = std::fs::read(file).context(|| format!("could not read {}", file.display()))?;
     Ok(blob.data.starts_with(&on_disk))
 }
 

@@ -15,6 +15,7 @@
 mod check;
 mod queue;
 mod remote;
+mod required;
 mod stack;
 mod write;
 
@@ -105,7 +106,7 @@ pub struct RunLanding {
     /// nothing has to be restacked.
     pub landed: Option<String>,
     /// `none`, `replay` or `squash`.
-    pub restack: Option<String>,
+    pub restack: Option<crate::model::land::RestackMode>,
     /// The run's frozen base and the tip it was stacked on.
     pub base_before: String,
     pub base_after: Option<String>,
@@ -181,7 +182,7 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
     // refuses the whole command.
     let first = queue::resolve(store, &target, &opts.runs)?;
     outcome.runs.extend(first.already);
-    let squash = opts.squash || squash_by_policy(store, &target)?;
+    let squash = opts.squash || crate::store::policy::squash_at(store, &target)?;
     if opts.dry_run {
         let results = stack::dry_run(store, &target, &first.candidates, squash)?;
         outcome.runs.extend(results);
@@ -218,14 +219,6 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         outcome.new = store.ref_target(&target)?.map(|o| o.to_string());
     }
     Ok(outcome)
-}
-
-/// Does the policy at the target's tip ask for squashed landings (`"land": {"squash": true}`)?
-fn squash_by_policy(store: &Store, target: &str) -> Result<bool> {
-    let Some(tip) = store.ref_target(target)? else {
-        return Ok(false);
-    };
-    Ok(crate::store::policy::policy_at(store, tip)?.is_some_and(|p| p.land.squash))
 }
 
 /// One batch, rebuilt on the new tip whenever the target (or a ledger) moved underneath.
@@ -265,34 +258,4 @@ fn land_batch(
         "{last_moved} kept moving while landing: gave up after {ROUNDS} rounds"
     ))
     .hint("other writers are moving it; run `git tabellio land` again"))
-}
-
-/// Would `land` take this completed run onto its target's current tip? True when the tip's
-/// policy requires checks (so a restack can be validated) and the run's commits replay cleanly
-/// onto the tip (or squash cleanly, when that policy squashes). Used by `status` to say `land`
-/// instead of `restart`; it predicts in memory and writes nothing.
-pub fn would_land(store: &Store, run: &crate::model::RunRecord) -> Result<bool> {
-    use crate::store::replay::{commits_since, would_replay_cleanly, would_squash_cleanly};
-    let (Some(tip), Some(head)) = (
-        store.ref_target(&run.base.reference)?,
-        store.ref_target(&run.branch)?,
-    ) else {
-        return Ok(false);
-    };
-    if check::requirements(store, tip, &[])?.is_empty() {
-        return Ok(false);
-    }
-    let base = store.parse_oid(&run.base.commit)?;
-    let prediction = if squash_by_policy(store, &run.base.reference)? {
-        would_squash_cleanly(store, base, head, tip)
-    } else {
-        commits_since(store, base, head)
-            .and_then(|commits| would_replay_cleanly(store, &commits, base, tip))
-    };
-    // A run that cannot be restacked at all (merge commits, rewritten away from its base) is
-    // not one `land` would take either.
-    Ok(matches!(
-        prediction,
-        Ok(crate::store::replay::Prediction::Clean { .. })
-    ))
 }

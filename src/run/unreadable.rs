@@ -53,6 +53,15 @@ pub enum LedgerDamage {
     UnusableRecord,
 }
 
+/// The ledger ref of `id` when it exists and cannot be read (a blob, a tree, an unrelated
+/// commit, a record this version cannot use); `None` for a readable, missing or invalid one.
+pub fn unreadable_ledger(store: &Store, id: &str) -> Result<Option<UnreadableLedger>> {
+    if super::valid_run_id(id).is_err() {
+        return Ok(None);
+    }
+    diagnose_ledger(store, id)
+}
+
 /// What `id` (a valid run id) has for a ledger when it exists and is refused when read; `None`
 /// when it reads, or there is no such run. A damaged object is the reader's own error.
 pub fn diagnose_ledger(store: &Store, id: &str) -> Result<Option<UnreadableLedger>> {

@@ -1,69 +1,27 @@
-//! `promote`: move the run's target branch to exactly the validated commit, fast-forward only,
-//! compare-and-swap, in the same ref transaction as the ledger's `promoted` record.
-//!
-//! Every precondition is checked before the first write; the ledger's word on validation is
-//! never trusted by itself (the evidence is re-read from notes and its digests re-checked).
-//! A target checked out in some worktree is moved together with that worktree's index and
-//! files while the transaction's locks are held, so nobody can move the target or the ledger
-//! in between; if the files cannot be moved, they are put back and the transaction is dropped.
+//! The preconditions of promotion, shared by `promote`, `land`, `status` and `promote
+//! --remote`: the run is completed, its branch is at the validated commit, its evidence is
+//! re-read from the notes and its digests re-checked (the ledger alone is never trusted), a
+//! change to guarded paths is approved, and the target can move (at the base, not locked, a
+//! checked-out target clean and movable). Nothing here writes.
 
-pub mod checkout;
 mod error;
 
 pub use error::PromoteError;
 
 use std::path::PathBuf;
 
-use serde::Serialize;
-
 use crate::error::{Error, Result};
 use crate::evidence::judge::{evaluate, Verdict};
 use crate::evidence::requirements::{required_at, under_trust, Claim};
-use crate::model::run::Promotion;
-use crate::model::{time, RunRecord, RunState};
-use crate::run::{resolve_run, Env};
+use crate::model::{RunRecord, RunState};
+use crate::store::checkout;
 use crate::store::ledger::{self, Ledger};
+use crate::store::merge::merge_preview;
 use crate::store::remote::fetch::NOTES_PREFIX;
-use crate::store::tx::{self, Cas};
+use crate::store::tx;
 use crate::store::worktree::UntrackedScan;
 use crate::store::Store;
 use crate::trust::approval::judge_run_step;
-
-pub use crate::store::merge::{merge_preview, MergePreview};
-
-/// How the target moves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PromotionMode {
-    /// Only the ref: the target is checked out nowhere.
-    Ref,
-    /// The target is checked out in a worktree, whose index and files move with it.
-    Worktree,
-}
-
-impl PromotionMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PromotionMode::Ref => "ref",
-            PromotionMode::Worktree => "worktree",
-        }
-    }
-}
-
-#[derive(Debug, Serialize)]
-pub struct PromoteOutcome {
-    pub run: RunRecord,
-    pub workspace: Option<PathBuf>,
-    pub target: String,
-    pub old: String,
-    pub new: String,
-    pub mode: PromotionMode,
-    /// The worktree that moved with the target, in worktree mode.
-    pub target_worktree: Option<PathBuf>,
-    pub dry_run: bool,
-    /// True when the run was promoted before this call (nothing was done).
-    pub already_promoted: bool,
-}
 
 /// Everything promote checked, ready to write.
 pub struct Plan {
@@ -336,115 +294,6 @@ pub fn check_target_worktree(
         .hint("move or delete them, then promote again"));
     }
     checkout::refuse_unmovable(path, &repo, &index)
-}
-
-pub fn promote(env: &Env, run: Option<&str>, dry_run: bool) -> Result<PromoteOutcome> {
-    let store = &env.store;
-    let ledger = resolve_run(env, run)?;
-    let workspace = crate::run::run_workspace(store, &ledger)?;
-    if ledger.record.state == RunState::Promoted {
-        let p = ledger.record.promotion.clone();
-        return Ok(PromoteOutcome {
-            target: p
-                .as_ref()
-                .map_or(ledger.record.base.reference.clone(), |p| p.target.clone()),
-            old: p.as_ref().map_or_else(String::new, |p| p.old.clone()),
-            new: p.as_ref().map_or_else(String::new, |p| p.new.clone()),
-            mode: if p.as_ref().is_some_and(|p| p.mode == "worktree") {
-                PromotionMode::Worktree
-            } else {
-                PromotionMode::Ref
-            },
-            run: ledger.record,
-            workspace,
-            target_worktree: None,
-            dry_run,
-            already_promoted: true,
-        });
-    }
-    let plan = plan(store, ledger)?;
-    let mode = if plan.target_worktree.is_some() {
-        PromotionMode::Worktree
-    } else {
-        PromotionMode::Ref
-    };
-    let rec = &plan.ledger.record;
-    let mut next = ledger::transition(rec, RunState::Promoted);
-    next.promotion = Some(Promotion {
-        target: plan.target.clone(),
-        old: plan.base.to_string(),
-        new: plan.validated.to_string(),
-        mode: mode.as_str().into(),
-        remote: None,
-        at: time::now(),
-    });
-    let outcome = |run: RunRecord| PromoteOutcome {
-        run,
-        workspace: workspace.clone(),
-        target: plan.target.clone(),
-        old: plan.base.to_string(),
-        new: plan.validated.to_string(),
-        mode,
-        target_worktree: plan.target_worktree.clone(),
-        dry_run,
-        already_promoted: false,
-    };
-    if dry_run {
-        // Take the locks and let them go: a lock someone holds (or a stale one) is found now,
-        // as the real promotion would find it. Nothing is written.
-        let ledger_ref = ledger::ref_name(&rec.run_id);
-        let probe = [
-            Cas::update(
-                &plan.target,
-                Some(plan.base),
-                plan.validated,
-                "tabellio: promote --dry-run",
-            ),
-            Cas::update(
-                &ledger_ref,
-                Some(plan.ledger.tip),
-                plan.ledger.tip,
-                "tabellio: promote --dry-run",
-            ),
-        ];
-        let probe = if plan.ledger_only {
-            &probe[1..]
-        } else {
-            &probe[..]
-        };
-        drop(tx::prepare(store, probe).map_err(|e| e.into_error())?);
-        return Ok(outcome(rec.clone()));
-    }
-    let ledger_commit = store.write_ledger_commit(Some(&plan.ledger), &next, "promote")?;
-    let message = format!("tabellio: promote {}", rec.run_id);
-    let edits = [
-        Cas::update(&plan.target, Some(plan.base), plan.validated, &message),
-        Cas::update(
-            ledger::ref_name(&rec.run_id),
-            Some(plan.ledger.tip),
-            ledger_commit,
-            &message,
-        ),
-    ];
-    // The target write goes first: a crash between the two loose-ref writes leaves the target
-    // at the validated commit with the ledger still `completed`, which `plan` recognises and
-    // this function completes by writing the ledger alone (`ledger_only`).
-    match &plan.target_worktree {
-        _ if plan.ledger_only => tx::apply(store, &edits[1..]).map_err(|e| e.into_error())?,
-        None => tx::apply(store, &edits).map_err(|e| e.into_error())?,
-        Some(path) => {
-            // Hold the locks on target and ledger while the files move: nobody can move either
-            // in between, and a failure rolls both the files and the transaction back.
-            let prepared = tx::prepare(store, &edits).map_err(|e| e.into_error())?;
-            let (old_tree, new_tree) = (store.tree_of(plan.base)?, store.tree_of(plan.validated)?);
-            checkout::move_worktree(path, old_tree, new_tree)?;
-            if let Err(e) = prepared.commit(store) {
-                let _ = checkout::move_worktree(path, new_tree, old_tree);
-                return Err(e.into_error());
-            }
-        }
-    }
-    Ok(outcome(next))
 }
 
 #[cfg(test)]

@@ -1,0 +1,187 @@
+//! The run's workspace and its neighbours, checked before an operation writes: the run's
+//! worktree is there, clean and on the run branch; the head descends from the frozen base; the
+//! worktree root is not reached through a link; a start killed inside its transaction is
+//! recognised by its lock; and where `cleanup` must be run from.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Context, Error, Result};
+use crate::model::{RunRecord, RunState};
+use crate::store::ledger::Ledger;
+use crate::store::Store;
+
+use super::{run_workspace, Env};
+
+/// The live workspace of a run, checked: it exists, has the run branch checked out, and is
+/// clean including untracked files. Returns its path and head.
+pub fn clean_workspace(env: &Env, ledger: &Ledger) -> Result<(std::path::PathBuf, gix::ObjectId)> {
+    let run = &ledger.record;
+    let path = run_workspace(&env.store, ledger)?.ok_or_else(|| {
+        Error::refused(format!("the worktree of run {} is missing", run.run_id))
+            .hint("it may have been removed by hand; abandon the run or recreate the worktree with `git worktree add`")
+    })?;
+    // Before anything in it is judged: a worktree of another repository is not the run's, even
+    // when its branch has the run branch's name.
+    let ws = env.store.inspect_own(&path)?;
+    if ws.branch.as_deref() != Some(run.branch.as_str()) {
+        return Err(Error::refused(format!(
+            "the run worktree has {} checked out instead of the run branch {}",
+            ws.branch.as_deref().unwrap_or("a detached HEAD"),
+            run.branch
+        ))
+        .hint(format!(
+            "switch back with `git -C {} switch {}`",
+            path.display(),
+            run.branch.trim_start_matches("refs/heads/")
+        )));
+    }
+    if !ws.changed.is_empty() || !ws.untracked.is_empty() {
+        let mut paths: Vec<String> = ws
+            .changed
+            .iter()
+            .map(|p| format!("modified: {p}"))
+            .collect();
+        paths.extend(ws.untracked.iter().map(|p| format!("untracked: {p}")));
+        return Err(Error::refused(format!(
+            "the run worktree has uncommitted changes ({})",
+            paths.into_iter().take(10).collect::<Vec<_>>().join(", ")
+        ))
+        .hint("commit them (or remove them) in the run worktree first"));
+    }
+    let head = ws
+        .head
+        .ok_or_else(|| Error::refused("the run worktree has no HEAD commit"))?;
+    let tip = env.store.ref_target(&run.branch)?;
+    if tip != Some(head) {
+        return Err(Error::refused(format!(
+            "the run worktree {} is at {head}, but this repository's {} is at {}",
+            path.display(),
+            run.branch,
+            tip.map_or("nothing".into(), |t| t.to_string())
+        ))
+        .hint("the worktree is not this repository's checkout of the run branch"));
+    }
+    Ok((path, head))
+}
+
+/// [`clean_workspace`], and a head with work on it: beyond the base, and descending from it.
+pub fn workspace_with_work(
+    env: &Env,
+    ledger: &Ledger,
+) -> Result<(std::path::PathBuf, gix::ObjectId)> {
+    let (path, head) = clean_workspace(env, ledger)?;
+    let base = env.store.parse_oid(&ledger.record.base.commit)?;
+    if head == base {
+        return Err(
+            Error::refused("the run branch has no commits beyond its base yet")
+                .hint("commit your work in the run worktree first"),
+        );
+    }
+    if !descends_from_base(&env.store, &ledger.record, head)? {
+        return Err(Error::refused(format!(
+            "the run head {head} does not descend from the run's base {base}"
+        ))
+        .hint("the run branch was rewritten; rebase it onto the base commit or start a new run"));
+    }
+    Ok((path, head))
+}
+
+/// Does `head` descend from the run's base? Every checkpoint was checked to descend from the
+/// base when it was recorded, and the base never changes, so a head that descends from the
+/// newest checkpoint does too: the walk then covers the commits since that checkpoint instead
+/// of the run's whole history. Otherwise (the branch was rewritten, the checkpoint's commit is
+/// gone) the base itself is asked.
+pub fn descends_from_base(store: &Store, run: &RunRecord, head: gix::ObjectId) -> Result<bool> {
+    let base = store.parse_oid(&run.base.commit)?;
+    let newest = run
+        .checkpoints
+        .last()
+        .and_then(|c| gix::ObjectId::from_hex(c.commit.as_bytes()).ok())
+        .filter(|c| *c != base);
+    if let Some(checkpoint) = newest {
+        // A checkpoint commit that cannot be read (pruned after a rewrite) answers no.
+        if store.is_ancestor(checkpoint, head).unwrap_or(false) {
+            return Ok(true);
+        }
+    }
+    store.is_ancestor(base, head)
+}
+
+/// The stale lock on the run's branch when `ledger` is the residue of a start killed inside
+/// its ref transaction: one parentless start commit of an active run with no work recorded, no
+/// branch, and the branch's `.lock` file still there. Without the lock the same ledger is a
+/// run synced from another machine, whose branch did not travel with it: `None`.
+pub fn torn_start_lock(store: &Store, ledger: &Ledger) -> Result<Option<PathBuf>> {
+    let run = &ledger.record;
+    let fresh = run.state == RunState::Active
+        && run.checkpoints.is_empty()
+        && run.attempts.is_empty()
+        && store.ref_target(&run.branch)?.is_none();
+    if !fresh {
+        return Ok(None);
+    }
+    let lock = store.repo.common_dir().join(format!("{}.lock", run.branch));
+    if !lock.is_file() {
+        return Ok(None);
+    }
+    let commit = store
+        .commit(ledger.tip)
+        .context(|| format!("could not read commit {}", ledger.tip))?;
+    Ok((commit.parent_ids().count() == 0).then_some(lock))
+}
+
+/// Refuse a default worktree root reached through a symbolic link (see
+/// [`Store::worktree_root_link`]).
+pub fn refuse_root_link(store: &Store) -> Result<()> {
+    match store.worktree_root_link()? {
+        None => Ok(()),
+        Some(link) => Err(Error::refused(format!(
+            "the worktree root {} is reached through the symbolic link {}",
+            store.worktree_root()?.display(),
+            link.display()
+        ))
+        .hint(
+            "a committed or stray link must not decide where runs are written or deleted: \
+             remove it, or choose the place with `git config tabellio.worktreeRoot <dir>`",
+        )),
+    }
+}
+
+/// Where `cleanup` of a run must be run from when `cwd` lies inside the run's worktree (which
+/// cleanup removes, so it refuses to run there): the main worktree (the git directory of a bare
+/// repository), as one shell word for `git -C`. `None` when `cwd` is elsewhere, so the plain
+/// command works.
+pub fn cleanup_from(store: &Store, cwd: &Path, workspace: Option<&Path>) -> Option<String> {
+    let workspace = workspace?;
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    if !(cwd.starts_with(workspace) || canonical(cwd).starts_with(canonical(workspace))) {
+        return None;
+    }
+    Some(main_dir(store))
+}
+
+/// The main worktree (a bare repository: its git directory) as one shell word.
+fn main_dir(store: &Store) -> String {
+    let main = match store.main_workdir() {
+        Ok(Some(main)) => main,
+        _ => store.repo.common_dir().to_path_buf(),
+    };
+    crate::error::shell_path(&main)
+}
+
+/// The command that cleans up run `id`, run from `from` (see [`cleanup_from`]) when given.
+pub fn cleanup_command(from: Option<&str>, id: &str, force: bool) -> String {
+    let force = if force { " --force" } else { "" };
+    match from {
+        Some(dir) => format!("git -C {dir} tabellio cleanup {id}{force}"),
+        None => format!("git tabellio cleanup {id}{force}"),
+    }
+}
+
+/// The hint of a cleanup refused because it runs inside the worktree it would remove.
+pub(crate) fn run_it_elsewhere(store: &Store, id: &str, force: bool) -> String {
+    format!(
+        "run it from the main worktree: `{}`",
+        cleanup_command(Some(&main_dir(store)), id, force)
+    )
+}
