@@ -6,6 +6,7 @@
 pub mod failure;
 pub mod fetch;
 pub mod notes_merge;
+pub mod promisor;
 pub mod push;
 
 use serde::Serializer;
