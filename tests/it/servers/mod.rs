@@ -14,6 +14,7 @@
 //! A server program that is not installed skips its tests with a line on stderr; `.ci/run`
 //! installs them.
 
+mod ci_clones;
 mod daemons;
 mod notes;
 
@@ -40,6 +41,11 @@ impl Deref for Client {
 impl Client {
     /// `git clone <url>` into a new machine; `ssh` is the `GIT_SSH_COMMAND` to use.
     fn clone(url: &str, ssh: Option<&str>) -> Client {
+        Self::clone_with(url, ssh, &[])
+    }
+
+    /// [`Client::clone`] with more `git clone` options (`--depth 1`, `--filter=blob:none`).
+    fn clone_with(url: &str, ssh: Option<&str>, options: &[&str]) -> Client {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
@@ -53,7 +59,10 @@ impl Client {
             env,
         };
         let to = c.t.repo.to_str().unwrap().to_string();
-        c.run("git", c.t.path(), &["clone", "-q", url, &to]).ok();
+        let mut args = vec!["clone", "-q"];
+        args.extend_from_slice(options);
+        args.extend([url, to.as_str()]);
+        c.run("git", c.t.path(), &args).ok();
         c
     }
 
