@@ -8,7 +8,8 @@
 //! [`crate::evidence::judge::evaluate_records`], shared with `status`, `promote` and the
 //! hooks.
 //!
-//! Verification only reads; it never writes a ref or an object.
+//! Verification only reads; it never writes a ref, nor an object but those a partial clone lacks
+//! and git would fetch lazily.
 
 pub mod validate;
 
