@@ -216,14 +216,25 @@ fn in_toto_statement(store: &Store, run: &RunRecord) -> Result<Value> {
     let validated = match &run.validated {
         Some(v) if matches!(run.state, RunState::Completed | RunState::Promoted) => v,
         _ => {
+            // Only a run that can still be finished is sent to `finish`: an abandoned run
+            // refuses it.
+            let hint = if run.state.is_terminal() {
+                format!(
+                    "an in-toto statement is about a validated commit, and run {id} ended \
+                     without one; its whole history exports with \
+                     `git tabellio export {id} --format tabellio`"
+                )
+            } else {
+                format!(
+                    "an in-toto statement is about a validated commit: `git tabellio finish {id}` \
+                     first (or export everything with `--format tabellio`)"
+                )
+            };
             return Err(Error::refused(format!(
                 "run {id} is {} and has no validated commit to attest",
                 run.state
             ))
-            .hint(format!(
-                "an in-toto statement is about a validated commit: `git tabellio finish {id}` \
-                 first (or export everything with `--format tabellio`)"
-            )))
+            .hint(hint));
         }
     };
     let attempt = run
@@ -263,13 +274,27 @@ fn in_toto_statement(store: &Store, run: &RunRecord) -> Result<Value> {
         })
         .collect();
     let repository = store.repository_id();
-    Ok(json!({
+    // A landed run's target points at the commit it landed as (restacked onto the moved
+    // target): that is the subject, with the validated commit beside it in the predicate.
+    let landed = run
+        .landed
+        .as_deref()
+        .filter(|l| *l != validated.commit)
+        .map(|l| -> Result<(String, String)> {
+            let tree = store.tree_of(store.parse_oid(l)?)?;
+            Ok((l.to_string(), tree.to_string()))
+        })
+        .transpose()?;
+    let (subject_commit, subject_tree) = landed
+        .clone()
+        .unwrap_or_else(|| (validated.commit.clone(), validated.tree.clone()));
+    let mut statement = json!({
         "_type": IN_TOTO_STATEMENT,
         "subject": [{
-            "name": format!("{repository}@{}", validated.commit),
+            "name": format!("{repository}@{subject_commit}"),
             // `gitCommit`/`gitTree` are the in-toto names for git object ids of either object
             // format (40 hex digits for SHA-1, 64 for SHA-256), so the key does not change.
-            "digest": {"gitCommit": validated.commit, "gitTree": validated.tree},
+            "digest": {"gitCommit": subject_commit, "gitTree": subject_tree},
         }],
         "predicateType": PREDICATE_TYPE,
         "predicate": {
@@ -283,7 +308,11 @@ fn in_toto_statement(store: &Store, run: &RunRecord) -> Result<Value> {
             "checks": checks,
             "tool": tool_id(),
         },
-    }))
+    });
+    if let Some((commit, tree)) = landed {
+        statement["predicate"]["landed"] = json!({"commit": commit, "tree": tree});
+    }
+    Ok(statement)
 }
 
 /// The evidence records of the validated attempt, one per check in the attempt's order: intact

@@ -8,9 +8,15 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    if std::env::args().nth(1).as_deref() == Some(cli::commands::completions::COMPLETE_RUNS) {
-        let result = cli::Ctx::new(false, false)
-            .and_then(|ctx| cli::commands::completions::complete_runs(&ctx));
+    use cli::commands::completions::{complete_checks, complete_runs};
+    use cli::commands::completions::{COMPLETE_CHECKS, COMPLETE_RUNS};
+    let script_only = match std::env::args().nth(1).as_deref() {
+        Some(COMPLETE_RUNS) => Some(complete_runs as fn(&cli::Ctx) -> _),
+        Some(COMPLETE_CHECKS) => Some(complete_checks as fn(&cli::Ctx) -> _),
+        _ => None,
+    };
+    if let Some(complete) = script_only {
+        let result = cli::Ctx::new(false, false).and_then(|ctx| complete(&ctx));
         return cli::render::render(result, false, false);
     }
     // `--json` counts only among our own arguments, not in a check's argv after `--`.

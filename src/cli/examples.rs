@@ -137,6 +137,10 @@ pub const MAN: &str = "Examples:
   git tabellio man --install ~/.local/share/man/man1";
 
 pub const COMPLETIONS: &str = "Examples:
+  git tabellio completions bash               print the script; to install it where bash finds it:
+  mkdir -p ~/.local/share/bash-completion/completions
   git tabellio completions bash > ~/.local/share/bash-completion/completions/git-tabellio
-  git tabellio completions zsh > ~/.zfunc/_git-tabellio      # a directory on $fpath
+  mkdir -p ~/.zfunc                                   # and fpath=(~/.zfunc $fpath) in ~/.zshrc
+  git tabellio completions zsh > ~/.zfunc/_git-tabellio
+  mkdir -p ~/.config/fish/completions
   git tabellio completions fish > ~/.config/fish/completions/git-tabellio.fish";

@@ -21,6 +21,7 @@
 //! A stop other than success leaves the run `blocked` with the reason; the exit code is 0 for a
 //! completed (or promoted) run and 1 for a blocked one.
 
+pub mod agent;
 pub mod collect;
 pub mod context;
 mod decide;
@@ -115,18 +116,13 @@ impl LoopOutcome {
         self.run.loop_state.as_ref()
     }
 
-    /// 0 when the run completed (or was promoted), 1 when the loop stopped it blocked.
-    pub fn exit_code(&self) -> i32 {
-        match self.run.state {
-            RunState::Completed | RunState::Promoted
-                if self
-                    .loop_state()
-                    .is_some_and(|l| l.status == LoopStatus::Terminal) =>
-            {
-                0
-            }
-            _ => 1,
-        }
+    /// The loop's verdict: the run completed (or was promoted), not stopped blocked. The
+    /// renderer turns it into the exit code.
+    pub fn validated(&self) -> bool {
+        matches!(self.run.state, RunState::Completed | RunState::Promoted)
+            && self
+                .loop_state()
+                .is_some_and(|l| l.status == LoopStatus::Terminal)
     }
 }
 
@@ -167,6 +163,11 @@ pub fn run_loop(
         None
     } else {
         Some(limits(opts)?)
+    };
+    // The agent's program, as the person typed it, is found before anything is written.
+    let opts = &LoopOptions {
+        agent_argv: agent::locate(&opts.agent_argv, &env.cwd)?,
+        ..opts.clone()
     };
     // Preconditions are checked under the lock, against the ledger as it is then.
     let _lock = lock::acquire(store.repo.common_dir(), &run_id)?;

@@ -266,7 +266,10 @@ pub(super) fn prepare_resume(env: &Env, opts: &LoopOptions, ledger: Ledger) -> R
             "`git tabellio loop {id} --resume -- <the same agent command>`"
         )));
     } else {
-        state.agent.argv.clone()
+        // Stored as the loop ran it; a relative path (stored by earlier versions) was run in
+        // the run worktree.
+        let workspace = run_workspace(store, &ledger)?.unwrap_or_else(|| env.cwd.clone());
+        super::agent::locate(&state.agent.argv, &workspace)?
     };
     match rec.state {
         RunState::Looping => {}

@@ -127,15 +127,6 @@ pub struct HookOutcome {
 }
 
 impl HookOutcome {
-    /// The hook's exit code: 1 refuses the whole transaction or push.
-    pub fn exit_code(&self) -> i32 {
-        if self.refused.is_empty() {
-            0
-        } else {
-            1
-        }
-    }
-
     /// The lines a person sees (git shows hook stderr; a server's goes to the pusher).
     pub fn report(&self, hook: HookName) -> String {
         let mut out = String::new();
@@ -293,7 +284,36 @@ pub fn reference_transaction<S: std::ops::Deref<Target = Store>>(
         }
         out.warnings.extend(fetched.warnings);
     }
+    files_moved_notes(&store, &updates, &mut out);
     Ok(out)
+}
+
+/// A refused move of the branch checked out here, whose index and files git already moved
+/// (`git merge`, `git pull`, `git reset` update them before the ref): say so, and the one
+/// command that puts them back, keeping the person's own changes.
+fn files_moved_notes(store: &Store, updates: &[RefUpdate], out: &mut HookOutcome) {
+    let Some(branch) = store.head().ok().and_then(|h| h.branch) else {
+        return;
+    };
+    for r in &out.refused {
+        let Some(u) = updates
+            .iter()
+            .find(|u| u.name == r.refname && u.name == branch)
+        else {
+            continue;
+        };
+        let (Some(old), Some(new)) = (u.old, u.new) else {
+            continue;
+        };
+        if crate::store::checkout::index_moved_to(store, old, new).unwrap_or(false) {
+            let note = format!(
+                "{branch} stays at {old}, but git had already moved this worktree's index and \
+                 files to the refused {new}; put them back (your own changes are kept) with \
+                 `git read-tree -m -u {new} {old}`"
+            );
+            out.warnings.push(note);
+        }
+    }
 }
 
 /// Gate every update of a `prepared` transaction.

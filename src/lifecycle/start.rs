@@ -435,6 +435,17 @@ fn new_record(
 
 /// The run branch must not exist, nor clash with an existing branch's directory.
 fn check_branch_free(store: &Store, branch: &str) -> Result<()> {
+    // A symbolic ref at the name is a ref there too, whatever it points at (or whether that
+    // exists): git would refuse to make the branch, after the ledger is written.
+    if let Some(to) = store.symbolic_target(branch)? {
+        return Err(Error::usage(format!(
+            "branch {branch} already exists: it is a symbolic ref to {to}"
+        ))
+        .hint(format!(
+            "a run needs a branch of its own; choose another --branch or run id, or delete the \
+             symbolic ref with `git symbolic-ref -d {branch}`"
+        )));
+    }
     if store.ref_target(branch)?.is_some() {
         return Err(Error::usage(format!("branch {branch} already exists"))
             .hint("a run needs a branch of its own; choose another --branch or run id"));

@@ -61,6 +61,18 @@ pub fn parse_value<T: DeserializeOwned>(
     expected: &'static str,
     what: &str,
 ) -> Result<T, SchemaError> {
+    parse_value_stored_as(value, expected, expected, what)
+}
+
+/// Like [`parse_value`] for a value converted from the record stored as `stored` (a layout of
+/// `expected` on disk, such as `tabellio.run/v2` for the run record): an unknown field is
+/// reported against the schema the stored record names.
+pub fn parse_value_stored_as<T: DeserializeOwned>(
+    value: Value,
+    expected: &'static str,
+    stored: &str,
+    what: &str,
+) -> Result<T, SchemaError> {
     match value.get("schema").and_then(Value::as_str) {
         None => {
             return Err(SchemaError::Missing { what: what.into() });
@@ -74,10 +86,33 @@ pub fn parse_value<T: DeserializeOwned>(
         }
         Some(_) => {}
     }
-    serde_json::from_value(value).map_err(|e| SchemaError::Invalid {
-        what: what.into(),
-        message: e.to_string(),
+    serde_json::from_value(value).map_err(|e| {
+        let message = e.to_string();
+        let message = match unknown_field(&message) {
+            Some(field) => newer_field(stored, field),
+            None => message,
+        };
+        SchemaError::Invalid {
+            what: what.into(),
+            message,
+        }
     })
+}
+
+/// The field serde's `deny_unknown_fields` names in `message`, if that is the error.
+fn unknown_field(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("unknown field `")?;
+    rest.split('`').next()
+}
+
+/// What a field this version does not define means: the record was written by a newer
+/// version (a writer adds fields to a schema only as optional additions, which older readers
+/// refuse; docs/storage.md, "Compatibility").
+pub fn newer_field(schema: &str, field: &str) -> String {
+    format!(
+        "unknown field `{field}` in a {schema} record: git-tabellio {} does not know it, so the record was written by a newer version",
+        env!("CARGO_PKG_VERSION")
+    )
 }
 
 /// Serialize a record to a `serde_json::Value` (records hold no floats or non-string keys).

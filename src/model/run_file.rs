@@ -229,7 +229,7 @@ pub fn assemble(stored: StoredRun, what: &str) -> Result<RunRecord, SchemaError>
         _ => {}
     }
     obj.insert("schema".into(), Value::String(SCHEMA.into()));
-    super::parse_value(run_json, SCHEMA, what)
+    super::parse_value_stored_as(run_json, SCHEMA, STORED_SCHEMA, what)
 }
 
 #[cfg(test)]

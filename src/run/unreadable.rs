@@ -163,14 +163,6 @@ fn last_good(
     bad: gix::ObjectId,
     is_good: impl Fn(gix::ObjectId) -> bool,
 ) -> Option<gix::ObjectId> {
-    let reference = store.exact_reference(name).ok()??;
-    let mut log = reference.log_iter();
-    let lines = log.rev().ok()??;
-    lines
-        .filter_map(|line| line.ok())
-        .flat_map(|line| [line.new_oid, line.previous_oid])
-        .filter(|id| *id != bad && !id.is_null())
-        // A reflog is a person's history and may be long: look at its recent end only.
-        .take(64)
-        .find(|id| is_good(*id))
+    // A reflog is a person's history and may be long: look at its recent end only.
+    store.find_in_reflog(name, 64, |id| id != bad && is_good(id))
 }

@@ -133,6 +133,28 @@ fn partly_written(
 /// which a write would leave the worktree). Then no untracked file can be in the move's way,
 /// and the worktree's directories need not be read for them. Anything else there, or a path
 /// that cannot be looked at, answers `false`: [`untracked_in_the_way`] judges it.
+/// Did git already move the index of the worktree `store` was opened in from `old` to `new`?
+/// True when, for every path that differs between the two commits' trees, the index holds
+/// `new`'s entry (or none, where `new` removed the path): what `git merge`, `git pull` and
+/// `git reset` leave when the reference-transaction hook then refuses the branch's move, since
+/// git updates the index and files before the ref. `false` when nothing differs or the index
+/// cannot be read.
+pub fn index_moved_to(store: &Store, old: gix::ObjectId, new: gix::ObjectId) -> Result<bool> {
+    let moved = tree_changes(&store.objects(), store.tree_of(old)?, store.tree_of(new)?)?;
+    let Ok(index) = store.repo.open_index() else {
+        return Ok(false);
+    };
+    Ok(!moved.is_empty()
+        && moved.iter().all(|change| {
+            let entry = index.entry_by_path(change.path.as_bstr());
+            match (&change.new, entry) {
+                (None, None) => true,
+                (Some((_, id)), Some(entry)) => entry.id == *id,
+                _ => false,
+            }
+        }))
+}
+
 pub fn additions_are_free(worktree: &Path, moved: &[PathChange]) -> bool {
     // What is at `rel` on disk: `None` when nothing is, `Some(false)` for anything but a
     // directory, and for a name this platform cannot spell (judged by the full walk).

@@ -36,8 +36,14 @@ pub mod worktree;
 
 pub use repo::Store;
 
-/// `git args` in `dir` for unit tests: `home` as HOME, no global or system configuration, a
-/// fixed identity.
+/// The one hermetic environment of every git the tests start (the integration tests and the
+/// benches include the same file): its own HOME, no global or system configuration, none of the
+/// caller's `GIT_*` variables, a fixed identity and dates, the C locale.
+#[cfg(test)]
+#[path = "../../tests/support/hermetic.rs"]
+pub(crate) mod hermetic;
+
+/// `git args` in `dir` for unit tests, in the [`hermetic`] environment with `home` as HOME.
 #[cfg(test)]
 pub(crate) fn test_git(home: &std::path::Path, dir: &std::path::Path, args: &[&str]) {
     let status = test_git_command(home, dir, args)
@@ -53,16 +59,8 @@ pub(crate) fn test_git_command(
     dir: &std::path::Path,
     args: &[&str],
 ) -> std::process::Command {
-    let mut cmd = std::process::Command::new("git");
-    cmd.args(args)
-        .current_dir(dir)
-        .env("HOME", home)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "a")
-        .env("GIT_AUTHOR_EMAIL", "a@example.com")
-        .env("GIT_COMMITTER_NAME", "a")
-        .env("GIT_COMMITTER_EMAIL", "a@example.com");
+    let mut cmd = hermetic::git(home, dir);
+    cmd.args(args);
     cmd
 }
 

@@ -48,9 +48,11 @@ pub fn merge_lines(existing: &str, additions: &[String]) -> String {
 /// `refs/notes/*`, so the last good notes commit is usually in it.
 pub fn notes_repair(name: &str) -> String {
     format!(
-        "point it back at its last notes commit from the reflog: `git reflog show {name}`, then \
-         `git update-ref {name} <commit>`; or delete it with `git update-ref -d {name}` (its notes \
-         are lost here; `git tabellio sync` fetches them again from a remote that has them)"
+        "point it back at its last notes commit from the reflog: `git rev-parse '{name}@{{1}}'` \
+         (`@{{2}}`, … for older values; `git reflog show` lists nothing while the ref is at a blob \
+         or a tree), then `git update-ref {name} <commit>`; or delete it with \
+         `git update-ref -d {name}` (its notes are lost here; `git tabellio sync` fetches them \
+         again from a remote that has them)"
     )
 }
 

@@ -242,14 +242,7 @@ mod tests {
             repo,
             &["commit", "-q", "--allow-empty", "-m", "policy"],
         );
-        let out = std::process::Command::new("git")
-            .args(["rev-parse", "HEAD"])
-            .current_dir(repo)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .unwrap();
-        gix::ObjectId::from_hex(String::from_utf8(out.stdout).unwrap().trim().as_bytes()).unwrap()
+        crate::store::test_rev(home, repo, "HEAD")
     }
 
     #[test]

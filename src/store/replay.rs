@@ -210,7 +210,15 @@ pub fn squash(
 ) -> Result<Squashed, ReplayError> {
     let squashed = commits_since(store, request.base, request.head)?;
     let (repo, _head) = merging(store, store.repo.clone())?;
-    let repo = &repo;
+    squash_in(&repo, request, squashed, committer)
+}
+
+fn squash_in(
+    repo: &gix::Repository,
+    request: &SquashRequest<'_>,
+    squashed: Vec<ObjectId>,
+    committer: &gix::actor::Signature,
+) -> Result<Squashed, ReplayError> {
     let first = *squashed
         .first()
         .ok_or(ReplayError::NoCommits { base: request.base })?;
@@ -250,6 +258,67 @@ pub fn would_squash_cleanly(
     }
     let (repo, _head) = merging(store, store.repo.clone().with_object_memory())?;
     predict(squash_tree(&repo, base, head, onto))
+}
+
+/// A stack of runs predicted in memory, as `land` would build it: each run replayed (or
+/// squashed) onto the one before it, every commit and tree kept in memory, so the second run of
+/// a stack is predicted on the first one's result, not on the bare tip. Nothing is written to the
+/// repository.
+pub struct StackPrediction {
+    repo: gix::Repository,
+    /// In a bare reftable repository, the scratch HEAD the merge reads attributes from.
+    _shadow: Option<tempfile::TempDir>,
+}
+
+impl StackPrediction {
+    pub fn new(store: &Store) -> Result<Self, ReplayError> {
+        let (repo, shadow) = merging(store, store.repo.clone().with_object_memory())?;
+        Ok(StackPrediction {
+            repo,
+            _shadow: shadow,
+        })
+    }
+
+    /// The run's commits (`commits`, made on `old_base`) replayed onto `onto`, or squashed
+    /// (`squash`; its own `onto` is replaced by `onto`), in memory.
+    pub fn stack(
+        &self,
+        commits: &[ObjectId],
+        old_base: ObjectId,
+        onto: ObjectId,
+        squash: Option<SquashRequest<'_>>,
+    ) -> Result<StackStep, ReplayError> {
+        let result = match squash {
+            Some(request) => squash_in(
+                &self.repo,
+                &SquashRequest { onto, ..request },
+                commits.to_vec(),
+                &placeholder(),
+            )
+            .map(|s| (s.commit, s.tree)),
+            None => replay_in(&self.repo, commits, old_base, onto, &placeholder())
+                .map(|r| (r.tip, r.tree)),
+        };
+        match result {
+            Ok((tip, tree)) => Ok(StackStep::Clean { tip, tree }),
+            Err(ReplayError::Conflict { commit, paths, .. }) => {
+                Ok(StackStep::Conflict { commit, paths })
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// One run put on a predicted stack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StackStep {
+    /// It applies: the new top of the stack (a commit in memory) and its tree.
+    Clean { tip: ObjectId, tree: ObjectId },
+    /// `commit` would conflict in `paths` (sorted); the stack stays as it was.
+    Conflict {
+        commit: ObjectId,
+        paths: Vec<String>,
+    },
 }
 
 /// A conflict is the answer of a prediction, not its failure.
@@ -573,7 +642,6 @@ pub fn would_land(store: &Store, run: &crate::model::RunRecord) -> crate::error:
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
-    use std::process::Command;
 
     use super::*;
     use crate::store::repo::{FALLBACK_EMAIL, FALLBACK_NAME};
@@ -592,7 +660,8 @@ mod tests {
         }
     }
 
-    /// A temp repository with a hermetic HOME; git runs with fixed identities and dates.
+    /// A temp repository with its own HOME; git runs in the hermetic environment with this
+    /// module's identities and dates.
     struct Repo {
         _dir: tempfile::TempDir,
         home: PathBuf,
@@ -622,17 +691,9 @@ mod tests {
 
         /// git with the author date `date` (and the oracle committer).
         fn git_with(&self, args: &[&str], date: &str) -> String {
-            let output = Command::new("git")
+            // The hermetic environment, with this oracle's own author, committer and dates.
+            let output = crate::store::hermetic::git(&self.home, &self.root)
                 .args(args)
-                .current_dir(&self.root)
-                .env_remove("GIT_DIR")
-                .env_remove("GIT_WORK_TREE")
-                .env_remove("GIT_INDEX_FILE")
-                .env_remove("GIT_OBJECT_DIRECTORY")
-                .env_remove("GIT_COMMON_DIR")
-                .env("HOME", &self.home)
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("GIT_CONFIG_NOSYSTEM", "1")
                 .env("GIT_AUTHOR_NAME", "Run Author")
                 .env("GIT_AUTHOR_EMAIL", "author@example.com")
                 .env("GIT_AUTHOR_DATE", date)

@@ -340,10 +340,16 @@ impl Store {
         }
     }
 
-    /// The ref `name` as gix reads it (files backend; its reflog, its peeled target), `None`
-    /// when absent; a full `refs/…` name means exactly that ref ([`refs::exactly`]).
-    pub fn exact_reference(&self, name: &str) -> gix::Result<Option<gix::Reference<'_>>> {
-        refs::exactly(&self.repo, name)
+    /// The first value the reflog of `name` records (newest first) that `pick` accepts, of at
+    /// most `limit` looked at; `None` without a reflog. Both ref backends
+    /// ([`refs::find_in_reflog`]).
+    pub fn find_in_reflog(
+        &self,
+        name: &str,
+        limit: usize,
+        pick: impl FnMut(gix::ObjectId) -> bool,
+    ) -> Option<gix::ObjectId> {
+        refs::find_in_reflog(&self.repo, self.ref_format, name, limit, pick)
     }
 
     /// The ref `name` points to when it is symbolic (one hop), `None` when direct or absent.

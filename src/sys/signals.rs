@@ -7,16 +7,23 @@
 //! ([`super::process::child_groups`]) as its [`Forwarding`] says. Dropping the guard restores
 //! the previous handlers and stops the watcher.
 //!
-//! The handler itself only touches atomics, writes one byte to a pipe and, for a second signal
-//! under [`Forwarding::TerminateOnceThenExit`], resets the disposition and re-raises: all
-//! async-signal-safe. Failure model: installing fails only when no pipe or thread can be
+//! A signal can reach us twice for one event: a terminal's Ctrl-C (or a hang-up, or a `kill`
+//! of the whole process group) reaches every process of the foreground group, and when git's
+//! dispatcher runs us (`git tabellio …`), git is one of them and sends the same signal on to
+//! its child, to us, before it waits for us to end. That copy is no second Ctrl-C: a signal
+//! from our parent right after the same signal came from elsewhere (or the reverse), within
+//! [`ECHO_WINDOW_MS`], is taken for the first one's echo and ignored, once.
+//!
+//! The handler itself only touches atomics, reads the clock, writes one byte to a pipe and,
+//! for a second signal under [`Forwarding::TerminateOnceThenExit`], resets the disposition and
+//! re-raises: all async-signal-safe. Failure model: installing fails only when no pipe or thread can be
 //! created (nothing is left installed then). Forwarding is best effort and needs `/proc`
 //! (Linux); elsewhere the flag still works but a running child is not signalled and ends by
 //! itself or at its timeout.
 
 use std::io::{self, Read, Write};
 use std::os::unix::io::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -26,6 +33,18 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
 static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
 static EXIT_ON_SECOND: AtomicBool = AtomicBool::new(false);
+/// Where the first signal came from: [`FROM_PARENT`] or [`FROM_ELSEWHERE`] (0 before it).
+static FIRST_ORIGIN: AtomicI32 = AtomicI32::new(0);
+/// When the first signal came, in milliseconds of the monotonic clock.
+static FIRST_AT_MS: AtomicI64 = AtomicI64::new(0);
+/// The first signal's echo was seen (and ignored) already.
+static ECHO_SEEN: AtomicBool = AtomicBool::new(false);
+
+const FROM_PARENT: i32 = 1;
+const FROM_ELSEWHERE: i32 = 2;
+/// How soon after the first signal its echo must come to be taken for one. git forwards the
+/// signal from its own handler at once; a person's second Ctrl-C comes later than this.
+const ECHO_WINDOW_MS: i64 = 1000;
 
 const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 /// Written to the wake pipe by [`Guard::drop`] to stop the watcher.
@@ -59,15 +78,29 @@ pub fn received() -> Option<i32> {
         .then(|| SIGNAL.load(Ordering::SeqCst))
 }
 
-extern "C" fn on_signal(sig: libc::c_int) {
+extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _context: *mut libc::c_void) {
     // Only async-signal-safe calls in here.
-    if EXIT_ON_SECOND.load(Ordering::SeqCst) && INTERRUPTED.load(Ordering::SeqCst) {
-        // SAFETY: signal(2) and raise(3) are async-signal-safe.
-        unsafe {
-            libc::signal(sig, libc::SIG_DFL);
-            libc::raise(sig);
+    // SAFETY: the kernel hands an SA_SIGINFO handler a valid siginfo_t (checked for null).
+    let origin = if unsafe { sent_by_parent(info) } {
+        FROM_PARENT
+    } else {
+        FROM_ELSEWHERE
+    };
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        if is_echo(sig, origin) {
+            return;
         }
-        return;
+        if EXIT_ON_SECOND.load(Ordering::SeqCst) {
+            // SAFETY: signal(2) and raise(3) are async-signal-safe.
+            unsafe {
+                libc::signal(sig, libc::SIG_DFL);
+                libc::raise(sig);
+            }
+            return;
+        }
+    } else {
+        FIRST_ORIGIN.store(origin, Ordering::SeqCst);
+        FIRST_AT_MS.store(monotonic_ms(), Ordering::SeqCst);
     }
     SIGNAL.store(sig, Ordering::SeqCst);
     INTERRUPTED.store(true, Ordering::SeqCst);
@@ -77,6 +110,53 @@ extern "C" fn on_signal(sig: libc::c_int) {
         // SAFETY: write(2) is async-signal-safe; the buffer is a live local.
         unsafe { libc::write(fd, (&byte as *const u8).cast(), 1) };
     }
+}
+
+/// Whether a signal `sig` from `origin`, arriving after the first one, is that first signal's
+/// echo (see the module docs); the first echo only.
+fn is_echo(sig: libc::c_int, origin: i32) -> bool {
+    let first = FIRST_ORIGIN.load(Ordering::SeqCst);
+    let same_event = sig == SIGNAL.load(Ordering::SeqCst)
+        && first != 0
+        && origin != first
+        && (first == FROM_PARENT || origin == FROM_PARENT)
+        && monotonic_ms().saturating_sub(FIRST_AT_MS.load(Ordering::SeqCst)) <= ECHO_WINDOW_MS;
+    same_event && !ECHO_SEEN.swap(true, Ordering::SeqCst)
+}
+
+/// Whether the signal described by `info` was sent with kill(2) by our parent process.
+///
+/// # Safety
+/// `info` is null or points to the `siginfo_t` the kernel passed to the handler.
+unsafe fn sent_by_parent(info: *const libc::siginfo_t) -> bool {
+    if info.is_null() || (*info).si_code != libc::SI_USER {
+        return false;
+    }
+    // getppid(2) is async-signal-safe.
+    sender_pid(info) == libc::getppid()
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+unsafe fn sender_pid(info: *const libc::siginfo_t) -> libc::pid_t {
+    (*info).si_pid()
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+unsafe fn sender_pid(info: *const libc::siginfo_t) -> libc::pid_t {
+    (*info).si_pid
+}
+
+/// Milliseconds of the monotonic clock (clock_gettime(2) is async-signal-safe).
+// `time_t` and `c_long` are `i64` here, narrower on some 32-bit targets.
+#[allow(clippy::useless_conversion)]
+fn monotonic_ms() -> i64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    i64::from(now.tv_sec) * 1000 + i64::from(now.tv_nsec) / 1_000_000
 }
 
 /// Signal handling for as long as it lives; dropping it restores the previous handlers.
@@ -103,14 +183,15 @@ impl Guard {
         );
         let mut previous = Vec::new();
         for sig in SIGNALS {
-            // SAFETY: a zeroed sigaction is a valid starting point; the handler is an
-            // `extern "C" fn(c_int)` as sa_handler requires without SA_SIGINFO, and only
-            // touches atomics and async-signal-safe calls. SA_RESTART keeps our blocking reads
-            // and waits going.
+            // SAFETY: a zeroed sigaction is a valid starting point; the handler has the
+            // three-argument signature SA_SIGINFO calls for, and only touches atomics and
+            // async-signal-safe calls. SA_RESTART keeps our blocking reads and waits going.
             unsafe {
                 let mut action: libc::sigaction = std::mem::zeroed();
-                action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-                action.sa_flags = libc::SA_RESTART;
+                action.sa_sigaction = on_signal
+                    as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
+                    as usize;
+                action.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
                 libc::sigemptyset(&mut action.sa_mask);
                 let mut old: libc::sigaction = std::mem::zeroed();
                 if libc::sigaction(sig, &action, &mut old) == 0 {

@@ -313,7 +313,7 @@ fn signing_key_values_read_as_git_reads_them() {
 fn signing_config_comes_from_git_config() {
     let dir = tempfile::tempdir().unwrap();
     let repo_dir = dir.path().join("repo");
-    gix::init(&repo_dir).unwrap();
+    crate::store::test_git(dir.path(), dir.path(), &["init", "-q", "repo"]);
     // Isolated: the machine's global configuration must not decide this test.
     let repo = gix::open_opts(&repo_dir, gix::open::Options::isolated()).unwrap();
     assert_eq!(SigningConfig::from_git_config(&repo).unwrap(), None);

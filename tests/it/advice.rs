@@ -201,7 +201,7 @@ fn restart_after_the_target_moved_is_a_command_that_runs_as_printed() {
 #[test]
 fn a_torn_start_is_repaired_by_the_command_status_prints() {
     let t = TestEnv::new();
-    let lock = crate::hardening2::torn_start(&t, "r1");
+    let lock = t.torn_start("r1");
     let st = t.tab(&["--json", "status", "r1"]).json();
     assert_eq!(st["next_action"]["action"], "start", "{st:#}");
     let cmd = st["next_action"]["command"].as_str().unwrap().to_string();

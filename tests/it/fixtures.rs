@@ -35,6 +35,7 @@ impl TestEnv {
         let (from, to) = (self.repo.to_str().unwrap(), bare.to_str().unwrap());
         self.git(&with_ref_format(&["clone", "-q", "--bare", from, to]))
             .ok();
+        self.assert_ref_storage(&["clone"], &bare);
         bare
     }
 
@@ -104,6 +105,31 @@ impl TestEnv {
         self.git(&["update-ref", "refs/heads/main", &validated])
             .ok();
         validated
+    }
+
+    /// What a `start` killed inside its ref transaction leaves: the ledger of `id` written, its
+    /// branch not, the branch's `.lock` file still there, no worktree. The lock's path.
+    pub fn torn_start(&self, id: &str) -> PathBuf {
+        self.tab(&["start", id, "--task", "t"]).ok();
+        let wt = self.worktree(id);
+        self.git(&["worktree", "remove", "--force", wt.to_str().unwrap()])
+            .ok();
+        let branch = format!("refs/heads/tabellio/{id}");
+        let base = self.git_out(&["rev-parse", &branch]);
+        self.git(&["update-ref", "-d", &branch]).ok();
+        let lock = self.repo.join(format!(".git/{branch}.lock"));
+        write_file(&lock, &format!("{base}\n"));
+        lock
+    }
+
+    /// A blob (`README.md` of main), a tree (main's) and an unrelated commit (main itself): what
+    /// a corrupt ledger or notes ref points at.
+    pub fn corrupt_targets(&self) -> [(&'static str, String); 3] {
+        [
+            ("blob", self.git_out(&["rev-parse", "main:README.md"])),
+            ("tree", self.git_out(&["rev-parse", "main^{tree}"])),
+            ("commit", self.git_out(&["rev-parse", "main"])),
+        ]
     }
 
     /// The whole run record (`tabellio.run/v1`) of the ledger commit `rev`, read with stock git

@@ -324,10 +324,15 @@ fn executor_failures_say_why_the_agent_stopped() {
         .unwrap()
         .contains("exited with code 3"));
 
-    // Not found.
+    // Not found: an agent that is gone by iteration 2 (a missing one is refused before the
+    // loop starts, see hardening4).
     start(&t, "r2");
-    let missing = t.path().join("no-such-agent");
-    let (code, out) = run_loop(&t, &["r2", "--", missing.to_str().unwrap()]);
+    let vanishing = agent(
+        &t,
+        "vanishing.py",
+        "open('value.txt', 'w').write('1\\n')\nos.remove(sys.argv[0])",
+    );
+    let (code, out) = run_loop(&t, &["r2", "--", vanishing.to_str().unwrap()]);
     assert_eq!(code, 1, "{out:#}");
     assert_stopped(
         &out,
@@ -336,27 +341,43 @@ fn executor_failures_say_why_the_agent_stopped() {
         "not_found",
         "none",
     );
-    assert_eq!(
-        out["run"]["loop"]["history"][0]["collect"]["changed"],
-        false
-    );
+    let history = out["run"]["loop"]["history"].as_array().unwrap();
+    assert_eq!(history.len(), 2, "{out:#}");
+    assert_eq!(history[1]["collect"]["changed"], false);
 
-    // Over its time limit: the whole process group is stopped. The limit leaves a loaded
-    // machine time to start python and print the claim before it strikes.
+    // Over its time limit: the whole process group is stopped, whenever the limit strikes.
+    // The agent claims DONE, then leaves a marker, then waits to be stopped: the marker says
+    // whether the claim was printed before the limit struck (on a loaded machine the agent
+    // may not even have started by then), so what the loop recorded is checked against what
+    // the agent did, not against a guess of how long starting it takes.
     start(&t, "r3");
-    let slow = agent(&t, "slow.py", "print('DONE', flush=True)\ntime.sleep(60)");
+    let claimed = t.path().join("claimed");
+    let slow = agent(
+        &t,
+        "slow.py",
+        &format!(
+            "print('DONE', flush=True)\nopen({:?}, 'w').close()\ntime.sleep(60)",
+            claimed.display().to_string()
+        ),
+    );
     let (code, out) = run_loop(
         &t,
         &["r3", "--agent-timeout", "4s", "--", slow.to_str().unwrap()],
     );
     assert_eq!(code, 1, "{out:#}");
     // A DONE claim from an agent that then timed out is still only a claim.
+    let done = if claimed.exists() {
+        "claimed_not_validated"
+    } else {
+        eprintln!("the agent was stopped before it printed its claim: checked the timeout only");
+        "none"
+    };
     assert_stopped(
         &out,
         "executor-failure",
         "executor_failure",
         "timed_out",
-        "claimed_not_validated",
+        done,
     );
     assert!(
         out["run"]["loop"]["history"][0]["agent"]["duration_ms"]
@@ -476,23 +497,60 @@ fn read_pid(fifo: &Path) -> libc::pid_t {
     s.trim().parse().unwrap()
 }
 
-/// Wait (bounded) until `pid`, not our child, has exited: a pidfd polls readable then.
+/// Wait (bounded, 30 s) until `pid`, not our child, has ended; panic naming it when it has not.
 fn wait_gone(pid: libc::pid_t) {
-    // SAFETY: plain syscalls.
-    unsafe {
-        let fd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as libc::c_int;
-        if fd < 0 {
-            return; // already gone
+    wait_gone_within(pid, std::time::Duration::from_secs(30));
+}
+
+/// [`wait_gone`] with the bound `limit`. Ended: `kill(pid, 0)` finds no such process (`ESRCH`), or `/proc` shows it a zombie (it has
+/// exited, and its new parent, not this test, reaps it). Any other answer, `EPERM` included,
+/// means it is still there.
+fn wait_gone_within(pid: libc::pid_t, limit: std::time::Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        // SAFETY: signal 0 sends nothing: it only asks whether the process exists.
+        let answer = unsafe { libc::kill(pid, 0) };
+        let errno = std::io::Error::last_os_error().raw_os_error();
+        if answer == -1 && errno == Some(libc::ESRCH) {
+            return;
         }
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let n = libc::poll(&mut pfd, 1, 30_000);
-        libc::close(fd);
-        assert_eq!(n, 1, "process {pid} did not end");
+        let state = process_state(pid);
+        if matches!(state, Some('Z' | 'X')) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process {pid} is still there after {limit:?} (kill(pid, 0) = {answer}, state {state:?})"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// The state letter of `pid` in `/proc/<pid>/stat` (`R`, `S`, `Z`, …), `None` without one.
+fn process_state(pid: libc::pid_t) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name in parentheses may hold anything: the state follows the last `)`.
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+#[test]
+fn wait_gone_fails_naming_a_process_that_still_runs_and_returns_once_it_ended() {
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = libc::pid_t::try_from(sleeper.id()).unwrap();
+    let still_there =
+        std::panic::catch_unwind(|| wait_gone_within(pid, std::time::Duration::from_millis(200)))
+            .expect_err("a running process counted as gone");
+    let message = still_there
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(message.contains(&format!("process {pid} ")), "{message}");
+    sleeper.kill().unwrap();
+    // Killed and not yet reaped: a zombie, which has ended.
+    wait_gone(pid);
+    sleeper.wait().unwrap();
+    // Reaped: no such process at all.
+    wait_gone(pid);
 }
 
 /// Start `git tabellio --json loop <args>` in the background.
@@ -1318,4 +1376,32 @@ fn the_stored_argv_loses_option_secrets_and_local_directories() {
             "~/agent.cfg"
         ])
     );
+}
+
+/// docs/loop.md: the finalize commit's message says `loop <n>/stop`, its `loop.phase` is
+/// `finalize`.
+#[test]
+fn the_loops_last_ledger_commit_is_named_stop() {
+    let t = TestEnv::new();
+    t.write(
+        ".tabellio/policy.json",
+        r#"{"schema": "tabellio.policy/v1", "checks": {"t": {"argv": ["true"], "timeout_s": 60}}, "required": ["t"]}"#,
+    );
+    t.git(&["add", "-A"]).ok();
+    t.git(&["commit", "-q", "-m", "policy"]).ok();
+    t.tab(&["start", "l1", "--task", "idle"]).ok();
+    // An agent that changes nothing stops the loop at once with a limit of one idle iteration.
+    let r = t.tab(&[
+        "--json",
+        "loop",
+        "l1",
+        "--no-progress-limit",
+        "1",
+        "--",
+        "true",
+    ]);
+    r.code(1);
+    assert_eq!(r.json()["run"]["loop"]["phase"], "finalize", "{}", r.desc);
+    let subject = t.git_out(&["log", "-1", "--format=%s", "refs/tabellio/runs/l1"]);
+    assert_eq!(subject, "tabellio: loop 1/stop l1: looping -> blocked");
 }

@@ -217,15 +217,26 @@ fn complete_runs_lists_the_ledger_refs() {
     let r = t.tab_in(Path::new("/"), &["__complete-runs"]);
     r.ok();
     assert_eq!(r.stdout, "");
+    let r = t.tab_in(Path::new("/"), &["__complete-checks"]);
+    r.ok();
+    assert_eq!(r.stdout, "");
+    // Without a policy there are no checks to name.
+    let r = t.tab(&["__complete-checks"]);
+    r.ok();
+    assert_eq!(r.stdout, "", "{}", r.desc);
     // A script-only command: not offered to people, nor by any completion script.
     let r = t.tab(&["-h"]);
     assert!(!r.stdout.contains("__complete-runs"), "{}", r.desc);
     for shell in ["bash", "zsh", "fish"] {
         let script = t.tab(&["completions", shell]).stdout;
+        // Named only where a script asks for the list (or in a comment), never as a candidate.
         let offered = script
             .lines()
+            .filter(|l| l.contains("__complete-runs") || l.contains("__complete-checks"))
             .filter(|l| {
-                l.contains("__complete-runs") && !l.contains("git tabellio __complete-runs")
+                !l.contains("git tabellio __complete-")
+                    && !l.contains("__git_tabellio_list __complete-")
+                    && !l.trim_start().starts_with('#')
             })
             .collect::<Vec<_>>();
         assert!(offered.is_empty(), "{shell}: {offered:#?}");
@@ -262,18 +273,22 @@ fn bash_completes_subcommands_and_run_ids_inside_git() {
     };
     let complete =
         |git_completion: &str, words: &[&str]| complete_in(&t.repo, git_completion, words);
+    // git completes with `-o nospace`: each complete word carries its space.
     assert_eq!(
         complete("", &["git", "tabellio", "st"]),
-        ["start", "status"]
+        ["start ", "status "]
     );
     for sub in ["status", "finish", "promote", "abandon", "cleanup"] {
         assert_eq!(
             complete("", &["git", "tabellio", sub, ""]),
-            ["fix-2", "r1"],
+            ["fix-2 ", "r1 "],
             "{sub}"
         );
     }
-    assert_eq!(complete("", &["git", "tabellio", "finish", "f"]), ["fix-2"]);
+    assert_eq!(
+        complete("", &["git", "tabellio", "finish", "f"]),
+        ["fix-2 "]
+    );
     // A new run's id is the person's to choose.
     assert!(complete("", &["git", "tabellio", "start", ""]).is_empty());
 
@@ -290,9 +305,9 @@ fn bash_completes_subcommands_and_run_ids_inside_git() {
         gc,
         &["git", "-C", repo, "tabellio", "abandon", "r"],
     );
-    assert_eq!(got, ["r1"]);
+    assert_eq!(got, ["r1 "]);
     let got = complete(gc, &["git", "tabellio", "comp"]);
-    assert_eq!(got, ["completions"]);
+    assert_eq!(got, ["completions "]);
 }
 
 /// The command names in the `Commands:` section of a help text (clap's `help` left out).

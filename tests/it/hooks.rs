@@ -495,3 +495,110 @@ fn evidence_notes_updated_in_the_same_transaction_count() {
     assert_eq!(rev(&t, "main"), feature);
     assert_eq!(rev(&t, "refs/notes/tabellio/evidence"), notes);
 }
+
+/// An empty bare repository at `<test dir>/server.git`, added as `origin`.
+fn empty_origin(t: &TestEnv) -> std::path::PathBuf {
+    let server = t.path().join("server.git");
+    let s = server.to_str().unwrap();
+    t.git_in(t.path(), &["init", "-q", "--bare", "-b", "main", s])
+        .ok();
+    t.git(&["remote", "add", "origin", s]).ok();
+    server
+}
+
+#[test]
+fn pre_push_judges_a_push_that_creates_a_protected_branch() {
+    let t = TestEnv::with_readme_policy();
+    let server = empty_origin(&t);
+    t.tab(&["hooks", "install"]).ok();
+    let main = t.git_out(&["rev-parse", "main"]);
+    let r = t.git(&["push", "origin", "main"]);
+    assert_ne!(
+        r.code, 0,
+        "an unvalidated first push went through\n{}",
+        r.desc
+    );
+    assert!(
+        r.stderr.contains("refs/heads/main") && r.stderr.contains("readme (missing)"),
+        "{}",
+        r.desc
+    );
+    assert_eq!(
+        t.git_in(&server, &["rev-parse", "-q", "--verify", "main"])
+            .code,
+        1
+    );
+    // Validated, the same first push passes.
+    t.tab(&["validate", &main]).ok();
+    t.git(&[
+        "push",
+        "-q",
+        "--atomic",
+        "origin",
+        "main",
+        "refs/notes/tabellio/evidence",
+    ])
+    .ok();
+    assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), main);
+}
+
+#[test]
+fn pre_push_judges_a_push_whose_remote_tip_is_unknown_here() {
+    let t = TestEnv::with_readme_policy();
+    let server = empty_origin(&t);
+    t.git(&["push", "-q", "origin", "main"]).ok();
+    // Someone else moves the remote's main to a commit this clone never fetched.
+    let other = t.path().join("other");
+    let (s, o) = (server.to_str().unwrap(), other.to_str().unwrap());
+    t.git_in(t.path(), &["clone", "-q", s, o]).ok();
+    t.commit_file_in(&other, "theirs.txt", "theirs\n");
+    t.git_in(&other, &["push", "-q", "origin", "main"]).ok();
+    let theirs = t.git_out_in(&other, &["rev-parse", "HEAD"]);
+    assert_ne!(t.git(&["cat-file", "-e", &theirs]).code, 0);
+    // Here: an unvalidated commit on main, pushed with the hooks installed.
+    t.commit_file_in(&t.repo, "ours.txt", "ours\n");
+    t.tab(&["hooks", "install"]).ok();
+    let r = t.git(&["push", "-f", "origin", "main"]);
+    assert_ne!(r.code, 0, "an unvalidated push went through\n{}", r.desc);
+    assert!(r.stderr.contains("readme (missing)"), "{}", r.desc);
+    assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), theirs);
+}
+
+/// `git merge --ff-only` of an unvalidated commit onto the checked-out protected branch: git
+/// moves the index and files before the hook refuses the branch's move. The refusal says so,
+/// with the one command that puts them back, and that command keeps the person's own change.
+#[test]
+fn a_refused_merge_on_the_checked_out_branch_says_the_files_moved_and_how_to_restore_them() {
+    let t = protected_repo();
+    let main = rev(&t, "main");
+    let feature = commit_on(&t, "feature", "a.txt");
+    t.git(&["checkout", "-q", "main"]).ok();
+    // Someone's own uncommitted change, in a file the merge does not touch.
+    t.write("notes.txt", "mine\n");
+    let r = t.git(&["merge", "--ff-only", "feature"]);
+    assert_ne!(r.code, 0, "{}", r.desc);
+    assert_eq!(rev(&t, "main"), main, "the branch stayed");
+    let command = format!("git read-tree -m -u {feature} {main}");
+    assert!(
+        r.stderr
+            .contains("git had already moved this worktree's index and files")
+            && r.stderr.contains(&command),
+        "{}",
+        r.desc
+    );
+    // The files are the refused commit's, as the refusal says.
+    assert!(t.repo.join("a.txt").exists());
+    // The command, followed.
+    let args: Vec<&str> = command.split(' ').skip(1).collect();
+    t.git(&args).ok();
+    assert!(!t.repo.join("a.txt").exists(), "the refused file is gone");
+    assert_eq!(
+        t.git_out(&["status", "--porcelain"]),
+        "?? notes.txt",
+        "back where it was, the person's own file kept"
+    );
+    // A refusal where nothing moved says nothing of the kind.
+    let r = t.git(&["update-ref", "refs/heads/main", &feature]);
+    assert_ne!(r.code, 0);
+    assert!(!r.stderr.contains("already moved"), "{}", r.desc);
+}

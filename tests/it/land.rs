@@ -565,3 +565,191 @@ fn verify_first_parent_judges_the_commits_the_target_pointed_at() {
     let r = t.tab(&["verify", "--first-parent", &range]);
     assert!(r.stdout.contains("NOT VERIFIED"), "{}", r.desc);
 }
+
+/// A run whose own commit weakens a required check does not hold up the queue: the good run
+/// lands, the weakening run is refused alone, judged by the target's policy, with a hint that
+/// works when followed.
+#[test]
+fn a_run_that_weakens_its_own_gate_is_refused_alone_and_the_queue_lands() {
+    let (t, count) = counting_repo();
+    finished(&t, "g", "g.txt", "good\n");
+    t.tab(&["start", "w", "--task", "task w", "--base", "main"])
+        .ok();
+    let wt = t.worktree("w");
+    t.commit_file_in(&wt, "w.txt", "weak\n");
+    // The run's own policy: `count` becomes `true`, which passes whatever the tree holds.
+    t.commit_file_in(
+        &wt,
+        ".tabellio/policy.json",
+        &policy(&[("count", &["true"])]),
+    );
+    t.tab(&["finish", "w"]).ok();
+    let (code, j) = t.tab_json(&["land", "g", "w"]);
+    assert_eq!(code, 1, "{j}");
+    assert_eq!(result_of(&j, "g")["result"], "landed", "{j}");
+    let w = result_of(&j, "w");
+    assert_eq!(w["result"], "refused", "{j}");
+    assert_eq!(w["state"], "completed", "{j}");
+    let reason = w["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("its own commits change .tabellio/policy.json")
+            && reason.contains("count (stale-check)")
+            && reason.contains("git tabellio finish w"),
+        "{reason}"
+    );
+    assert_eq!(run_json(&t, "g")["state"], "promoted");
+    tip_verified(&t);
+    // The hint, followed: revert the run's policy change, commit, finish, land.
+    let base = run_json(&t, "w")["base"]["commit"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    t.git_in(&wt, &["checkout", &base, "--", ".tabellio/policy.json"])
+        .ok();
+    t.commit_all_in(&wt, "revert the policy change");
+    let before = runs_counted(&count);
+    t.tab(&["finish", "w"]).ok();
+    assert!(runs_counted(&count) > before, "the target's check ran");
+    let (code, j) = t.tab_json(&["land", "w"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(result_of(&j, "w")["result"], "landed", "{j}");
+    tip_verified(&t);
+    t.fsck();
+}
+
+/// `land --dry-run` stacks the queue in memory as `land` does: a run that conflicts only with
+/// a run before it in the queue is predicted to conflict, and the validations, executions and
+/// reuses it predicts are the ones `land` then has, when the checks pass.
+#[test]
+fn the_dry_run_predicts_the_conflicts_and_the_reuse_that_land_then_meets() {
+    let (t, count) = counting_repo();
+    finished(&t, "a", "x.txt", "from a\n");
+    finished(&t, "b", "x.txt", "from b\n");
+    finished(&t, "c", "c.txt", "c\n");
+    finished(&t, "d", "d.txt", "d\n");
+    let before = t.snapshot();
+    let (code, dry) = t.tab_json(&["land", "a", "b", "c", "d", "--batch", "2", "--dry-run"]);
+    assert_eq!(before, t.snapshot(), "the dry run wrote nothing");
+    assert_eq!(code, 1, "{dry}");
+    assert_eq!(result_of(&dry, "a")["result"], "would_land", "{dry}");
+    assert_eq!(result_of(&dry, "a")["satisfied"], true, "{dry}");
+    // Alone on main, b applies; stacked on a, it conflicts.
+    assert_eq!(result_of(&dry, "b")["result"], "conflict", "{dry}");
+    assert_eq!(result_of(&dry, "b")["paths"], serde_json::json!(["x.txt"]));
+    for id in ["c", "d"] {
+        assert_eq!(result_of(&dry, id)["result"], "would_land", "{dry}");
+        assert_eq!(result_of(&dry, id)["satisfied"], false, "{dry}");
+        assert!(
+            result_of(&dry, id)["reason"]
+                .as_str()
+                .unwrap()
+                .contains("cannot be known before it runs"),
+            "{dry}"
+        );
+    }
+    let ran_before = runs_counted(&count);
+    let (_, real) = t.tab_json(&["land", "a", "b", "c", "d", "--batch", "2"]);
+    for id in ["a", "b", "c", "d"] {
+        let (predicted, landed) = (result_of(&dry, id), result_of(&real, id));
+        let expected = match predicted["result"].as_str().unwrap() {
+            "would_land" => "landed",
+            other => other,
+        };
+        assert_eq!(landed["result"], expected, "{id}: {dry}\n{real}");
+        assert_eq!(landed["paths"], predicted["paths"], "{id}");
+    }
+    for field in ["validations", "checks_run", "checks_reused"] {
+        assert_eq!(real[field], dry[field], "{field}: {dry}\n{real}");
+    }
+    assert_eq!(
+        runs_counted(&count) - ran_before,
+        dry["checks_run"].as_u64().unwrap() as usize
+    );
+    tip_verified(&t);
+}
+
+/// `land` inside a run's worktree lands onto the run's target (not onto the run's own branch),
+/// and with nothing to land on its target it names where completed runs wait instead of
+/// saying "nothing to land" with exit 0.
+#[test]
+fn land_in_a_run_worktree_takes_the_runs_target_and_names_runs_waiting_elsewhere() {
+    let (t, _count) = counting_repo();
+    let wt = finished(&t, "r1", "a.txt", "a\n");
+    let (code, j) = {
+        let r = t.tab_in(&wt, &["--json", "land"]);
+        (r.code, r.json())
+    };
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["target"], "refs/heads/main", "{j}");
+    assert_eq!(result_of(&j, "r1")["result"], "landed", "{j}");
+    // A completed run of another target, and nothing for main.
+    t.git(&["branch", "dev", "main"]).ok();
+    t.tab(&["start", "d1", "--task", "t", "--base", "dev"]).ok();
+    t.commit_file_in(&t.worktree("d1"), "d.txt", "d\n");
+    t.tab(&["finish", "d1"]).ok();
+    t.git(&["switch", "-q", "main"]).ok();
+    let before = t.snapshot();
+    let (code, j) = t.tab_json(&["land"]);
+    assert_eq!(code, 2, "{j}");
+    assert!(
+        j["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("completed runs wait on other branches: 1 on refs/heads/dev"),
+        "{j}"
+    );
+    assert_eq!(
+        j["error"]["hint"],
+        "land them onto their target: `git tabellio land --target dev`"
+    );
+    assert_eq!(before, t.snapshot());
+    // The hint, followed.
+    let (code, j) = t.tab_json(&["land", "--target", "dev"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(result_of(&j, "d1")["result"], "landed", "{j}");
+}
+
+/// The in-toto statement of a run `land` restacked is about the commit its target points at
+/// (the landed commit), with the validated commit beside it; an abandoned run's refusal points
+/// at an export that works, not at `finish`.
+#[test]
+fn in_toto_export_of_a_restacked_run_names_the_landed_commit() {
+    let (t, _count) = counting_repo();
+    finished(&t, "a", "a.txt", "a\n");
+    finished(&t, "b", "b.txt", "b\n");
+    t.tab(&["land", "a", "b"]).ok();
+    let tip = t.git_out(&["rev-parse", "main"]);
+    let rec = run_json(&t, "b");
+    assert_eq!(rec["landed"], tip.as_str());
+    let validated = rec["validated"]["commit"].as_str().unwrap().to_string();
+    assert_ne!(validated, tip, "b was restacked");
+    let (code, j) = t.tab_json(&["export", "b", "--format", "in-toto"]);
+    assert_eq!(code, 0, "{j}");
+    let statement = &j["document"];
+    assert_eq!(
+        statement["subject"][0]["digest"]["gitCommit"],
+        tip.as_str(),
+        "{j}"
+    );
+    assert_eq!(
+        statement["subject"][0]["digest"]["gitTree"],
+        t.git_out(&["rev-parse", "main^{tree}"]).as_str()
+    );
+    assert_eq!(statement["predicate"]["landed"]["commit"], tip.as_str());
+    assert_eq!(
+        statement["predicate"]["validated"]["commit"],
+        validated.as_str()
+    );
+    // An abandoned run: the hint sends to an export that works.
+    t.tab(&["start", "z", "--task", "t", "--base", "main"]).ok();
+    t.tab(&["abandon", "z"]).ok();
+    let (code, j) = t.tab_json(&["export", "z", "--format", "in-toto"]);
+    assert_eq!(code, 3, "{j}");
+    let hint = j["error"]["hint"].as_str().unwrap();
+    assert!(!hint.contains("finish"), "{hint}");
+    assert!(
+        hint.contains("git tabellio export z --format tabellio"),
+        "{hint}"
+    );
+    t.tab(&["export", "z", "--format", "tabellio"]).ok();
+}

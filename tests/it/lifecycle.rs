@@ -505,3 +505,207 @@ fn a_run_worktree_of_a_thousand_files_sees_changes_as_a_small_one_does() {
         t.tab_in(wt, &["checkpoint"]).ok();
     }
 }
+
+/// A symbolic ref at the run branch's name (pointing anywhere, or nowhere) is a branch that
+/// exists: `start` refuses before writing anything, with the same words on both ref backends.
+#[test]
+fn start_refuses_a_symbolic_ref_at_the_run_branch_name_and_writes_nothing() {
+    let t = TestEnv::new();
+    for to in ["refs/heads/main", "refs/heads/nowhere"] {
+        t.git(&["symbolic-ref", "refs/heads/tabellio/r1", to]).ok();
+        let before = t.snapshot();
+        let (code, j) = t.tab_json(&["start", "r1", "--task", "x"]);
+        assert_eq!(code, 2, "{j}");
+        assert_eq!(
+            j["error"]["message"],
+            format!("branch refs/heads/tabellio/r1 already exists: it is a symbolic ref to {to}")
+        );
+        assert!(
+            j["error"]["hint"]
+                .as_str()
+                .unwrap()
+                .contains("git symbolic-ref -d refs/heads/tabellio/r1"),
+            "{j}"
+        );
+        assert_eq!(before, t.snapshot());
+    }
+    // The hint, followed.
+    t.git(&["symbolic-ref", "-d", "refs/heads/tabellio/r1"])
+        .ok();
+    t.tab(&["start", "r1", "--task", "x"]).ok();
+}
+
+/// `status` with no run named, outside every run's worktree, is an overview of the runs (like
+/// `git status` for the whole repository), not an error; inside a run's worktree it is that run.
+#[test]
+fn status_outside_a_run_is_an_overview_of_every_run() {
+    let t = TestEnv::ref_only();
+    let (code, j) = t.tab_json(&["status"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["overview"], true);
+    assert_eq!(j["runs"], serde_json::json!([]));
+    assert!(t.tab(&["status"]).stdout.contains("no runs yet"));
+    let wt1 = t.started_run("r1", "a.txt");
+    t.completed_run("r2", "b.txt");
+    t.completed_run("r3", "c.txt");
+    t.tab(&["promote", "r3"]).ok();
+    let before = t.snapshot();
+    let (code, j) = t.tab_json(&["status"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(before, t.snapshot(), "status wrote something");
+    assert_eq!(
+        j["by_state"],
+        serde_json::json!({"active": 1, "completed": 1, "promoted": 1})
+    );
+    let runs = j["runs"].as_array().unwrap();
+    let ids: Vec<&str> = runs.iter().map(|r| r["run_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["r1", "r2"], "the runs that have not ended: {j}");
+    // Each with the next action `status <run>` gives.
+    for r in runs {
+        let id = r["run_id"].as_str().unwrap();
+        let one = t.tab_json(&["status", id]).1;
+        assert_eq!(r["next_action"], one["next_action"], "{id}");
+    }
+    let human = t.tab(&["status"]).stdout;
+    assert!(
+        human.contains("runs: 1 active, 1 completed, 1 promoted"),
+        "{human}"
+    );
+    assert!(human.contains("r2  completed"), "{human}");
+    // Inside a run's worktree, status is that run.
+    let here = t.tab_in(&wt1, &["--json", "status"]).json();
+    assert_eq!(here["run"]["run_id"], "r1");
+}
+
+#[test]
+fn windows_style_origins_never_reach_the_stored_repository_id() {
+    for (i, url) in [
+        r"C:\Users\agent\secret.git",
+        "D:/x/secret.git",
+        r"\\server\share\secret.git",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let t = TestEnv::new();
+        t.git(&["remote", "add", "origin", url]).ok();
+        let id = format!("r{i}");
+        t.tab(&["start", &id, "--task", "t"]).ok();
+        let run = t.git_out(&["show", &format!("refs/tabellio/runs/{id}:run.json")]);
+        let run: serde_json::Value = serde_json::from_str(&run).unwrap();
+        let repository = run["repository"].as_str().unwrap();
+        assert!(
+            repository.starts_with("local/")
+                && !repository.contains("secret")
+                && !repository.contains("Users")
+                && !repository.contains("server"),
+            "{url} became {repository}"
+        );
+    }
+}
+
+#[test]
+fn a_symbolic_base_resolves_to_the_branch_it_names() {
+    let t = TestEnv::ref_only();
+    t.git(&["branch", "-m", "main", "trunk"]).ok();
+    t.git(&["symbolic-ref", "refs/heads/main", "refs/heads/trunk"])
+        .ok();
+    let r = t.tab(&["start", "r1", "--task", "t", "--base", "main"]);
+    r.ok();
+    assert!(
+        r.stdout.contains("refs/heads/trunk") && r.stdout.contains("refs/heads/main"),
+        "{}",
+        r.desc
+    );
+    let run = t.git_out(&["show", "refs/tabellio/runs/r1:run.json"]);
+    let run: serde_json::Value = serde_json::from_str(&run).unwrap();
+    assert_eq!(run["base"]["ref"], "refs/heads/trunk");
+    let (code, st) = t.tab_json(&["start", "r2", "--task", "t", "--base", "main"]);
+    assert_eq!(code, 0, "{st}");
+    assert_eq!(st["base_via"], "refs/heads/main", "{st}");
+    // The branch it names is what promotion moves; `main` follows it.
+    t.commit_file_in(&t.worktree("r1"), "a.txt", "a\n");
+    t.tab(&["finish", "r1", "--", "true"]).ok();
+    t.tab(&["promote", "r1"]).ok();
+    let head = t.git_out(&["rev-parse", "tabellio/r1"]);
+    assert_eq!(t.git_out(&["rev-parse", "trunk"]), head);
+    assert_eq!(t.git_out(&["rev-parse", "main"]), head);
+    assert_eq!(
+        t.git_out(&["symbolic-ref", "refs/heads/main"]),
+        "refs/heads/trunk"
+    );
+}
+
+/// Statements of docs/lifecycle.md, docs/storage.md and docs/loop.md that are easy to get wrong.
+#[test]
+fn generated_ids_default_actor_summary_and_context_keys_are_as_documented() {
+    let t = TestEnv::new();
+    // Without a run id: `r`, the UTC time as yymmddHHMMSS, `-`, 4 hex digits. Without USER:
+    // `human:unknown`.
+    let long_task = format!("{}\nsecond line", "x".repeat(100));
+    let r = t.command_with_env(
+        BIN,
+        &t.repo,
+        &[("USER", std::ffi::OsStr::new(""))],
+        &["--json", "start", "--task", &long_task],
+    );
+    r.ok();
+    let run = &r.json()["run"];
+    let id = run["run_id"].as_str().unwrap();
+    let (stamp, salt) = id[1..].split_once('-').unwrap();
+    assert!(
+        id.starts_with('r')
+            && stamp.len() == 12
+            && stamp.bytes().all(|b| b.is_ascii_digit())
+            && salt.len() == 4
+            && salt.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{id}"
+    );
+    assert_eq!(run["actor"]["type"], "human");
+    assert_eq!(run["actor"]["id"], "unknown");
+    // The summary: the first non-empty line, cut at 72 characters, an ellipsis appended.
+    assert_eq!(run["task"]["summary"], format!("{}…", "x".repeat(72)));
+
+    // `--json context`: the packet, plus `markdown` unless `--format json`.
+    let (_, j) = t.tab_json(&["context", id]);
+    assert!(j["context"].is_object() && j["markdown"].is_string(), "{j}");
+    let (_, j) = t.tab_json(&["context", id, "--format", "json"]);
+    assert!(
+        j["context"].is_object() && j.get("markdown").is_none(),
+        "{j}"
+    );
+}
+
+#[test]
+fn branch_names_git_refuses_are_refused_before_anything_is_written() {
+    let t = TestEnv::new();
+    let before = t.snapshot();
+    for name in [
+        "HEAD",
+        "refs/heads/HEAD",
+        "-x",
+        "a..b",
+        "x.lock",
+        "a/.b",
+        "@",
+        "a@{1}",
+        "a//b",
+        "tail/",
+    ] {
+        let flag = format!("--branch={name}");
+        let r = t.tab(&["--json", "start", "r1", "--task", "t", &flag]);
+        r.code(2);
+        let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.contains("not a valid branch name"), "{}", r.desc);
+        assert_eq!(t.snapshot(), before, "{name:?}: something was written");
+        assert!(!t.worktree("r1").exists(), "{name:?}: a worktree was made");
+    }
+    // Names git accepts still work.
+    t.tab(&["start", "r1", "--task", "t", "--branch=feature/x@y"])
+        .ok();
+    assert_eq!(
+        t.git(&["rev-parse", "-q", "--verify", "refs/heads/feature/x@y"])
+            .code,
+        0
+    );
+}

@@ -11,13 +11,14 @@ mod hermetic;
 
 mod advice;
 mod approvals;
+mod completion;
+mod corruption;
 mod crash;
 mod docs;
+mod exit_codes;
 mod export;
 mod fixtures;
-mod hardening;
-mod hardening2;
-mod hardening3;
+mod git_environment;
 mod harness;
 mod help;
 mod hooks;
@@ -29,6 +30,8 @@ mod lib_evidence;
 mod lib_promote;
 mod lib_status;
 mod lifecycle;
+mod loop_agent;
+mod newer_records;
 mod output;
 mod plans;
 mod promote;
@@ -36,6 +39,7 @@ mod pull;
 mod recovery;
 mod reftable;
 mod refusals;
+mod replacements;
 mod report;
 mod runner;
 mod scratch;
@@ -43,9 +47,12 @@ mod secrets;
 mod servers;
 mod storage;
 mod sync;
+mod terminal;
 mod trust;
+mod unreadable_refs;
 mod util;
 mod verify;
+mod worktrees;
 
 /// Every `.rs` file next to this one is declared as a module above: a file that is not is never
 /// compiled, so its tests would silently never run.

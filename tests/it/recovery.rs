@@ -278,3 +278,103 @@ fn a_dangling_symlink_as_worktree_root_is_a_usage_error() {
     t.tab(&["start", "s2", "--task", "t"]).code(2);
     assert_eq!(before, t.snapshot());
 }
+
+#[test]
+fn a_torn_start_is_recognised_by_status_and_completed_by_starting_again() {
+    let t = TestEnv::new();
+    let lock = t.torn_start("r1");
+    let (code, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(code, 0, "{st}");
+    let reason = st["next_action"]["reason"].as_str().unwrap();
+    assert_eq!(st["next_action"]["action"], "start", "{st}");
+    assert!(
+        reason.contains("interrupted") && reason.contains("r1.lock"),
+        "{st}"
+    );
+    assert!(!reason.contains("another machine"), "{st}");
+    // The same start again completes it: the id is not burnt.
+    let r = t.tab(&["--json", "start", "r1", "--task", "again"]);
+    r.ok();
+    assert!(!lock.exists(), "the stale lock is still there");
+    assert!(t.worktree("r1").join(".git").is_file());
+    let (_, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(st["state"], "active", "{st}");
+    assert_eq!(st["run"]["task"]["text"], "again", "{st}");
+    t.commit_file_in(&t.worktree("r1"), "a.txt", "a\n");
+    t.tab(&["finish", "r1", "--", "true"]).ok();
+    t.fsck();
+}
+
+#[test]
+fn a_stale_ledger_lock_after_an_interrupted_promote_is_named_before_promote() {
+    let t = TestEnv::ref_only();
+    // Killed between the two ref writes: the target moved, the ledger's lock is left.
+    let validated = t.half_promoted_run("r1", "a.txt");
+    let lock = t.repo.join(".git/refs/tabellio/runs/r1.lock");
+    write_file(&lock, &format!("{validated}\n"));
+    let (code, st) = t.tab_json(&["status", "r1"]);
+    assert_eq!(code, 0, "{st}");
+    let next = &st["next_action"];
+    assert_eq!(next["action"], "unblock-promote", "{st}");
+    assert!(next["reason"].as_str().unwrap().contains("r1.lock"), "{st}");
+    let r = t.tab(&["--json", "promote", "r1", "--dry-run"]);
+    r.code(4);
+    assert!(r.stdout.contains("r1.lock"), "{}", r.desc);
+    // The named repair, then promote completes.
+    std::fs::remove_file(&lock).unwrap();
+    assert_eq!(
+        t.tab_json(&["status", "r1"]).1["next_action"]["action"],
+        "promote"
+    );
+    t.tab(&["promote", "r1"]).ok();
+    assert_eq!(t.tab_json(&["status", "r1"]).1["state"], "promoted");
+}
+
+/// A run on `main` (checked out in the main worktree) that rewrites `keep.txt` and adds
+/// `new.txt`, finished; the checked-out promote has not run yet.
+fn run_rewriting_checked_out_files(t: &TestEnv) {
+    t.write("keep.txt", "keep\n");
+    t.commit_all("files");
+    t.tab(&["start", "r1", "--task", "t"]).ok();
+    let wt = t.worktree("r1");
+    write_file(&wt.join("new.txt"), "new content\n");
+    write_file(&wt.join("keep.txt"), "kept and changed\n");
+    t.commit_all_in(&wt, "change");
+    t.tab(&["finish", "r1", "--", "true"]).ok();
+}
+
+#[test]
+fn a_checked_out_promote_killed_mid_write_is_finished_by_the_next_promote() {
+    let t = TestEnv::new();
+    run_rewriting_checked_out_files(&t);
+    // Killed while writing: keep.txt truncated to nothing, new.txt half written.
+    t.write("keep.txt", "");
+    t.write("new.txt", "new co");
+    let (code, j) = t.tab_json(&["promote", "r1"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(
+        std::fs::read_to_string(t.repo.join("keep.txt")).unwrap(),
+        "kept and changed\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(t.repo.join("new.txt")).unwrap(),
+        "new content\n"
+    );
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+    t.fsck();
+}
+
+#[test]
+fn beside_leftovers_of_a_killed_move_only_foreign_paths_are_named() {
+    let t = TestEnv::new();
+    run_rewriting_checked_out_files(&t);
+    t.write("keep.txt", "");
+    t.write("README.md", "my own edit\n");
+    let before = t.snapshot();
+    let r = t.tab(&["--json", "promote", "r1"]);
+    r.code(3);
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("README.md"), "{}", r.desc);
+    assert!(!message.contains("keep.txt"), "{}", r.desc);
+    assert_eq!(before, t.snapshot());
+}

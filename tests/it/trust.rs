@@ -249,13 +249,14 @@ fn untrusted_records_are_refused_everywhere_and_nothing_moves() {
     assert_eq!(t.snapshot(), before);
 
     // `land` cannot launder an untrusted record into one that counts: it refuses the run up
-    // front, naming the verdict, and nothing moves.
+    // front (alone: other runs of the queue would land), naming the verdict, and nothing moves.
     let main = t.git_out(&["rev-parse", "main"]);
     for (run, _, want) in &cases {
         let (code, j) = t.tab_json(&["land", run, "--target", "main"]);
-        assert_eq!(code, 3, "{run}: {j}");
-        let message = j["error"]["message"].as_str().unwrap();
-        assert!(message.contains(&format!("readme ({want})")), "{run}: {j}");
+        assert_eq!(code, 1, "{run}: {j}");
+        assert_eq!(j["runs"][0]["result"], "refused", "{run}: {j}");
+        let reason = j["runs"][0]["reason"].as_str().unwrap();
+        assert!(reason.contains(&format!("readme ({want})")), "{run}: {j}");
     }
     assert_eq!(t.git_out(&["rev-parse", "main"]), main);
 

@@ -99,6 +99,7 @@ impl TestEnv {
         let repo_s = repo.to_str().unwrap().to_string();
         args.push(&repo_s);
         env.git_in(env.dir.path(), &args).ok();
+        env.assert_ref_storage(init_args, &repo);
         if !init_args.contains(&"--bare") {
             env.write("README.md", "hello\n");
             env.git(&["add", "-A"]).ok();
@@ -272,6 +273,7 @@ impl TestEnv {
         )
         .ok();
         let server = TestEnv { dir, home, repo };
+        server.assert_ref_storage(&["clone"], &server.repo);
         // The seed is about to disappear: the server must not remember it.
         server.git(&["remote", "remove", "origin"]).ok();
         server
@@ -287,6 +289,7 @@ impl TestEnv {
         let (from, to) = (server.repo.to_str().unwrap(), env.repo.to_str().unwrap());
         env.git_in(env.path(), &with_ref_format(&["clone", "-q", from, to]))
             .ok();
+        env.assert_ref_storage(&["clone"], &env.repo);
         env
     }
 }
@@ -298,6 +301,32 @@ pub fn ref_format() -> &'static str {
     match std::thread::current().name() {
         Some(name) if name.starts_with("reftable::") => "reftable",
         _ => "files",
+    }
+}
+
+impl TestEnv {
+    /// The sentinel of the reftable pass: a repository a test of the pass made with `args`
+    /// (the test's own `git init` or `git clone` arguments, before [`with_ref_format`]) really
+    /// stores its refs in reftable, as `git rev-parse --show-ref-format` and
+    /// `extensions.refStorage` say, so the pass cannot quietly run on the files backend.
+    /// Nothing to check where the test chose a format itself, or outside the pass (files is
+    /// git's default, and gits older than 2.45 know no `--show-ref-format`).
+    #[track_caller]
+    pub fn assert_ref_storage(&self, args: &[&str], repo: &Path) {
+        if ref_format() != "reftable" || args.iter().any(|a| a.starts_with("--ref-format")) {
+            return;
+        }
+        let shown = self.git_out_in(repo, &["rev-parse", "--show-ref-format"]);
+        let config = self.git_out_in(
+            repo,
+            &["config", "--default", "files", "extensions.refStorage"],
+        );
+        assert_eq!(
+            (shown.as_str(), config.as_str()),
+            ("reftable", "reftable"),
+            "{} is not a reftable repository, yet the test runs in the reftable pass",
+            repo.display()
+        );
     }
 }
 

@@ -601,3 +601,90 @@ fn packed_objects_judge_the_same_whatever_the_delta_base_cache() {
         assert_eq!((code, &v), (0, &unset), "core.deltaBaseCacheLimit={limit}");
     }
 }
+
+/// With no policy any passing record verifies a commit; a note line that is no record at all
+/// is an alarm (`tampered`), not an absence (`missing`).
+#[test]
+fn a_non_json_note_line_without_a_policy_is_tampered() {
+    let t = TestEnv::new();
+    let head = t.git_out(&["rev-parse", "HEAD"]);
+    let (code, v) = t.tab_json(&["verify", &head]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["commits"][0]["checks"][0]["verdict"], "missing", "{v}");
+    t.git(&[
+        "notes",
+        "--ref=tabellio/evidence",
+        "add",
+        "-m",
+        "not json",
+        &head,
+    ])
+    .ok();
+    let (code, v) = t.tab_json(&["verify", &head]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["commits"][0]["checks"][0]["verdict"], "tampered", "{v}");
+}
+
+/// docs/verify.md: Ctrl-C during `validate` run through `git tabellio` ends git by SIGINT too,
+/// so a shell shows 130 (128 + 2), as for the binary run directly.
+#[test]
+fn ctrl_c_through_git_tabellio_ends_git_by_the_signal() {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    use std::process::Command;
+    let t = TestEnv::new();
+    let marker = t.path().join("started");
+    let script = format!(
+        "echo $$ > {m}.tmp && mv {m}.tmp {m} && exec sleep 60",
+        m = marker.display()
+    );
+    let mut cmd = Command::new("git");
+    cmd.args([
+        "tabellio", "validate", "--check", "slow", "--", "sh", "-c", &script,
+    ])
+    .current_dir(&t.repo)
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    // A terminal's Ctrl-C signals the foreground process group: git and its child.
+    .process_group(0);
+    hermetic(&mut cmd, &t.home);
+    let child = cmd.spawn().unwrap();
+    wait_for_file(&marker);
+    let group = i32::try_from(child.id()).unwrap();
+    // SAFETY: signalling a process group this test created.
+    unsafe { libc::killpg(group, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    // What a shell shows: 128 + the signal when the process died of it, else its exit code.
+    let shown = out
+        .status
+        .signal()
+        .map_or(out.status.code(), |s| Some(128 + s));
+    assert_eq!(shown, Some(130), "{out:?}");
+}
+
+#[test]
+fn an_excerpt_limit_above_one_mib_is_a_policy_error() {
+    let t = TestEnv::new();
+    let mut p: serde_json::Value =
+        serde_json::from_str(&policy(&[("readme", &["test", "-f", "README.md"])])).unwrap();
+    p["output"] = serde_json::json!({"excerpt_bytes": 50_000_000});
+    t.commit_policy(&p.to_string());
+    let before = t.snapshot();
+    let r = t.tab(&["--json", "validate"]);
+    r.code(2);
+    let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("output.excerpt_bytes") && message.contains("1 MiB"),
+        "{}",
+        r.desc
+    );
+    assert!(r.json()["error"]["hint"]
+        .as_str()
+        .unwrap()
+        .contains("policy.json"));
+    assert_eq!(t.snapshot(), before, "a refused validate wrote something");
+    // Exactly 1 MiB is allowed.
+    p["output"] = serde_json::json!({"excerpt_bytes": 1_048_576});
+    t.commit_policy(&p.to_string());
+    t.tab(&["validate"]).ok();
+}

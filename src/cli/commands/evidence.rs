@@ -45,5 +45,23 @@ pub fn cmd_evidence(ctx: &Ctx, args: &EvidenceArgs) -> Result<Output> {
             )),
         }
     }
+    if o.records
+        .iter()
+        .any(|e| e.raw.as_deref().is_some_and(names_our_schema))
+    {
+        human.push_str(
+            "hint: a tabellio record this version cannot read (a schema or a field it does not know) \
+             was written by a newer git-tabellio: upgrade to read it (docs/storage.md, \"Compatibility\")\n",
+        );
+    }
     Ok(Output::new(to_json(&o), human))
+}
+
+/// Whether `line` is JSON naming a `tabellio.*` schema: one of our records, by its own word.
+fn names_our_schema(line: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(line).is_ok_and(|v| {
+        v.get("schema")
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|s| s.starts_with("tabellio."))
+    })
 }

@@ -99,8 +99,8 @@ pub fn cmd_finish(ctx: &Ctx, args: &FinishArgs) -> Result<Output> {
         ));
         // What status would say now (the plan gate's fix, or finish again after a fix). Only
         // advice: the attempt is recorded, so failing to read it back must not fail finish.
-        if let Ok(st) = status::status(ctx.env()?, Some(&o.run.run_id)) {
-            let next = st.next_action();
+        let st = status::status(ctx.env()?, Some(&o.run.run_id));
+        if let Some(next) = st.as_ref().ok().and_then(|st| st.next_action()) {
             human.push_str(&next_line(
                 next.action.as_str(),
                 if next.blocking { " (blocking)" } else { "" },

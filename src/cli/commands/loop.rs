@@ -33,7 +33,9 @@ pub struct LoopArgs {
     /// Continue an interrupted loop where its ledger says it stopped.
     #[arg(long)]
     pub resume: bool,
-    /// The agent command, run directly (never through a shell) in the run worktree.
+    /// The agent command, run directly (never through a shell) in the run worktree. A relative
+    /// path (`../agent.sh`) is resolved against the directory you run `loop` in; a program that
+    /// is not there or not executable is refused before the run changes.
     #[arg(last = true, value_name = "AGENT")]
     pub argv: Vec<String>,
 }
@@ -134,7 +136,7 @@ pub fn cmd_loop(ctx: &Ctx, args: &LoopArgs) -> Result<Output> {
         next.command.as_deref(),
     ));
     // The loop's verdict: the run validated (and was promoted when asked) and the loop ended.
-    let validated = o.exit_code() == 0;
+    let validated = o.validated();
     let extra = json!({
         "invocation": o.invocation,
         "promoted": o.promoted,

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use tabellio::lifecycle::status::{self, StatusReport, UnreadableRunStatus};
+use tabellio::lifecycle::status::{self, Overview, StatusReport, UnreadableRunStatus};
 use tabellio::Result;
 
 use crate::cli::format::{next_line, printable, run_json, short, to_json, unreadable_ref_lines};
@@ -18,6 +18,7 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
     let o = match status::status(ctx.env()?, args.run.as_deref())? {
         StatusReport::Run(o) => o,
         StatusReport::Unreadable(u) => return Ok(unreadable_status(&u)),
+        StatusReport::Overview(o) => return Ok(overview(&o)),
     };
     // A ledger `abandon` rebuilt from an unreadable one knows no base.
     let base = match o.run.base.reference.as_str() {
@@ -100,6 +101,42 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
 
 /// A run whose ledger cannot be read: reported (exit 0), with the ref and its repairs. `run`
 /// and `state` are null: nothing says what they were.
+/// No run named and none here: every run by state, and what each that has not ended needs.
+fn overview(o: &Overview) -> Output {
+    let mut human = if o.by_state.is_empty() {
+        "no runs yet; start one with `git tabellio start <run> --task <text>`\n".to_string()
+    } else {
+        let counts: Vec<String> = o.by_state.iter().map(|(s, n)| format!("{n} {s}")).collect();
+        format!("runs: {}\n", counts.join(", "))
+    };
+    let width = o.runs.iter().map(|r| r.run_id.len()).max().unwrap_or(0);
+    for r in &o.runs {
+        match (&r.next_action, &r.unreadable) {
+            (Some(next), _) => human.push_str(&format!(
+                "  {:width$}  {:17}  next: {}{}\n",
+                r.run_id,
+                r.state.as_str(),
+                next.action.as_str(),
+                next.command
+                    .as_deref()
+                    .map_or(String::new(), |c| format!(" (`{c}`)")),
+            )),
+            (None, Some(why)) => {
+                human.push_str(&format!("  {:width$}  unreadable: {why}\n", r.run_id))
+            }
+            (None, None) => {}
+        }
+    }
+    if o.runs.is_empty() && !o.by_state.is_empty() {
+        human.push_str("nothing needs doing: every run has ended\n");
+    }
+    human.push_str("`git tabellio status <run>` (or status in a run's worktree) shows one run");
+    Output::new(
+        json!({"overview": true, "by_state": to_json(&o.by_state), "runs": to_json(&o.runs)}),
+        human,
+    )
+}
+
 fn unreadable_status(u: &UnreadableRunStatus) -> Output {
     let mut human = format!("run {}: unreadable\n", u.run_id);
     if let Some(w) = &u.workspace {

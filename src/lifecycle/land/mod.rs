@@ -181,11 +181,32 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
     // Every named run is looked at before anything is written: a run in the wrong state
     // refuses the whole command.
     let first = queue::resolve(store, &target, &opts.runs)?;
+    if opts.runs.is_empty() && first.candidates.is_empty() && first.already.is_empty() {
+        let elsewhere = queue::waiting_elsewhere(store, &target)?;
+        if let Some((other, _)) = elsewhere.first() {
+            let list: Vec<String> = elsewhere
+                .iter()
+                .map(|(t, n)| format!("{n} on {t}"))
+                .collect();
+            return Err(Error::usage(format!(
+                "no completed run targets {target}, but completed runs wait on other branches: {}",
+                list.join(", ")
+            ))
+            .hint(format!(
+                "land them onto their target: `git tabellio land --target {}`",
+                other.trim_start_matches("refs/heads/")
+            )));
+        }
+    }
     outcome.runs.extend(first.already);
     let squash = opts.squash || crate::store::policy::squash_at(store, &target)?;
     if opts.dry_run {
-        let results = stack::dry_run(store, &target, &first.candidates, squash)?;
+        let (results, predicted) =
+            stack::dry_run(store, &target, &first.candidates, squash, opts.batch)?;
         outcome.runs.extend(results);
+        outcome.validations = predicted.validations;
+        outcome.checks_run = predicted.checks_run;
+        outcome.checks_reused = predicted.checks_reused;
         return Ok(outcome);
     }
     let mut pending: Vec<String> = first

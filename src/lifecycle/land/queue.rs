@@ -2,8 +2,9 @@
 //! before anything is written.
 
 use crate::error::{Error, Result};
+use crate::model::policy;
 use crate::model::RunState;
-use crate::run::promotion::check_validated;
+use crate::run::promotion::{check_validated, PromoteError};
 use crate::store::ledger::Ledger;
 use crate::store::replay::commits_since;
 use crate::store::Store;
@@ -35,7 +36,7 @@ pub struct Queue {
 }
 
 /// The target: `--target` (a branch name or `refs/heads/…`), else the named runs' base branch,
-/// else the current branch.
+/// else, inside a run's worktree, that run's target, else the current branch.
 pub fn target(env: &Env, opts: &LandOptions) -> Result<String> {
     if let Some(t) = &opts.target {
         let full = if t.starts_with("refs/") {
@@ -67,6 +68,10 @@ pub fn target(env: &Env, opts: &LandOptions) -> Result<String> {
             ))
             .hint("land them separately, or name the target with --target"))
         }
+    }
+    // Inside a run's worktree the current branch is the run's own: its target is meant.
+    if let Ok(ledger) = crate::run::resolve_run(env, None) {
+        return Ok(ledger.record.base.reference);
     }
     current_branch(&env.store)
         .filter(|h| h.starts_with("refs/heads/"))
@@ -145,6 +150,27 @@ pub fn resolve(store: &Store, target: &str, named: &[String]) -> Result<Queue> {
     Ok(queue)
 }
 
+/// With nothing to land on `target`: the other targets that completed runs wait on, with how
+/// many, so `land` can say where they are instead of "nothing to land".
+pub fn waiting_elsewhere(store: &Store, target: &str) -> Result<Vec<(String, usize)>> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for (id, _) in store.list_ledgers()? {
+        let Ok(Some(ledger)) = store.try_find_ledger(&id) else {
+            continue;
+        };
+        let rec = &ledger.record;
+        if rec.state != RunState::Completed || rec.base.reference == target {
+            continue;
+        }
+        match out.iter_mut().find(|(t, _)| *t == rec.base.reference) {
+            Some((_, n)) => *n += 1,
+            None => out.push((rec.base.reference.clone(), 1)),
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// The run as it stands once no other writer is half-way through its transaction: gix writes
 /// the loose refs of one transaction one after the other, so a concurrent `land` may be seen
 /// with the run branch moved and the ledger not yet. A completed run whose preconditions fail
@@ -165,6 +191,12 @@ fn settled_read(
         // read could see another landing's branch move in between.
         match check_validated(store, &ledger.record) {
             Ok((_, head)) => return Ok(Ok((ledger, Some(head)))),
+            Err(PromoteError::EvidenceDoesNotHold { unsatisfied, .. })
+                if !landing_in_flight(store, &ledger.record)? =>
+            {
+                // One run's evidence does not hold the queue up: it is refused alone.
+                return Ok(Err(evidence_refused(store, &ledger, &unsatisfied)?));
+            }
             Err(e) if !landing_in_flight(store, &ledger.record)? => return Err(e.into()),
             Err(_) => {}
         }
@@ -223,6 +255,54 @@ fn completed_of(store: &Store, target: &str) -> Result<Vec<Ledger>> {
             .then_with(|| a.record.run_id.cmp(&b.record.run_id))
     });
     Ok(out)
+}
+
+/// The result for a completed run whose evidence does not hold under the target tip's policy
+/// (`unsatisfied`: `name (verdict)` per check). When the run's own commits change the policy,
+/// that is why: a run never changes its own gate, so its evidence, made under its own policy, is
+/// judged by the target's.
+fn evidence_refused(store: &Store, ledger: &Ledger, unsatisfied: &[String]) -> Result<RunLanding> {
+    let rec = &ledger.record;
+    let id = &rec.run_id;
+    let base = store.parse_oid(&rec.base.commit)?;
+    let head = store.ref_target(&rec.branch)?;
+    let own_policy = match head {
+        Some(head) => {
+            store.read_file_at(base, policy::PATH)? != store.read_file_at(head, policy::PATH)?
+        }
+        None => false,
+    };
+    let reason = if own_policy {
+        format!(
+            "its own commits change {path}, and a run never changes its own gate: judged by the \
+             policy at the tip of {target}, its evidence does not hold ({checks}); revert its \
+             change to {path} in the run (a policy change lands on its own, by a person), \
+             commit, then `git tabellio finish {id}`",
+            path = policy::PATH,
+            target = rec.base.reference,
+            checks = unsatisfied.join(", ")
+        )
+    } else {
+        format!(
+            "its evidence does not hold under the policy at the tip of {target} ({checks}); \
+             `git tabellio status {id}` says what to do next",
+            target = rec.base.reference,
+            checks = unsatisfied.join(", ")
+        )
+    };
+    Ok(RunLanding {
+        run_id: id.clone(),
+        result: Landing::Refused,
+        state: rec.state,
+        landed: None,
+        restack: None,
+        base_before: rec.base.commit.clone(),
+        base_after: None,
+        paths: Vec::new(),
+        commit: head.map(|h| h.to_string()),
+        reason: Some(reason),
+        satisfied: None,
+    })
 }
 
 /// The result for a run promoted before this call.

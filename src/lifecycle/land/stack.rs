@@ -3,9 +3,7 @@
 
 use crate::error::Result;
 use crate::model::land::RestackMode;
-use crate::store::replay::{
-    self, would_replay_cleanly, would_squash_cleanly, Prediction, ReplayError, SquashRequest,
-};
+use crate::store::replay::{self, ReplayError, SquashRequest, StackPrediction, StackStep};
 use crate::store::Store;
 
 use super::queue::Candidate;
@@ -94,65 +92,119 @@ fn unstacked(candidate: &Candidate, onto: gix::ObjectId, e: ReplayError) -> Resu
     })
 }
 
-/// `--dry-run`: each run predicted alone on the current tip (the queue's runs are not stacked
-/// on one another, since that would mean writing their commits). Nothing is written.
+/// What a dry run predicts the first pass of validations costs, if every check passes: a
+/// failing stack is bisected, which costs more, and cannot be known before the checks run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Predicted {
+    /// Stack tops to validate.
+    pub validations: usize,
+    /// Checks to execute on them.
+    pub checks_run: usize,
+    /// Checks whose passing evidence on the same tree would be reused instead.
+    pub checks_reused: usize,
+}
+
+/// `--dry-run`: the queue stacked as `land` stacks it, in memory (each run onto the one before
+/// it, in batches of `batch`), with the conflicts it would meet and, for every run and every
+/// batch's top, the required checks existing evidence already satisfies. Nothing is written.
 pub fn dry_run(
     store: &Store,
     target: &str,
     candidates: &[Candidate],
     squash: bool,
-) -> Result<Vec<RunLanding>> {
+    batch: usize,
+) -> Result<(Vec<RunLanding>, Predicted)> {
     let Some(tip) = store.ref_target(target)? else {
         return Err(crate::error::Error::not_found(format!(
             "the target {target} does not exist"
         )));
     };
+    let predictor = StackPrediction::new(store)?;
     let mut out = Vec::new();
-    for c in candidates {
-        let rec = &c.ledger.record;
-        let plain = tip == c.base && !squash;
-        let prediction = if plain {
-            Prediction::Clean {
-                tree: store.tree_of(c.head)?,
+    let mut predicted = Predicted::default();
+    let mut onto = tip;
+    for chunk in candidates.chunks(batch.max(1)) {
+        let mut stacked: Vec<Candidate> = Vec::new();
+        let mut top_tree = None;
+        for c in chunk {
+            let rec = &c.ledger.record;
+            let plain = onto == c.base && !squash;
+            let mode = if plain {
+                RestackMode::None
+            } else if squash {
+                RestackMode::Squash
+            } else {
+                RestackMode::Replay
+            };
+            let stacked_on = onto;
+            let top = if plain {
+                StackStep::Clean {
+                    tip: c.head,
+                    tree: store.tree_of(c.head)?,
+                }
+            } else {
+                let request = squash.then_some(SquashRequest {
+                    base: c.base,
+                    head: c.head,
+                    onto,
+                    summary: &rec.task.summary,
+                    run_id: &rec.run_id,
+                });
+                predictor.stack(&c.commits, c.base, onto, request)?
+            };
+            let mut result = RunLanding {
+                run_id: rec.run_id.clone(),
+                result: Landing::WouldLand,
+                state: rec.state,
+                landed: plain.then(|| c.head.to_string()),
+                restack: Some(mode),
+                base_before: rec.base.commit.clone(),
+                base_after: Some(stacked_on.to_string()),
+                paths: Vec::new(),
+                commit: None,
+                reason: None,
+                satisfied: None,
+            };
+            match top {
+                StackStep::Clean { tip: head, tree } => {
+                    let reqs = requirements(store, tip, std::slice::from_ref(c))?;
+                    let ok = !reqs.is_empty() && satisfied(store, tree, &reqs)?;
+                    result.satisfied = Some(ok);
+                    if !ok && !reqs.is_empty() {
+                        let names: Vec<&str> = reqs.iter().map(|r| r.name.as_str()).collect();
+                        result.reason = Some(format!(
+                            "validation needed: {} on the stacked tree {tree}; whether it passes \
+                             cannot be known before it runs",
+                            names.join(", ")
+                        ));
+                    }
+                    onto = head;
+                    top_tree = Some(tree);
+                    stacked.push(c.clone());
+                }
+                StackStep::Conflict { commit, paths } => {
+                    result.result = Landing::Conflict;
+                    result.reason = Some(format!("{commit} would conflict onto {stacked_on}"));
+                    result.paths = paths;
+                    result.commit = Some(commit.to_string());
+                }
             }
-        } else if squash {
-            would_squash_cleanly(store, c.base, c.head, tip)?
-        } else {
-            would_replay_cleanly(store, &c.commits, c.base, tip)?
-        };
-        let mode = if plain {
-            RestackMode::None
-        } else if squash {
-            RestackMode::Squash
-        } else {
-            RestackMode::Replay
-        };
-        let mut result = RunLanding {
-            run_id: rec.run_id.clone(),
-            result: Landing::WouldLand,
-            state: rec.state,
-            landed: plain.then(|| c.head.to_string()),
-            restack: Some(mode),
-            base_before: rec.base.commit.clone(),
-            base_after: Some(tip.to_string()),
-            paths: Vec::new(),
-            commit: None,
-            reason: None,
-            satisfied: None,
-        };
-        match prediction {
-            Prediction::Clean { tree } => {
-                let reqs = requirements(store, tip, std::slice::from_ref(c))?;
-                result.satisfied = Some(!reqs.is_empty() && satisfied(store, tree, &reqs)?);
-            }
-            Prediction::Conflict { commit, paths } => {
-                result.result = Landing::Conflict;
-                result.reason = Some(format!("{commit} would conflict onto {tip}"));
-                result.paths = paths;
-                result.commit = Some(commit.to_string());
+            out.push(result);
+        }
+        // The batch's top is what `land` validates.
+        if let Some(tree) = top_tree {
+            let checks = requirements(store, tip, &stacked)?;
+            if !checks.is_empty() {
+                predicted.validations += 1;
+                for check in &checks {
+                    if satisfied(store, tree, std::slice::from_ref(check))? {
+                        predicted.checks_reused += 1;
+                    } else {
+                        predicted.checks_run += 1;
+                    }
+                }
             }
         }
-        out.push(result);
     }
-    Ok(out)
+    Ok((out, predicted))
 }

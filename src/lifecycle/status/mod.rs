@@ -60,21 +60,101 @@ pub struct UnreadableRunStatus {
     pub unreadable_refs: Vec<UnreadableRef>,
 }
 
-/// What `status` reports: a run, or a run whose ledger cannot be read.
+/// One run in the overview: its state and, unless it ended, what it needs next.
+#[derive(Debug, Serialize)]
+pub struct RunOverview {
+    pub run_id: String,
+    pub state: RunState,
+    pub target: String,
+    pub task: String,
+    /// `None` for a run that ended (promoted, abandoned) and for one whose ledger cannot be read.
+    pub next_action: Option<NextAction>,
+    /// Why the ledger cannot be read, when it cannot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<String>,
+}
+
+/// `status` outside every run's worktree with no run named: every run by state, like `git
+/// status` for the runs of the repository.
+#[derive(Debug, Serialize)]
+pub struct Overview {
+    /// How many runs are in each state.
+    pub by_state: std::collections::BTreeMap<String, usize>,
+    /// The runs that have not ended, oldest first, and the unreadable ones.
+    pub runs: Vec<RunOverview>,
+}
+
+/// What `status` reports: a run, a run whose ledger cannot be read, or, with no run named or
+/// found here, the overview of every run.
 #[derive(Debug)]
 pub enum StatusReport {
     Run(Box<StatusOutcome>),
     Unreadable(UnreadableRunStatus),
+    Overview(Overview),
 }
 
 impl StatusReport {
     /// What to do next, for a run or for one whose ledger cannot be read.
-    pub fn next_action(&self) -> &NextAction {
+    pub fn next_action(&self) -> Option<&NextAction> {
         match self {
-            StatusReport::Run(o) => &o.next_action,
-            StatusReport::Unreadable(u) => &u.next_action,
+            StatusReport::Run(o) => Some(&o.next_action),
+            StatusReport::Unreadable(u) => Some(&u.next_action),
+            StatusReport::Overview(_) => None,
         }
     }
+}
+
+/// Every run of the repository by state; the ones that have not ended with what each needs next.
+fn overview(env: &Env) -> Result<Overview> {
+    let store = &env.store;
+    let mut by_state = std::collections::BTreeMap::new();
+    let mut runs = Vec::new();
+    for (id, _) in store.list_ledgers()? {
+        match store.try_find_ledger(&id) {
+            Ok(Some(ledger)) => {
+                let rec = &ledger.record;
+                *by_state.entry(rec.state.to_string()).or_insert(0) += 1;
+                if rec.state.is_terminal() {
+                    continue;
+                }
+                let next = status_at(store, &ledger, Some(&env.cwd))?.next_action;
+                runs.push((
+                    rec.created_at.clone(),
+                    RunOverview {
+                        run_id: id,
+                        state: rec.state,
+                        target: rec.base.reference.clone(),
+                        task: rec.task.summary.clone(),
+                        next_action: Some(next),
+                        unreadable: None,
+                    },
+                ));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                *by_state.entry("unreadable".into()).or_insert(0) += 1;
+                runs.push((
+                    String::new(),
+                    RunOverview {
+                        state: RunState::Active,
+                        target: String::new(),
+                        task: String::new(),
+                        next_action: None,
+                        unreadable: Some(format!(
+                            "{}; `git tabellio status {id}` says how to repair it",
+                            e.message
+                        )),
+                        run_id: id,
+                    },
+                ));
+            }
+        }
+    }
+    runs.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.run_id.cmp(&b.1.run_id)));
+    Ok(Overview {
+        by_state,
+        runs: runs.into_iter().map(|(_, r)| r).collect(),
+    })
 }
 
 /// The status of `run` (or of the run whose worktree the command runs in). A ledger that cannot
@@ -91,7 +171,9 @@ fn status_now(env: &Env, run: Option<&str>) -> Result<StatusReport> {
         Ok(ledger) => ledger,
         Err(e) => {
             let Some(id) = run.map(str::to_string).or_else(|| run_here(env)) else {
-                return Err(e);
+                // No run named and none here: the overview of every run, as `git status`
+                // describes the whole worktree.
+                return Ok(StatusReport::Overview(overview(env)?));
             };
             if crate::run::valid_run_id(&id).is_err() {
                 return Err(e);

@@ -1,7 +1,5 @@
-#[path = "../../../tests/support/hermetic.rs"]
-mod hermetic;
-
 use super::*;
+use crate::store::hermetic;
 use std::path::{Path, PathBuf};
 
 /// A temp dir with a hermetic HOME and a worktree at `root`.

@@ -301,11 +301,14 @@ mod tests {
     use super::*;
     use crate::model::run::tests::sample;
 
-    /// An empty repository: no branch, no commit, no notes.
+    /// An empty repository: no branch, no commit, no notes. Made and opened without the
+    /// machine's git configuration.
     fn empty_store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().expect("a temp dir");
-        gix::init(dir.path()).expect("git init");
-        let store = Store::discover(dir.path()).expect("the new repository");
+        crate::store::test_git(dir.path(), dir.path(), &["init", "-q", "repo"]);
+        let repo = gix::open_opts(dir.path().join("repo"), gix::open::Options::isolated())
+            .expect("the new repository");
+        let store = Store::from_repo(repo).expect("a known ref format");
         (dir, store)
     }
 

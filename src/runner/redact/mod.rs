@@ -17,6 +17,7 @@ use patterns::orphan_pem_end;
 pub use rules::{Rule, RULES};
 
 mod argv;
+mod classify;
 mod names;
 mod patterns;
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! credentials, URL passwords, secret-named assignments and options, and tools' password
 //! flags. Each returns the byte range to replace for a secret found at one position, or `None`.
 
-use super::argv::scan_tool_flags;
+use super::classify::scan_tool_flags;
 use super::names::{names_secret, ToolFlag};
 use super::Edge;
 

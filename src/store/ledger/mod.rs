@@ -154,7 +154,7 @@ impl Store {
 /// no reflog by default, so the way back is another clone or an earlier commit named by hand.
 fn ledger_repair(name: &str) -> String {
     format!(
-        "point it back at its last ledger commit (from `git reflog show {name}` if a reflog was \
+        "point it back at its last ledger commit (`git rev-parse '{name}@{{1}}'` if a reflog was \
          kept, or another clone): `git update-ref {name} <commit>`; or delete it with \
          `git update-ref -d {name}` and let `git tabellio sync` bring it back from a remote that has it"
     )

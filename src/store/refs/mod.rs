@@ -227,6 +227,40 @@ pub(super) fn symbolic_target(
     }
 }
 
+/// The first of the values the ref `name` had, newest first, as its reflog records them (each
+/// entry's new value, then its old one; null values skipped), that `pick` accepts; `pick` sees
+/// at most `limit` values. `None` when there is no reflog or nothing in it is picked.
+///
+/// gix reads a files-backend reflog (`logs/<name>`, from its end). A reftable stack keeps the
+/// reflogs in its tables, which gix cannot read: there git resolves `name@{n}` (the `n`th
+/// entry's new value), one entry at a time, so a caller that picks the first value asks once.
+pub(super) fn find_in_reflog(
+    repo: &gix::Repository,
+    format: RefFormat,
+    name: &str,
+    limit: usize,
+    mut pick: impl FnMut(gix::ObjectId) -> bool,
+) -> Option<gix::ObjectId> {
+    match format {
+        RefFormat::Files => {
+            let reference = exactly(repo, name).ok()??;
+            let mut log = reference.log_iter();
+            let lines = log.rev().ok()??;
+            lines
+                .filter_map(|line| line.ok())
+                .flat_map(|line| [line.new_oid, line.previous_oid])
+                .filter(|id| !id.is_null())
+                .take(limit)
+                .find(|id| pick(*id))
+        }
+        RefFormat::Reftable => (0..)
+            .map_while(|n| rev_parse(repo, &format!("{name}@{{{n}}}")).ok().flatten())
+            .filter(|id| !id.is_null())
+            .take(limit)
+            .find(|id| pick(*id)),
+    }
+}
+
 /// Resolve a revision expression with git (reftable only: gix resolves through its own ref
 /// store, which cannot see a reftable stack). `None` when git cannot resolve it.
 pub(super) fn rev_parse(repo: &gix::Repository, rev: &str) -> Result<Option<gix::ObjectId>> {
@@ -483,7 +517,7 @@ mod tests {
         ];
         for case in cases {
             git(home, &path, case);
-            let repo = gix::open(&path).expect("open");
+            let repo = gix::open_opts(&path, gix::open::Options::isolated()).expect("open");
             let got = head(&repo).expect("head");
             assert_eq!(
                 got.branch,

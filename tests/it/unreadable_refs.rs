@@ -1,29 +1,9 @@
-//! Corrupt refs, part two: `status` reports a ledger or notes ref that cannot be read, with the
-//! exact commands that repair it, and `abandon` gives up a run whose ledger is not a ledger.
+//! `status` and `list` with a ledger or notes ref that cannot be read: reported (exit 0), never an
+//! error, with the exact commands that repair it, a notes ref's last good value from its reflog
+//! first. The refusals of the commands that need such a ref: `corruption`.
 
+use crate::corruption::{refs, LEDGER};
 use crate::util::*;
-
-const LEDGER: &str = "refs/tabellio/runs/r1";
-
-/// A blob (`README.md` of main), a tree (main's) and an unrelated commit (main itself).
-fn corrupt_targets(t: &TestEnv) -> [(&'static str, String); 3] {
-    [
-        ("blob", t.git_out(&["rev-parse", "main:README.md"])),
-        ("tree", t.git_out(&["rev-parse", "main^{tree}"])),
-        ("commit", t.git_out(&["rev-parse", "main"])),
-    ]
-}
-
-/// Start `r1` from main, with no commit of its own, then point its ledger at a blob.
-fn run_with_its_ledger_at_a_blob(t: &TestEnv) {
-    t.tab(&["start", "r1", "--task", "t"]).ok();
-    let blob = t.git_out(&["rev-parse", "main:README.md"]);
-    t.git(&["update-ref", LEDGER, &blob]).ok();
-}
-
-fn refs(t: &TestEnv) -> String {
-    t.git_out(&["for-each-ref"])
-}
 
 /// Run a repair command `status` printed (`git …`), in the main worktree.
 fn run_repair(t: &TestEnv, command: &str) {
@@ -40,7 +20,7 @@ fn run_repair(t: &TestEnv, command: &str) {
 fn status_reports_a_ledger_at_a_blob_a_tree_or_an_unrelated_commit_with_its_repairs() {
     let t = TestEnv::new();
     let wt = t.start_with_commit("r1", "a.txt", "a\n");
-    for (kind, target) in corrupt_targets(&t) {
+    for (kind, target) in t.corrupt_targets() {
         t.git(&["update-ref", LEDGER, &target]).ok();
         let before = refs(&t);
         for cwd in [t.repo.clone(), wt.clone()] {
@@ -137,75 +117,6 @@ fn status_reports_a_ledger_record_it_cannot_use_without_offering_abandon() {
 }
 
 #[test]
-fn abandon_replaces_a_ledger_that_is_not_a_ledger_and_cleanup_finishes_the_job() {
-    for (i, kind) in ["blob", "tree", "commit"].into_iter().enumerate() {
-        let t = TestEnv::new();
-        let wt = t.start_with_commit("r1", "a.txt", "a\n");
-        let target = corrupt_targets(&t)[i].1.clone();
-        t.git(&["update-ref", LEDGER, &target]).ok();
-        let branch = t.git_out(&["rev-parse", "refs/heads/tabellio/r1"]);
-        let before = refs(&t);
-        let r = t.tab(&["--json", "abandon", "r1", "-m", "gave up"]);
-        r.ok();
-        let v = r.json();
-        assert_eq!(v["run"]["state"], "abandoned", "{kind}: {v}");
-        assert_eq!(v["replaced_ledger"]["ref"], LEDGER, "{v}");
-        assert_eq!(v["replaced_ledger"]["target"], target.as_str(), "{v}");
-        assert_eq!(v["replaced_ledger"]["object"], kind, "{v}");
-        let reason = v["run"]["reason"].as_str().unwrap();
-        assert!(
-            reason.starts_with("gave up") && reason.contains(&target),
-            "{v}"
-        );
-        // Only the ledger moved, to a one-commit ledger that reads.
-        let after = refs(&t);
-        let changed: Vec<&str> = after.lines().filter(|l| !before.contains(l)).collect();
-        assert_eq!(changed.len(), 1, "{after}");
-        assert!(changed[0].ends_with(LEDGER), "{after}");
-        assert_eq!(t.git_out(&["rev-list", "--count", LEDGER]), "1");
-        let run: serde_json::Value =
-            serde_json::from_str(&t.git_out(&["show", &format!("{LEDGER}:run.json")])).unwrap();
-        assert_eq!(run["state"], "abandoned");
-        assert_eq!(run["base"]["commit"], "");
-        assert_eq!(run["branch"], "refs/heads/tabellio/r1");
-        t.fsck();
-        // Abandon's own contract: worktree and branch stay; status says cleanup.
-        assert!(wt.exists());
-        assert_eq!(t.git_out(&["rev-parse", "refs/heads/tabellio/r1"]), branch);
-        let (code, st) = t.tab_json(&["status", "r1"]);
-        assert_eq!(code, 0, "{st}");
-        assert_eq!(st["state"], "abandoned");
-        assert_eq!(st["next_action"]["action"], "cleanup", "{st}");
-        assert!(t.tab(&["status", "r1"]).stdout.contains("base: unknown\n"));
-        // Nothing to tell an agent about a run nobody knows the base of: refused, not exit 70.
-        t.tab(&["context", "r1"]).code(3);
-        let log = t.tab_json(&["log", "r1"]).1;
-        assert_eq!(log["log"].as_array().map(Vec::len), Some(1), "{log}");
-        // A second abandon is the usual refusal of a terminal run.
-        t.tab(&["abandon", "r1"]).code(3);
-        // The branch has a commit on no other branch: cleanup keeps it without --force.
-        let kept = refs(&t);
-        t.tab(&["cleanup", "r1"]).code(3);
-        assert_eq!(refs(&t), kept);
-        t.tab(&["cleanup", "r1", "--force"]).ok();
-        assert!(!wt.exists());
-        assert!(!refs(&t).contains("refs/heads/tabellio/r1"));
-        t.fsck();
-    }
-}
-
-#[test]
-fn abandon_of_a_replaced_ledger_with_nothing_unmerged_cleans_up_without_force() {
-    let t = TestEnv::new();
-    run_with_its_ledger_at_a_blob(&t);
-    t.tab(&["abandon", "r1"]).ok();
-    // The branch is at main's commit: on another branch, so nothing is lost.
-    t.tab(&["cleanup", "r1"]).ok();
-    assert!(!t.worktree("r1").exists());
-    t.fsck();
-}
-
-#[test]
 fn status_reports_a_notes_ref_at_a_blob_or_a_tree_and_its_reflog_repair_works() {
     let t = TestEnv::ref_only();
     let wt = t.started_run("r1", "a.txt");
@@ -219,7 +130,7 @@ fn status_reports_a_notes_ref_at_a_blob_or_a_tree_and_its_reflog_repair_works() 
         "refs/notes/tabellio/approvals",
     ];
     for notes in cases {
-        for (kind, target) in corrupt_targets(&t).into_iter().take(2) {
+        for (kind, target) in t.corrupt_targets().into_iter().take(2) {
             let good = t.git(&["rev-parse", "-q", "--verify", notes]).stdout;
             t.git(&["update-ref", notes, &target]).ok();
             let before = refs(&t);
@@ -275,27 +186,4 @@ fn status_reports_a_notes_ref_at_a_blob_or_a_tree_and_its_reflog_repair_works() 
     }
     t.tab(&["promote", "r1"]).ok();
     t.fsck();
-}
-
-/// The replacement is compare-and-swap on the value that was diagnosed: when someone else
-/// repaired (or changed) the ref in between, abandon is a conflict and writes nothing.
-#[test]
-fn abandon_of_an_unreadable_ledger_loses_a_race_without_writing() {
-    use tabellio::lifecycle::abandon::abandon_unreadable;
-    use tabellio::run::unreadable::diagnose_ledger;
-
-    let t = TestEnv::for_lib();
-    run_with_its_ledger_at_a_blob(&t);
-    let env = t.env();
-    let bad = diagnose_ledger(&env.store, "r1")
-        .expect("diagnosed")
-        .expect("unreadable");
-    // Another process moves the ref after the diagnosis.
-    let tree = t.git_out(&["rev-parse", "main^{tree}"]);
-    t.git(&["update-ref", LEDGER, &tree]).ok();
-    let before = refs(&t);
-    let refusal = tabellio::Error::refused("unreadable");
-    let e = abandon_unreadable(&env, &bad, None, refusal).expect_err("the ref moved");
-    assert_eq!(e.exit_code(), 4, "{e}");
-    assert_eq!(refs(&t), before);
 }
