@@ -475,6 +475,19 @@ impl Ssh {
         Some(Ssh { root, daemon, user })
     }
 
+    /// The sshd the module's tests share: started by the first test that asks, stopped when the
+    /// last one holding it is done.
+    pub fn shared() -> Option<Arc<Ssh>> {
+        static SHARED: Mutex<Weak<Ssh>> = Mutex::new(Weak::new());
+        let mut slot = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(ssh) = slot.upgrade() {
+            return Some(ssh);
+        }
+        let ssh = Arc::new(Ssh::start()?);
+        *slot = Arc::downgrade(&ssh);
+        Some(ssh)
+    }
+
     /// `GIT_SSH_COMMAND` for a client holding `key` (the authorised one by default).
     pub fn ssh_command(&self, key: Option<&Path>) -> String {
         let key = key.map_or_else(|| self.root.path().join("user_key"), Path::to_path_buf);

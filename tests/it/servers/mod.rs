@@ -253,7 +253,7 @@ fn smart_http_with_a_login_carries_the_whole_life_of_runs() {
 
 #[test]
 fn ssh_with_git_shell_carries_the_whole_life_of_runs() {
-    let Some(ssh) = Ssh::start() else { return };
+    let Some(ssh) = Ssh::shared() else { return };
     let served = ssh.serve("life", &ci_policy());
     whole_life(&served, Some(&ssh.ssh_command(None)));
 }
@@ -361,7 +361,7 @@ fn a_server_hook_that_declines_is_the_servers_verdict() {
 
 #[test]
 fn ssh_with_an_unknown_key_is_refused_and_writes_nothing() {
-    let Some(ssh) = Ssh::start() else { return };
+    let Some(ssh) = Ssh::shared() else { return };
     let served = ssh.serve("keys", &ci_policy());
     let c = Client::clone(&served.url, Some(&ssh.ssh_command(None)));
     c.tab(&["init"]).ok();
