@@ -254,6 +254,7 @@ pub fn parse_old_new_ref(input: &str) -> Result<Vec<RefUpdate>> {
 pub fn reference_transaction<S: std::ops::Deref<Target = Store>>(
     phase: &str,
     input: &str,
+    moved_by: Option<&str>,
     open: impl FnOnce() -> Result<S>,
 ) -> Result<HookOutcome> {
     if phase != "prepared" {
@@ -284,8 +285,18 @@ pub fn reference_transaction<S: std::ops::Deref<Target = Store>>(
         }
         out.warnings.extend(fetched.warnings);
     }
-    files_moved_notes(&store, &updates, &mut out);
+    if moved_by.is_some_and(moves_files_first) {
+        files_moved_notes(&store, &updates, &mut out);
+    }
     Ok(out)
+}
+
+/// Does the git command that runs the transaction (its `GIT_REFLOG_ACTION`: `merge …`,
+/// `pull …`) update the index and files before the branch? `git commit` sets no such action,
+/// and there the index holds the new commit's tree because the person staged it: nothing was
+/// moved, and nothing is to be put back.
+fn moves_files_first(action: &str) -> bool {
+    matches!(action.split_whitespace().next(), Some("merge" | "pull"))
 }
 
 /// A refused move of the branch checked out here, whose index and files git already moved

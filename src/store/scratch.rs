@@ -251,4 +251,20 @@ pub fn sweep_stale(store: &Store) {
             let _ = remove_scratch(store, &root.join(name));
         }
     }
+    // A registration a killed process left half-written (its `gitdir` file empty or missing)
+    // names no checkout, but bears the scratch worktree's name; git (and gix) refuse to add any
+    // worktree while it is there.
+    let Ok(_lock) = ScratchLock::acquire(&root) else {
+        return;
+    };
+    if let Ok(dir) = std::fs::read_dir(store.repo.common_dir().join("worktrees")) {
+        for entry in dir.flatten() {
+            let name = entry.file_name();
+            let unreadable = std::fs::read_to_string(entry.path().join("gitdir"))
+                .map_or(true, |g| g.trim().is_empty());
+            if is_orphan(&name) && unreadable && !root.join(&name).exists() {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
 }

@@ -24,7 +24,8 @@ fn random_delay(round: u32) -> Duration {
 fn with_stale_locks_removed(t: &TestEnv, args: &[&str]) -> Run {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
-    for _ in 0..6 {
+    // A killed landing can leave a lock on the target and on each run's branch and ledger.
+    for _ in 0..16 {
         let r = t.tab(&all);
         if r.code == 0 {
             return r;
@@ -51,7 +52,13 @@ fn killed(t: &TestEnv, args: &[&str], round: u32) {
 }
 
 fn no_lock_files_left(t: &TestEnv) {
-    let out = t.command("find", &t.repo.join(".git"), &["-name", "*.lock"]);
+    // `tabellio/tmp/.lock` is the scratch worktrees' flock file: a lock only while a process
+    // holds it open, never one a killed process leaves held.
+    let out = t.command(
+        "find",
+        &t.repo.join(".git"),
+        &["-name", "*.lock", "-not", "-path", "./tabellio/tmp/.lock"],
+    );
     out.ok();
     assert_eq!(out.stdout.trim(), "", "lock files left after the repair");
 }
@@ -134,5 +141,199 @@ fn a_checked_out_promote_killed_anywhere_is_repaired_by_the_documented_steps() {
         t.tab(&["finish", "r1", "--", "true"]).ok();
         promote_killed_anywhere(&t, round);
         assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+    }
+}
+
+/// Trials per ref backend of the killed-`land` test: `TABELLIO_CRASH_TRIALS` (200 for a
+/// thorough run), else a number CI affords.
+fn land_trials() -> u32 {
+    std::env::var("TABELLIO_CRASH_TRIALS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10)
+}
+
+/// A delay of up to `max_ms`, different every call.
+fn random_delay_up_to(round: u32, max_ms: u64) -> Duration {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::from(d.subsec_nanos()))
+        .unwrap_or(0);
+    let mixed = (nanos ^ u64::from(round).wrapping_mul(0x9e37_79b9_7f4a_7c15)) % (max_ms * 1000);
+    Duration::from_micros(mixed)
+}
+
+/// `land` of three runs killed (SIGKILL) anywhere: restacking, validating, in its transaction,
+/// moving a checked-out target's files. The documented repair is `land` again (removing a stale
+/// lock it names); afterwards every run is `promoted` exactly when the target holds its landed
+/// commit, no run's change landed twice, the target's tip verifies, and `git fsck --strict` is
+/// clean.
+/// Three completed runs of `main`, each adding its own file: `main` checked out (odd rounds)
+/// or checked out nowhere (even rounds).
+fn three_runs_to_land(round: u32) -> TestEnv {
+    let t = if round.is_multiple_of(2) {
+        TestEnv::ref_only()
+    } else {
+        TestEnv::new()
+    };
+    t.git(&["switch", "-q", "main"]).ok();
+    t.commit_policy(&policy(&[("ok", &["true"])]));
+    if round.is_multiple_of(2) {
+        t.git(&["switch", "-q", "elsewhere"]).ok();
+    }
+    let runs = ["r1", "r2", "r3"];
+    for id in runs {
+        t.tab(&["start", id, "--task", "t", "--base", "main"]).ok();
+        t.commit_file_in(&t.worktree(id), &format!("{id}.txt"), &format!("{id}\n"));
+        t.tab(&["finish", id]).ok();
+    }
+    t
+}
+
+#[test]
+fn land_killed_anywhere_is_repaired_by_landing_again() {
+    // How long an uninterrupted landing takes, with each kind of target.
+    let span: Vec<u64> = (0..2)
+        .map(|kind| {
+            let t = three_runs_to_land(kind);
+            let started = std::time::Instant::now();
+            t.tab(&["land", "r1", "r2", "r3"]).ok();
+            (started.elapsed().as_millis() as u64).max(1)
+        })
+        .collect();
+    for round in 0..land_trials() {
+        let t = three_runs_to_land(round);
+        let runs = ["r1", "r2", "r3"];
+        let base = t.git_out(&["rev-parse", "main"]);
+        let mut child = t.spawn_tab(&["land", "r1", "r2", "r3"]);
+        // Anywhere in the landing's life: up to as long as an uninterrupted one took.
+        std::thread::sleep(random_delay_up_to(round, span[round as usize % 2]));
+        let _ = child.kill();
+        let _ = child.wait();
+        // What the kill left: the target moved while a ledger still says completed is the torn
+        // state the rerun must finish.
+        let moved = t.git_out(&["rev-parse", "main"]) != base;
+        let promoted = runs
+            .iter()
+            .filter(|id| {
+                t.ledger_record(&format!("refs/tabellio/runs/{id}"))["state"] == "promoted"
+            })
+            .count();
+        let left = match (moved, promoted) {
+            (false, 0) => "before the transaction",
+            (true, 3) => "after the transaction",
+            _ => "torn",
+        };
+        eprintln!("round {round}: killed {left}");
+        // The documented repair: land again, removing a stale lock it names.
+        let r = with_stale_locks_removed(&t, &["land", "r1", "r2", "r3"]);
+        assert_eq!(r.code, 0, "round {round}: {}", r.desc);
+        let main = t.git_out(&["rev-parse", "main"]);
+        for id in runs {
+            let rec = t.ledger_record(&format!("refs/tabellio/runs/{id}"));
+            assert_eq!(rec["state"], "promoted", "round {round}: {id}: {rec}");
+            let landed = rec["landed"]
+                .as_str()
+                .or_else(|| rec["promotion"]["new"].as_str())
+                .unwrap_or_else(|| panic!("round {round}: {id} names no landed commit: {rec}"));
+            let on_target = t.git(&["merge-base", "--is-ancestor", landed, &main]);
+            assert_eq!(
+                on_target.code, 0,
+                "round {round}: {id}'s {landed} not on main"
+            );
+            // Its change landed once.
+            let touching = t.git_out(&[
+                "log",
+                "--format=%H",
+                &format!("{base}..{main}"),
+                "--",
+                &format!("{id}.txt"),
+            ]);
+            assert_eq!(
+                touching.lines().count(),
+                1,
+                "round {round}: {id}: {touching}"
+            );
+        }
+        t.tab(&["verify", "main"]).ok();
+        if round % 2 == 1 {
+            assert_eq!(
+                t.git_out(&["status", "--porcelain", "--untracked-files=no"]),
+                "",
+                "round {round}: the checked-out target's worktree is where main is"
+            );
+        }
+        no_lock_files_left(&t);
+        t.fsck();
+    }
+}
+
+/// The torn state a landing killed inside its transaction leaves with the files backend, made
+/// by hand: the target moved, the first run recorded, the second run's branch moved but not
+/// its ledger, the third run neither. `land` again records both as landed (the commit each
+/// landed as, its worktree moved with its branch), lands nothing twice, and `fsck` is clean.
+#[test]
+fn a_landing_torn_between_its_ref_writes_is_finished_by_landing_again() {
+    for kind in 0..2 {
+        let t = three_runs_to_land(kind);
+        let before: Vec<(String, String)> = ["r2", "r3"]
+            .iter()
+            .map(|id| {
+                let ledger = format!("refs/tabellio/runs/{id}");
+                (ledger.clone(), t.git_out(&["rev-parse", &ledger]))
+            })
+            .collect();
+        let r3_head = t.git_out(&["rev-parse", "refs/heads/tabellio/r3"]);
+        let base = t.git_out(&["rev-parse", "main"]);
+        t.tab(&["land", "r1", "r2", "r3"]).ok();
+        let landed: Vec<String> = ["r1", "r2", "r3"]
+            .iter()
+            .map(|id| {
+                t.ledger_record(&format!("refs/tabellio/runs/{id}"))["landed"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        // Tear it: r2's and r3's ledgers back to `completed`, r3's branch back too, and r3's
+        // worktree back at its validated head.
+        for (ledger, old) in &before {
+            t.git(&["update-ref", ledger, old]).ok();
+        }
+        t.git(&["update-ref", "refs/heads/tabellio/r3", &r3_head])
+            .ok();
+        t.git_in(&t.worktree("r3"), &["reset", "-q", "--hard", &r3_head])
+            .ok();
+        let (code, j) = t.tab_json(&["land", "--target", "main"]);
+        assert_eq!(code, 0, "{j}");
+        for (i, id) in ["r2", "r3"].iter().enumerate() {
+            let r = j["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["run_id"] == *id)
+                .unwrap_or_else(|| panic!("{id} in {j}"));
+            assert_eq!(r["result"], "already_landed", "{j}");
+            let rec = t.ledger_record(&format!("refs/tabellio/runs/{id}"));
+            assert_eq!(rec["state"], "promoted", "{rec}");
+            assert_eq!(rec["landed"], landed[i + 1].as_str(), "{rec}");
+            assert_eq!(
+                t.git_out(&["rev-parse", &format!("refs/heads/tabellio/{id}")]),
+                landed[i + 1]
+            );
+            assert_eq!(
+                t.git_out_in(&t.worktree(id), &["status", "--porcelain"]),
+                "",
+                "{id}'s worktree moved with its branch"
+            );
+        }
+        let main = t.git_out(&["rev-parse", "main"]);
+        assert_eq!(main, landed[2], "nothing landed again");
+        assert_eq!(
+            t.git_out(&["rev-list", "--count", &format!("{base}..{main}")]),
+            "3"
+        );
+        t.tab(&["verify", "main"]).ok();
+        t.fsck();
     }
 }

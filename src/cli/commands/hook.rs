@@ -45,7 +45,9 @@ pub fn cmd_hook(ctx: &Ctx, args: &HookArgs) -> Result<Output> {
     let outcome = match name {
         HookName::ReferenceTransaction => {
             let phase = args.args.first().map(String::as_str).unwrap_or_default();
-            hooks::reference_transaction(phase, &input, || ctx.store())?
+            // `git merge` and `git pull` say who they are here; they move the files first.
+            let action = std::env::var("GIT_REFLOG_ACTION").ok();
+            hooks::reference_transaction(phase, &input, action.as_deref(), || ctx.store())?
         }
         HookName::PrePush => {
             let mut remote = args.args.first().cloned();

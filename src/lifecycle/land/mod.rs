@@ -15,6 +15,7 @@
 mod check;
 mod queue;
 mod remote;
+mod repair;
 mod required;
 mod stack;
 mod write;
@@ -274,6 +275,10 @@ fn land_batch(
             }
             write::Written::Moved { name } => last_moved = name,
         }
+    }
+    // A lock that outlived every round is no live writer's: a killed one left it.
+    if let Some((name, lock)) = crate::store::tx::held_lock(store, &[last_moved.as_str()]) {
+        return Err(crate::store::tx::TxError::Locked { name, lock }.into_error());
     }
     Err(Error::conflict(format!(
         "{last_moved} kept moving while landing: gave up after {ROUNDS} rounds"

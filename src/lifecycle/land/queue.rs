@@ -103,6 +103,11 @@ pub fn resolve(store: &Store, target: &str, named: &[String]) -> Result<Queue> {
         already: Vec::new(),
     };
     for ledger in ledgers {
+        // A landing killed half-way may have put the run on the target already.
+        if let Some(done) = super::repair::finish_interrupted(store, &ledger, target)? {
+            queue.already.push(done);
+            continue;
+        }
         let (ledger, validated_head) = match settled_read(store, ledger)? {
             Ok(read) => read,
             Err(already) => {
@@ -204,7 +209,13 @@ fn settled_read(
         ledger = store.find_ledger(&ledger.record.run_id)?;
     }
     // Still half-way after a while (a slow or killed writer): another writer's, not ours to
-    // judge as a refusal of the run.
+    // judge as a refusal of the run. A lock left by a killed landing is named, with its removal.
+    let ledger_ref = crate::store::ledger::ref_name(&ledger.record.run_id);
+    if let Some((name, lock)) =
+        crate::store::tx::held_lock(store, &[ledger.record.branch.as_str(), ledger_ref.as_str()])
+    {
+        return Err(crate::store::tx::TxError::Locked { name, lock }.into_error());
+    }
     Err(Error::conflict(format!(
         "run {} is being landed by another process: its branch is already on {}, its ledger not yet",
         ledger.record.run_id, ledger.record.base.reference
