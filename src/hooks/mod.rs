@@ -357,8 +357,8 @@ fn gate_transaction(
 pub fn pre_push(store: &Store, remote: &str, input: &str) -> Result<HookOutcome> {
     let mut out = HookOutcome::default();
     let mut pushes = Vec::new();
-    let mut pushes_notes = false;
-    let mut pushes_approvals = false;
+    // The lines git gave for our notes refs: (local, remote) values.
+    let mut notes_lines: Vec<(&str, Option<gix::ObjectId>, Option<gix::ObjectId>)> = Vec::new();
     for line in input.lines().filter(|l| !l.trim().is_empty()) {
         let fields: Vec<&str> = line.split_whitespace().collect();
         let [_local_ref, local_oid, remote_ref, remote_oid] = fields[..] else {
@@ -366,12 +366,8 @@ pub fn pre_push(store: &Store, remote: &str, input: &str) -> Result<HookOutcome>
                 "pre-push input: expected `<local ref> <local oid> <remote ref> <remote oid>`, got {line:?}"
             )));
         };
-        if remote_ref == EVIDENCE {
-            pushes_notes = parse_oid(local_oid)?.is_some();
-            continue;
-        }
-        if remote_ref == APPROVALS {
-            pushes_approvals = parse_oid(local_oid)?.is_some();
+        if let Some(notes_ref) = [EVIDENCE, APPROVALS].into_iter().find(|n| *n == remote_ref) {
+            notes_lines.push((notes_ref, parse_oid(local_oid)?, parse_oid(remote_oid)?));
             continue;
         }
         pushes.push((
@@ -400,24 +396,89 @@ pub fn pre_push(store: &Store, remote: &str, input: &str) -> Result<HookOutcome>
         };
         gate.gate_from(&remote_ref, old, policy_base, local_oid, &mut out)?;
     }
-    if !out.allowed.is_empty()
-        && !pushes_approvals
-        && !remote_has_our_notes(store, remote, APPROVALS)?
-    {
-        out.warnings.push(format!(
-            "this push does not carry {APPROVALS}, which the remote's gate reads for changes to guarded paths; \
-             push it along: `git push --atomic {remote} <ref> {EVIDENCE} {APPROVALS}`"
-        ));
-    }
-    if !out.allowed.is_empty() && !pushes_notes && !remote_has_our_notes(store, remote, EVIDENCE)? {
-        let refs: Vec<&str> = out.allowed.iter().map(|a| a.refname.as_str()).collect();
-        out.warnings.push(format!(
-            "{} is protected on {remote} as well, and its gate reads evidence from {EVIDENCE}, which this push does not carry; \
-             push it along: `git push --atomic {remote} <ref> {EVIDENCE}`",
-            refs.join(", ")
-        ));
+    for notes_ref in [APPROVALS, EVIDENCE] {
+        let line = notes_lines.iter().find(|(n, _, _)| *n == notes_ref);
+        if let Some(warning) = notes_warning(store, remote, notes_ref, line, &out.allowed)? {
+            out.warnings.push(warning);
+        }
     }
     Ok(out)
+}
+
+/// What to say about the notes ref `notes_ref` of a push: `line` is the `(ref, local, remote)`
+/// line git gave the hook for it, if any, and `allowed` the protected refs the push moves.
+///
+/// git tells a pre-push hook only the refs it is about to send: a notes ref it already rejected
+/// as not a fast-forward (the remote's notes have records ours lack: someone else pushed
+/// evidence) is left out of the hook's input although the command line named it. So a missing
+/// line means "not named, or rejected", and the words say both; where the hook can tell the
+/// notes diverged (the remote value git gave is not in ours, or the copy the last fetch left is
+/// not), it says so and how to fix it: `git tabellio sync` merges the notes.
+fn notes_warning(
+    store: &Store,
+    remote: &str,
+    notes_ref: &str,
+    line: Option<&(&str, Option<gix::ObjectId>, Option<gix::ObjectId>)>,
+    allowed: &[Allowed],
+) -> Result<Option<String>> {
+    let what = if notes_ref == EVIDENCE {
+        "evidence"
+    } else {
+        "approvals"
+    };
+    let diverged = |fetched: &str| {
+        format!(
+            "{remote}'s {notes_ref}{fetched} has records this clone has not merged (someone else pushed {what}), \
+             so git rejects ours as not a fast-forward: run `git tabellio sync {remote}` (merges the notes) and push again"
+        )
+    };
+    if let Some((_, local, theirs)) = line {
+        let (Some(ours), Some(theirs)) = (local, theirs) else {
+            return Ok(None);
+        };
+        let contained = store.repo.has_object(theirs) && store.is_ancestor(*theirs, *ours)?;
+        return Ok((!contained).then(|| diverged("")));
+    }
+    if allowed.is_empty() || remote_has_our_notes(store, remote, notes_ref)? {
+        return Ok(None);
+    }
+    if let (Some(ours), Some(fetched)) = (
+        store.ref_target(notes_ref)?,
+        store.ref_target(&tracking_notes(remote, notes_ref))?,
+    ) {
+        if !store.is_ancestor(fetched, ours)? {
+            return Ok(Some(diverged(" (as last fetched)")));
+        }
+    }
+    let not_carried = |needs: &str, push: &str| {
+        format!(
+            "{needs}; this push does not carry {notes_ref}, or git left it out as not a fast-forward (git does not \
+             show this hook a ref it rejected). Not named: push it along, `git push --atomic {remote} {push}`; \
+             rejected (someone else pushed {what}): run `git tabellio sync {remote}` (merges the notes) and push again"
+        )
+    };
+    Ok(Some(if notes_ref == EVIDENCE {
+        let refs: Vec<&str> = allowed.iter().map(|a| a.refname.as_str()).collect();
+        not_carried(
+            &format!(
+                "{} is protected on {remote} as well, and its gate reads evidence from {EVIDENCE}",
+                refs.join(", ")
+            ),
+            &format!("<ref> {EVIDENCE}"),
+        )
+    } else {
+        not_carried(
+            &format!("{remote}'s gate reads {APPROVALS} for changes to guarded paths"),
+            &format!("<ref> {EVIDENCE} {APPROVALS}"),
+        )
+    }))
+}
+
+/// Where the last fetch from `remote` left its copy of our notes ref `notes_ref`
+/// (`refs/notes/tabellio/remotes/<remote>/<name>`, as `init` configures it).
+fn tracking_notes(remote: &str, notes_ref: &str) -> String {
+    let name = notes_ref.rsplit('/').next().unwrap_or(notes_ref);
+    format!("refs/notes/tabellio/remotes/{remote}/{name}")
 }
 
 /// `refs/remotes/<remote>/<branch>` for a branch `refs/heads/<branch>` on a configured remote
@@ -437,9 +498,7 @@ fn remote_has_our_notes(store: &Store, remote: &str, notes_ref: &str) -> Result<
     let Some(ours) = store.ref_target(notes_ref)? else {
         return Ok(true);
     };
-    let name = notes_ref.rsplit('/').next().unwrap_or(notes_ref);
-    let tracking = format!("refs/notes/tabellio/remotes/{remote}/{name}");
-    match store.ref_target(&tracking) {
+    match store.ref_target(&tracking_notes(remote, notes_ref)) {
         Ok(Some(theirs)) => store.is_ancestor(ours, theirs),
         _ => Ok(false),
     }

@@ -94,7 +94,10 @@ pub fn promote_remote(
     );
     for round in 1..=MAX_ROUNDS {
         result.rounds = round;
-        check_remote_target(store, remote, &target, base, validated)?;
+        let at_validated = check_remote_target(store, remote, &target, base, validated)?;
+        if at_validated {
+            return adopt_remote_promotion(store, remote, &ledger, (&target, validated), result);
+        }
         if dry_run {
             return Ok(result);
         }
@@ -155,8 +158,76 @@ pub fn promote_remote(
         rec.run_id
     ))
     .hint(format!(
-        "other machines are pushing to {remote} right now; try again in a moment"
+        "other machines are pushing to {remote} right now: run `git tabellio sync {remote}` (merges their notes and ledgers) and promote again"
     )))
+}
+
+/// The remote's target is already at the validated commit. When that is this run's own
+/// promotion — its push landed but the answer never came back (the connection broke after the
+/// server updated its refs) — the remote's ledger of the run says so: ours fast-forwards to it
+/// and our notes take the remote's as sync would, so running the same command again converges.
+/// Anything else is for `sync` and a person to look at.
+fn adopt_remote_promotion(
+    store: &Store,
+    remote: &str,
+    ledger: &Ledger,
+    (target, validated): (&str, gix::ObjectId),
+    mut result: RemotePromoteOutcome,
+) -> Result<RemotePromoteOutcome> {
+    let id = &ledger.record.run_id;
+    let not_ours = || {
+        Error::conflict(format!(
+            "{target} on {remote} is already at the validated commit {validated}, but this run's ledger here does not say promoted"
+        ))
+        .hint(format!(
+            "`git tabellio sync {remote}` brings the remote's ledger of the run"
+        ))
+    };
+    if result.dry_run {
+        return Err(not_ours());
+    }
+    fetch::fetch(store, remote)?;
+    let tracking = Tracking::read(store, remote)?;
+    let Some(theirs) = tracking.runs.get(id).copied() else {
+        return Err(not_ours());
+    };
+    if !store.is_ancestor(ledger.tip, theirs)? {
+        return Err(not_ours());
+    }
+    let record = store.read_ledger_record(id, theirs)?;
+    let validated_hex = validated.to_string();
+    let ours = record.state == RunState::Promoted
+        && record
+            .promotion
+            .as_ref()
+            .is_some_and(|p| p.target == target && p.new == validated_hex);
+    if !ours {
+        return Err(not_ours());
+    }
+    let message = format!("tabellio: promote {id} on {remote} (landed earlier)");
+    let notes = super::plan_notes(store, &tracking, remote)?;
+    let mut edits = vec![Cas::update(
+        ledger::ref_name(id),
+        Some(ledger.tip),
+        theirs,
+        &message,
+    )];
+    edits.extend(notes.iter().filter_map(|s| s.local_update(&message)));
+    tx::apply(store, &edits).map_err(|e| {
+        let err = e.into_error();
+        let hint = format!("`git tabellio sync {remote}` brings the remote's ledger of the run");
+        Error::new(
+            err.kind,
+            format!(
+                "run {id} was promoted on {remote}, but its ledger or notes here changed meanwhile: {}",
+                err.message
+            ),
+        )
+        .hint(hint)
+    })?;
+    result.run = record;
+    result.already_promoted = true;
+    Ok(result)
 }
 
 /// The run's own preconditions of a remote promotion (as a local one, plus the approval its
@@ -187,19 +258,20 @@ fn check_run_side(
     Ok((target, validated, base))
 }
 
-/// The remote's target must still be the frozen base.
+/// The remote's target must still be the frozen base (false), or already be the validated
+/// commit (true: [`adopt_remote_promotion`] looks whose promotion that was).
 fn check_remote_target(
     store: &Store,
     remote: &str,
     target: &str,
     base: gix::ObjectId,
     validated: gix::ObjectId,
-) -> Result<()> {
+) -> Result<bool> {
     let found = fetch::ls_remote(store, remote, &[target])?;
     let current = found.get(target).map(String::as_str);
     let (base_hex, validated_hex) = (base.to_string(), validated.to_string());
     if current == Some(base_hex.as_str()) {
-        return Ok(());
+        return Ok(false);
     }
     let Some(current) = current else {
         return Err(Error::conflict(format!(
@@ -210,12 +282,7 @@ fn check_remote_target(
         )));
     };
     if current == validated_hex {
-        return Err(Error::conflict(format!(
-            "{target} on {remote} is already at the validated commit {validated}, but this run's ledger here does not say promoted"
-        ))
-        .hint(format!(
-            "`git tabellio sync {remote}` brings the remote's ledger of the run"
-        )));
+        return Ok(true);
     }
     Err(Error::conflict(format!(
         "target moved: {target} on {remote} is at {current}, the run started from {base}"

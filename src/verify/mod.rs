@@ -8,7 +8,8 @@
 //! [`crate::evidence::judge::evaluate_records`], shared with `status`, `promote` and the
 //! hooks.
 //!
-//! Verification only reads; it never writes a ref or an object.
+//! Verification only reads; it never writes a ref, nor an object but those a partial clone lacks
+//! and git would fetch lazily.
 
 pub mod validate;
 
@@ -17,12 +18,15 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 
 use crate::error::{Context, Error, Result};
+use crate::evidence::judge::Verdict;
 use crate::evidence::requirements::Gate;
 use crate::evidence::verifier::{
     CommitVerdict, GuardedVerdict, Verifier, UNAPPROVED_GUARDED_CHANGE,
 };
+use crate::store::notes::{APPROVALS, EVIDENCE};
 use crate::store::policy::Policies;
 use crate::store::remote::fetch::NOTES_PREFIX;
+use crate::store::remote::promisor;
 use crate::store::Store;
 use crate::trust::approval::{self, ApprovalCheck};
 
@@ -46,6 +50,13 @@ pub struct VerifyOutcome {
     /// The commit whose policy was applied to all, when `--policy-from` was given.
     pub policy_from: Option<String>,
     pub commits: Vec<CommitVerdict>,
+    /// What to do about the commits that did not verify (fetch the evidence notes, or make
+    /// evidence); absent when every commit verified.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advice: Option<String>,
+    /// What this clone's history did not let verify judge, and how to let it (a shallow clone).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<String>,
 }
 
 /// Verify every commit the revisions name.
@@ -73,7 +84,21 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
                 .hint("check names match [A-Za-z0-9][A-Za-z0-9._-]*")
         })?;
     }
-    let commits = commits_of(store, &opts.revs, opts.first_parent)?;
+    let commits = commits_of(store, &opts.revs, opts.first_parent).map_err(|e| {
+        // A revision older than a shallow clone's history is not here either.
+        if e.kind == crate::error::ErrorKind::NotFound && store.repo.is_shallow().unwrap_or(false)
+        {
+            let remote = crate::store::remote::fetch::default_remote(store)
+                .unwrap_or_else(|_| "origin".to_string());
+            let before = e.hint.clone().map_or(String::new(), |h| format!("; else {h}"));
+            e.hint(format!(
+                "this is a shallow clone: `git fetch --deepen=<n> {remote}` (or `git fetch --unshallow {remote}`) brings older history{before}"
+            ))
+        } else {
+            e
+        }
+    })?;
+    fetch_what_a_partial_clone_lacks(store, &commits, opts.policy_from.as_deref())?;
     let mut verifier = Verifier::new(store)?;
     let fixed_gate = match &opts.policy_from {
         Some(rev) => {
@@ -103,12 +128,13 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
         out.push(verifier.check_trusted(commit, &gate, trust.as_ref())?);
     }
     let gating = fixed_gate.as_ref().map(|(at, _, _)| *at);
+    let mut limits = Vec::new();
     let mut steps = guarded_steps(
         store,
         &mut verifier.policies,
         &opts.revs,
-        gating,
-        walked.as_ref(),
+        (gating, walked.as_ref()),
+        &mut limits,
     )?;
     for verdict in &mut out {
         let id = store.parse_oid(&verdict.commit)?;
@@ -119,12 +145,139 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
             verdict.approval = Some(g);
         }
     }
+    let verified = out.iter().all(|c| c.verified);
+    let advice = if verified {
+        None
+    } else {
+        Some(advice(store, &out)?)
+    };
     let outcome = VerifyOutcome {
-        verified: out.iter().all(|c| c.verified),
+        verified,
         policy_from: fixed_gate.map(|(at, _, _)| at.to_string()),
         commits: out,
+        advice,
+        limits,
     };
     Ok((outcome, verifier))
+}
+
+/// The command that fetches every evidence note of `remote`, as docs/ci.md gives it.
+fn fetch_notes_command(remote: &str) -> String {
+    format!("git fetch {remote} '{NOTES_PREFIX}*:{NOTES_PREFIX}*'")
+}
+
+/// What to do about the commits of `verdicts` that did not verify. A clone does not fetch notes:
+/// when this one has no evidence notes at all, or no record names a commit that failed, the
+/// evidence may well exist on the remote, and the advice is the fetch that brings it (with its
+/// exact refspec); otherwise it is to make evidence.
+fn advice(store: &Store, verdicts: &[CommitVerdict]) -> Result<String> {
+    let validate = "make evidence with `git tabellio validate <commit>`";
+    let Ok(remote) = crate::store::remote::fetch::default_remote(store) else {
+        return Ok(validate.to_string());
+    };
+    let fetch = fetch_notes_command(&remote);
+    let have_notes = store.ref_target(EVIDENCE)?.is_some()
+        || !store
+            .refs_under(crate::store::remote::fetch::NOTES_REMOTES)?
+            .is_empty();
+    if !have_notes {
+        return Ok(format!(
+            "this clone has no evidence notes (a clone does not fetch them): fetch the evidence notes, `{fetch}`, and verify again; \
+             evidence never made is made with `git tabellio validate <commit>`"
+        ));
+    }
+    let unrecorded = verdicts.iter().any(|c| {
+        !c.verified
+            && !c.checks.is_empty()
+            && c.checks.iter().all(|v| v.verdict == Verdict::Missing)
+    });
+    if unrecorded {
+        return Ok(format!(
+            "no record here names a commit that failed: if it was validated elsewhere, fetch the evidence notes, `{fetch}`, and verify again; \
+             otherwise {validate}"
+        ));
+    }
+    Ok(validate.to_string())
+}
+
+/// In a partial clone (`git clone --filter=blob:none`) the blobs judging reads — the notes on
+/// each commit and its tree, the policies — are fetched first, through git, as git fetches a
+/// missing object the moment it needs one (gix does not).
+fn fetch_what_a_partial_clone_lacks(
+    store: &Store,
+    commits: &[gix::ObjectId],
+    policy_from: Option<&str>,
+) -> Result<()> {
+    if promisor::promisor_remote(store).is_none() {
+        return Ok(());
+    }
+    let mut policies_at = Vec::new();
+    if let Some(rev) = policy_from {
+        policies_at.push(store.resolve_commit(rev)?);
+    }
+    // A commit's guarded-path step reads the policy at its first parent.
+    for &commit in commits {
+        if let Some(parent) = first_parent(store, commit)? {
+            if store.repo.has_object(parent) {
+                policies_at.push(parent);
+            }
+        }
+    }
+    promisor::fetch_for_judging(store, &[EVIDENCE, APPROVALS], commits, &policies_at)
+}
+
+fn first_parent(store: &Store, commit: gix::ObjectId) -> Result<Option<gix::ObjectId>> {
+    let c = store
+        .repo
+        .find_commit(commit)
+        .context(|| format!("could not read commit {commit}"))?;
+    let parent = c.parent_ids().next().map(|p| p.detach());
+    Ok(parent)
+}
+
+/// The first parent `parent` of `commit` is not here: the boundary of a shallow clone (`git
+/// clone --depth 1`). Its step is guarded by the policy at `--policy-from` (`gating`), else at
+/// the parent, and by the commit's own. What can be judged without the parent is: with
+/// `gating`, when neither guards a path, there is nothing to judge; without it, when the commit's
+/// own policy guards nothing, the step is judged by that policy alone and `limits` says so.
+/// Otherwise the change from the parent must be read: refused, with the fetch that brings it.
+fn beyond_boundary(
+    store: &Store,
+    policies: &mut Policies,
+    (gating, commit, parent): (Option<gix::ObjectId>, gix::ObjectId, gix::ObjectId),
+    limits: &mut Vec<String>,
+) -> Result<()> {
+    let mut guards = |c| {
+        policies
+            .guards_at(store, c)
+            .map_err(crate::store::policy::PolicyAtError::naming_commit)
+    };
+    let own = guards(commit)?;
+    let gated = match gating {
+        Some(g) => guards(g)?,
+        None => false,
+    };
+    let remote =
+        crate::store::remote::fetch::default_remote(store).unwrap_or_else(|_| "origin".to_string());
+    let deepen = format!("git fetch --deepen=1 {remote}");
+    let shallow = store.repo.is_shallow().unwrap_or(false);
+    let where_ = if shallow {
+        "beyond this shallow clone's boundary"
+    } else {
+        "not in this repository"
+    };
+    if !own && !gated {
+        if gating.is_none() {
+            limits.push(format!(
+                "the first parent {parent} of {commit} is {where_}: its step was judged for guarded paths by {commit}'s own policy only, which guards none (`{deepen}` lets the policy at the parent judge it too, or `--policy-from <rev>` another commit's)"
+            ));
+        }
+        return Ok(());
+    }
+    Err(Error::refused(format!(
+        "the first parent {parent} of {commit} is {where_}, and the policy guards paths: the change from it must be read to judge them"
+    ))
+    .hint(format!("fetch one more commit of history, `{deepen}`, and verify again")))
 }
 
 /// The guarded-path verdict of the first-parent steps `revs` name: each commit of a range
@@ -135,8 +288,8 @@ fn guarded_steps(
     store: &Store,
     policies: &mut Policies,
     revs: &[String],
-    gating: Option<gix::ObjectId>,
-    walked: Option<&HashSet<gix::ObjectId>>,
+    (gating, walked): (Option<gix::ObjectId>, Option<&HashSet<gix::ObjectId>>),
+    limits: &mut Vec<String>,
 ) -> Result<HashMap<gix::ObjectId, ApprovalCheck>> {
     let default = ["HEAD".to_string()];
     let revs = if revs.is_empty() { &default[..] } else { revs };
@@ -151,12 +304,11 @@ fn guarded_steps(
             ),
             None => {
                 let to = store.resolve_commit(rev)?;
-                let commit = store
-                    .repo
-                    .find_commit(to)
-                    .context(|| format!("could not read commit {to}"))?;
-                let parent = commit.parent_ids().next().map(|p| p.detach());
-                match parent {
+                match first_parent(store, to)? {
+                    Some(p) if !store.repo.has_object(p) => {
+                        beyond_boundary(store, policies, (gating, to, p), limits)?;
+                        continue;
+                    }
                     Some(p) => (p, to, None),
                     None => continue,
                 }

@@ -44,6 +44,7 @@ mod report;
 mod runner;
 mod scratch;
 mod secrets;
+mod servers;
 mod storage;
 mod sync;
 mod terminal;

@@ -72,13 +72,19 @@ fn human_text(o: &tabellio::verify::VerifyOutcome) -> String {
             checks.join(", ")
         ));
     }
+    for limit in &o.limits {
+        human.push_str(&format!("note: {limit}\n"));
+    }
     if o.commits.is_empty() {
         human.push_str("no commits to verify\n");
     } else if !o.verified {
         let bad = o.commits.iter().filter(|c| !c.verified).count();
         human.push_str(&format!(
-            "{bad} of {} commit(s) not verified; make evidence with `git tabellio validate <commit>`",
-            o.commits.len()
+            "{bad} of {} commit(s) not verified; {}",
+            o.commits.len(),
+            o.advice
+                .as_deref()
+                .unwrap_or("make evidence with `git tabellio validate <commit>`")
         ));
     }
     human

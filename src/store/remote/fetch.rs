@@ -15,6 +15,8 @@ use crate::store::Store;
 
 use crate::store::git_cli as git;
 
+use super::failure::{self, Op};
+
 /// Where our own notes live; every notes ref under it (but the tracking ones) is shared.
 pub const NOTES_PREFIX: &str = "refs/notes/tabellio/";
 /// The part of [`NOTES_PREFIX`] that holds the tracking namespaces of all remotes.
@@ -99,22 +101,29 @@ pub fn default_remote(store: &Store) -> Result<String> {
         })
 }
 
-/// Run `git <args>`, a `command` that talks to `remote`; when git fails, an error saying
-/// `failed` with what git printed, and the hint to try the command by hand.
+/// Run `git <args>`, the operation `op` with `remote`. When git fails, the error says what the
+/// remote did ([`failure::error`]: refused, not there, unreachable), or else that `failed`, with
+/// what git printed and the hint to try the command by hand.
 fn talk_to_remote(
     store: &Store,
     args: &[std::ffi::OsString],
     remote: &str,
-    command: &str,
+    op: Op,
     failed: &str,
 ) -> Result<git::GitOutput> {
     let out = git::run(store, args)?;
     if !out.success() {
-        return Err(
-            Error::internal(format!("{failed}: {}", out.stderr_tail())).hint(format!(
-                "check that `git {command} {remote}` works (URL, network, credentials), then try again"
-            )),
-        );
+        let said = out.stderr_tail();
+        if let Some(err) = failure::error(remote, op, &out.stderr, &said) {
+            return Err(err);
+        }
+        let command = match op {
+            Op::LsRemote => "ls-remote",
+            Op::Fetch | Op::Push => "fetch",
+        };
+        return Err(Error::internal(format!("{failed}: {said}")).hint(format!(
+            "check that `git {command} {remote}` works (URL, network, credentials), then try again"
+        )));
     }
     Ok(out)
 }
@@ -133,7 +142,7 @@ pub fn fetch(store: &Store, remote: &str) -> Result<()> {
     ]);
     args.extend(git::argv(fetch_refspecs(remote)));
     let failed = format!("git fetch from {remote} failed");
-    talk_to_remote(store, &args, remote, "fetch", &failed)?;
+    talk_to_remote(store, &args, remote, Op::Fetch, &failed)?;
     // git may have rewritten packed-refs within the same clock tick as our last read; make
     // sure the next ref read sees what it wrote. A repository without a packed-refs file (a
     // fresh clone of an empty repository, `git init` + `git fetch`) has nothing to re-read.
@@ -153,7 +162,7 @@ pub fn ls_remote(store: &Store, remote: &str, refs: &[&str]) -> Result<BTreeMap<
     let mut args = git::argv(["ls-remote", "--quiet", remote]);
     args.extend(git::argv(refs.iter().copied()));
     let failed = format!("git ls-remote {remote} failed");
-    let out = talk_to_remote(store, &args, remote, "ls-remote", &failed)?;
+    let out = talk_to_remote(store, &args, remote, Op::LsRemote, &failed)?;
     let mut found = BTreeMap::new();
     for line in out.stdout.lines() {
         if let Some((oid, name)) = line.split_once('\t') {

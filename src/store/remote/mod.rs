@@ -3,8 +3,10 @@
 //! the one git-CLI spawner ([`super::git_cli`]) for the transport and through gix for every
 //! local read and write; `sync`, remote promotion, `land --remote` and the hooks build on it.
 
+pub mod failure;
 pub mod fetch;
 pub mod notes_merge;
+pub mod promisor;
 pub mod push;
 
 use serde::Serializer;

@@ -13,6 +13,9 @@ use crate::store::Store;
 
 use crate::store::git_cli as git;
 
+use super::failure::{self, Op};
+use super::fetch;
+
 /// One ref to push: `new` onto the remote's `dst`, which must be at `expect` (`None`: must not
 /// exist).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +81,7 @@ const ARGV_BUDGET: usize = 256 * 1024;
 /// and leased; one that loses stops the rest, and since every pushed value contains the remote's,
 /// a partly landed sync is just an earlier state of the same sync.
 pub fn push(store: &Store, remote: &str, refs: &[PushRef]) -> Result<PushResult> {
+    check_fast_forwards(store, remote, refs)?;
     let mut done = Vec::new();
     for batch in batches(refs) {
         match push_batch(store, remote, batch)? {
@@ -96,6 +100,37 @@ pub fn push(store: &Store, remote: &str, refs: &[PushRef]) -> Result<PushResult>
         }
     }
     Ok(PushResult::Pushed(done))
+}
+
+/// Every value we push must contain the remote's: the lease only says the remote did not move
+/// since we looked, not that we built on what we saw. A push that would replace the remote's
+/// history (its ledger of a run moved past ours — a landing or promotion whose answer never came
+/// back, another machine — or notes we did not merge) is refused before anything is sent.
+fn check_fast_forwards(store: &Store, remote: &str, refs: &[PushRef]) -> Result<()> {
+    for r in refs {
+        let Some(theirs) = r.expect.filter(|e| *e != r.new) else {
+            continue;
+        };
+        // A value we do not hold cannot be checked here; the lease still guards it.
+        if !store.repo.has_object(theirs) || store.is_ancestor(theirs, r.new)? {
+            continue;
+        }
+        let fix = if r.dst.starts_with(fetch::NOTES_PREFIX) {
+            format!("run `git tabellio sync {remote}` (merges the notes) and push again")
+        } else if r.dst.starts_with(crate::store::ledger::PREFIX) {
+            format!(
+                "`git tabellio sync {remote}` brings the remote's ledger here (or reports both, if they diverged); then run the same command again"
+            )
+        } else {
+            format!("fetch what {remote} has (`git fetch {remote}`) and start from there")
+        };
+        return Err(Error::conflict(format!(
+            "{} on {remote} is at {theirs}, which the {} we would push does not contain: pushing would drop {remote}'s history; nothing was pushed",
+            r.dst, r.new
+        ))
+        .hint(fix));
+    }
+    Ok(())
 }
 
 fn batches(refs: &[PushRef]) -> Vec<&[PushRef]> {
@@ -160,25 +195,41 @@ fn push_batch(store: &Store, remote: &str, refs: &[PushRef]) -> Result<PushResul
     {
         return Ok(PushResult::LostRace(lines));
     }
-    let why = lines
+    // A ref the server would not take for a reason of its own (not a hook: that is `Declined`).
+    let refused: Vec<String> = lines
         .iter()
-        .filter(|l| !l.status.is_ok() && l.status != RefStatus::AtomicFailed)
+        .filter(|l| l.status == RefStatus::Rejected)
         .map(|l| format!("{} {}", l.name, l.summary))
-        .collect::<Vec<_>>();
-    let why = if why.is_empty() {
-        out.stderr_tail()
-    } else {
-        why.join(", ")
-    };
-    let mut err = Error::internal(format!("git push to {remote} failed: {why}"));
-    if out.stderr.contains("does not support --atomic") {
-        err = err.hint("the remote does not support atomic pushes (git ≥ 2.4 with receive.advertiseAtomic); sync needs them to never push half a change");
-    } else {
-        err = err.hint(format!(
-            "check that you can push to {remote} (`git push --dry-run {remote}`), then try again"
-        ));
+        .collect();
+    if !refused.is_empty() {
+        let said = if messages.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", messages.join("; "))
+        };
+        return Err(Error::refused(format!(
+            "{remote} refused the push of {}{said}",
+            refused.join(", ")
+        ))
+        .hint(format!(
+            "nothing was pushed (the push is atomic); what {remote} refuses is its own rule: see its words, \
+             then run the same command again"
+        )));
     }
-    Err(err)
+    if out.stderr.contains("does not support --atomic") {
+        return Err(Error::internal(format!("git push to {remote} failed: {}", out.stderr_tail()))
+            .hint("the remote does not support atomic pushes (git ≥ 2.4 with receive.advertiseAtomic); sync needs them to never push half a change"));
+    }
+    if let Some(err) = failure::error(remote, Op::Push, &out.stderr, &out.stderr_tail()) {
+        return Err(err);
+    }
+    Err(Error::internal(format!(
+        "git push to {remote} failed: {}",
+        out.stderr_tail()
+    ))
+    .hint(format!(
+        "check that you can push to {remote} (`git push --dry-run {remote}`), then try again"
+    )))
 }
 
 impl RefStatus {
