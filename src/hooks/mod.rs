@@ -516,13 +516,45 @@ pub fn pre_receive<S: std::ops::Deref<Target = Store>>(
 ) -> Result<HookOutcome> {
     let updates = parse_old_new_ref(input)?;
     let mut out = HookOutcome::default();
+    let rewrites_notes =
+        |u: &RefUpdate| u.name.starts_with("refs/notes/tabellio/") && u.old.is_some();
+    if !updates
+        .iter()
+        .any(|u| (u.new.is_some() && !never_gated(&u.name)) || rewrites_notes(u))
+    {
+        return Ok(out);
+    }
+    let store = open()?;
+    // Records are only ever added: a push that deletes a tabellio notes ref, or moves it to a
+    // history that does not contain what the server has, would drop them.
+    for u in updates.iter().filter(|u| rewrites_notes(u)) {
+        let (Some(old), new) = (u.old, u.new) else {
+            continue;
+        };
+        let keeps = match new {
+            Some(new) => store.is_ancestor(old, new)?,
+            None => false,
+        };
+        if !keeps {
+            out.refused.push(Refusal {
+                refname: u.name.clone(),
+                commit: new.map_or_else(|| "(deletion)".to_string(), |n| n.to_string()),
+                reason: format!(
+                    "the push would drop records of {}: notes are only ever added; merge them \
+                     with `git tabellio sync` (which keeps both sides' records) and push again",
+                    u.name
+                ),
+                missing: Vec::new(),
+                from_remote: None,
+            });
+        }
+    }
     if !updates
         .iter()
         .any(|u| u.new.is_some() && !never_gated(&u.name))
     {
         return Ok(out);
     }
-    let store = open()?;
     let mut gate = Gatekeeper::new(&store, evidence_source(&updates))?;
     gate.set_approvals_source(approvals_source(&updates));
     for u in &updates {

@@ -602,3 +602,32 @@ fn a_refused_merge_on_the_checked_out_branch_says_the_files_moved_and_how_to_res
     assert_ne!(r.code, 0);
     assert!(!r.stderr.contains("already moved"), "{}", r.desc);
 }
+
+/// Evidence notes are only ever added: the server refuses a push that deletes them or forces
+/// them to a history that drops the records it has, and says how to push instead.
+#[test]
+fn a_bare_server_refuses_a_push_that_drops_evidence_notes() {
+    let (t, server) = server_and_client();
+    let notes = "refs/notes/tabellio/evidence";
+    commit_on(&t, "feature", "d.txt");
+    t.tab(&["validate", "feature"]).ok();
+    let first = rev(&t, notes);
+    push_with_evidence(&t, "feature:main").ok();
+    // More evidence on the server.
+    commit_on(&t, "feature", "e.txt");
+    t.tab(&["validate", "feature"]).ok();
+    push_with_evidence(&t, "feature:main").ok();
+    let on_server = t.git_out_in(&server, &["rev-parse", notes]);
+    for refspec in [format!("+{first}:{notes}"), format!(":{notes}")] {
+        let r = t.git(&["push", "origin", &refspec]);
+        assert_ne!(r.code, 0, "{refspec}: {}", r.desc);
+        assert!(
+            r.stderr
+                .contains("would drop records of refs/notes/tabellio/evidence")
+                && r.stderr.contains("git tabellio sync"),
+            "{refspec}: {}",
+            r.desc
+        );
+        assert_eq!(t.git_out_in(&server, &["rev-parse", notes]), on_server);
+    }
+}
