@@ -20,24 +20,7 @@ use crate::store::checkout;
 use crate::store::ledger;
 use crate::store::tx::{self, Cas};
 
-/// How the target moves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PromotionMode {
-    /// Only the ref: the target is checked out nowhere.
-    Ref,
-    /// The target is checked out in a worktree, whose index and files move with it.
-    Worktree,
-}
-
-impl PromotionMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PromotionMode::Ref => "ref",
-            PromotionMode::Worktree => "worktree",
-        }
-    }
-}
+pub use crate::model::run::PromotionMode;
 
 #[derive(Debug, Serialize)]
 pub struct PromoteOutcome {
@@ -76,11 +59,7 @@ pub fn promote(env: &Env, opts: &PromoteOptions<'_>) -> Result<PromoteOutcome> {
                 .map_or(ledger.record.base.reference.clone(), |p| p.target.clone()),
             old: p.as_ref().map_or_else(String::new, |p| p.old.clone()),
             new: p.as_ref().map_or_else(String::new, |p| p.new.clone()),
-            mode: if p.as_ref().is_some_and(|p| p.mode == "worktree") {
-                PromotionMode::Worktree
-            } else {
-                PromotionMode::Ref
-            },
+            mode: p.as_ref().map_or(PromotionMode::Ref, |p| p.mode),
             run: ledger.record,
             workspace,
             target_worktree: None,
@@ -100,7 +79,7 @@ pub fn promote(env: &Env, opts: &PromoteOptions<'_>) -> Result<PromoteOutcome> {
         target: plan.target.clone(),
         old: plan.base.to_string(),
         new: plan.validated.to_string(),
-        mode: mode.as_str().into(),
+        mode,
         remote: None,
         at: time::now(),
     });

@@ -14,11 +14,11 @@ use super::policy::{
     ApprovalPolicy, CheckDef, LandPolicy, OutputPolicy, PlansPolicy, Policy, RequireSigned,
     TrustPolicy, MAX_EXCERPT_BYTES, SCHEMA as POLICY_SCHEMA,
 };
-use super::run::AttemptStatus;
 use super::run::{
     Actor, Attempt, AttemptCheck, Base, CheckpointEntry, Promotion, RunRecord, RunState, Task,
     Validated, SCHEMA as RUN_SCHEMA,
 };
+use super::run::{AttemptStatus, PromotionMode};
 use super::{parse_record, to_value};
 
 /// Any JSON value, its object keys often the names of policy and run fields, so that the parsers
@@ -281,7 +281,11 @@ fn run_record() -> impl Strategy<Value = RunRecord> {
         text(),
         hex(40),
         hex(40),
-        text(),
+        prop::sample::select(vec![
+            PromotionMode::Ref,
+            PromotionMode::Worktree,
+            PromotionMode::Remote,
+        ]),
         prop::option::of(text()),
         text(),
     )

@@ -96,6 +96,34 @@ pub struct CheckpointEntry {
     pub at: String,
 }
 
+/// How a promotion or landing moved the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromotionMode {
+    /// Only the ref: the target is checked out nowhere.
+    Ref,
+    /// The target is checked out in a worktree, whose index and files moved with it.
+    Worktree,
+    /// On a remote, by one atomic push.
+    Remote,
+}
+
+impl PromotionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromotionMode::Ref => "ref",
+            PromotionMode::Worktree => "worktree",
+            PromotionMode::Remote => "remote",
+        }
+    }
+}
+
+impl std::fmt::Display for PromotionMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The verdict of an attempt: every check passed, or not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -163,8 +191,7 @@ pub struct Promotion {
     pub target: String,
     pub old: String,
     pub new: String,
-    /// `ref`, `worktree` or `remote`.
-    pub mode: String,
+    pub mode: PromotionMode,
     pub remote: Option<String>,
     pub at: String,
 }

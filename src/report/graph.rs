@@ -176,7 +176,7 @@ mod tests {
             target: "refs/heads/main".into(),
             old: "4".repeat(40),
             new: "3".repeat(40),
-            mode: "ref".into(),
+            mode: crate::model::run::PromotionMode::Ref,
             remote: None,
             at: "2026-01-01T00:00:00Z".into(),
         });

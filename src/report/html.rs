@@ -252,7 +252,7 @@ fn run_section(h: &mut String, page: &RunPage) {
                 esc(short_ref(&p.target)),
                 esc(oneline(&p.old)),
                 esc(oneline(&p.new)),
-                esc(&p.mode)
+                esc(p.mode.as_str())
             ),
         );
     }

@@ -269,7 +269,7 @@ fn promotion_event(before: Option<&RunRecord>, after: &RunRecord) -> Option<Even
     }
     let how = match &p.remote {
         Some(remote) => format!("{}, {remote}", p.mode),
-        None => p.mode.clone(),
+        None => p.mode.to_string(),
     };
     let verb = if after.landed.is_some() {
         "landed on"

@@ -219,6 +219,17 @@ pub fn untracked_in_the_way(moved: &[PathChange], untracked: &[String]) -> Vec<S
 /// Why a checked-out worktree cannot be moved, found before anything is written: an index
 /// lock held by a running git (exit 4), or a sparse checkout, whose skip-worktree entries
 /// moving the worktree would materialise (exit 3).
+/// The index of the worktree at `path` is locked (`index.lock` exists): a git process is
+/// working there, or a killed one left the lock. Named with its removal, before anything moves.
+pub fn refuse_index_lock(store: &Store, path: &Path) -> Result<()> {
+    let repo = store.worktree_repo(path)?;
+    let lock = repo.index_path().with_extension("lock");
+    if lock.exists() {
+        return Err(index_locked(path, &lock));
+    }
+    Ok(())
+}
+
 pub fn refuse_unmovable(
     path: &Path,
     repo: &gix::Repository,

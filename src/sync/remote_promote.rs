@@ -111,7 +111,7 @@ pub fn promote_remote(
             target: target.clone(),
             old: base.to_string(),
             new: validated.to_string(),
-            mode: "remote".into(),
+            mode: crate::model::run::PromotionMode::Remote,
             remote: Some(remote.to_string()),
             at: time::now(),
         });

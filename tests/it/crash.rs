@@ -206,8 +206,9 @@ fn land_killed_anywhere_is_repaired_by_landing_again() {
         let runs = ["r1", "r2", "r3"];
         let base = t.git_out(&["rev-parse", "main"]);
         let mut child = t.spawn_tab(&["land", "r1", "r2", "r3"]);
-        // Anywhere in the landing's life: up to as long as an uninterrupted one took.
-        std::thread::sleep(random_delay_up_to(round, span[round as usize % 2]));
+        // Anywhere in the landing's life, and sometimes after it: up to one and a half times as
+        // long as an uninterrupted one took.
+        std::thread::sleep(random_delay_up_to(round, span[round as usize % 2] * 3 / 2));
         let _ = child.kill();
         let _ = child.wait();
         // What the kill left: the target moved while a ledger still says completed is the torn

@@ -131,7 +131,7 @@ pub struct LandOutcome {
     pub old: Option<String>,
     pub new: Option<String>,
     /// `ref`, `worktree` (the target is checked out and its files moved too) or `remote`.
-    pub mode: &'static str,
+    pub mode: crate::model::run::PromotionMode,
     pub runs: Vec<RunLanding>,
     /// Checks executed and checks whose passing evidence on the same tree was reused.
     pub checks_run: usize,
@@ -171,7 +171,7 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         target: target.clone(),
         old: old.map(|o| o.to_string()),
         new: old.map(|o| o.to_string()),
-        mode: "ref",
+        mode: crate::model::run::PromotionMode::Ref,
         runs: Vec::new(),
         checks_run: 0,
         checks_reused: 0,
@@ -267,7 +267,7 @@ fn land_batch(
         let settled = check::settle(store, checker, tip, queue.candidates)?;
         match write::land_settled(store, target, tip, &settled)? {
             write::Written::Landed { mode } => {
-                if mode != "ref" {
+                if mode != crate::model::run::PromotionMode::Ref {
                     outcome.mode = mode;
                 }
                 results.extend(write::results(store, target, settled)?);

@@ -77,7 +77,7 @@ pub fn land_batch(
         if push_settled(store, (remote, target), tip, &settled)? {
             outcome.old = Some(tip.to_string());
             outcome.new = settled.accepted.last().map(|s| s.head.to_string());
-            outcome.mode = "remote";
+            outcome.mode = crate::model::run::PromotionMode::Remote;
             out.extend(results(store, target, settled)?);
             return Ok(out);
         }
@@ -111,7 +111,13 @@ fn push_settled(
     let mut local: Vec<Cas> = Vec::new();
     for s in &settled.accepted {
         let c = &s.candidate;
-        let next = promoted(target, tip, top, ("remote", Some(remote)), s);
+        let next = promoted(
+            target,
+            tip,
+            top,
+            (crate::model::run::PromotionMode::Remote, Some(remote)),
+            s,
+        );
         let commit = store.write_ledger_commit(Some(&c.ledger), &next, "land")?;
         let name = ledger::ref_name(c.run_id());
         pushes.push(PushRef {

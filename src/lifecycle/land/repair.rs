@@ -84,7 +84,7 @@ pub fn finish_interrupted(
         target: target.to_string(),
         old: base_after.to_string(),
         new: tip.to_string(),
-        mode: "ref".into(),
+        mode: crate::model::run::PromotionMode::Ref,
         remote: None,
         at: time::now(),
     });
@@ -227,6 +227,7 @@ fn worktree_moves(
         if !path.exists() {
             continue;
         }
+        checkout::refuse_index_lock(store, &path)?;
         let ws = store.inspect(&path)?;
         let unmoved = if ws.head == Some(head) {
             ws.is_clean()

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crate::error::Result;
 use crate::model::land::{LandAttempt, Restack};
-use crate::model::run::Promotion;
+use crate::model::run::{Promotion, PromotionMode};
 use crate::model::{time, RunState};
 use crate::run::advance;
 use crate::run::promotion::check_target_worktree;
@@ -21,7 +21,7 @@ use super::{Landing, RunLanding};
 /// How the landing transaction went.
 pub enum Written {
     /// Landed (or nothing to land); `mode` is `ref` or `worktree`.
-    Landed { mode: &'static str },
+    Landed { mode: PromotionMode },
     /// `name` moved (or was locked) underneath: rebuild on the new state.
     Moved { name: String },
 }
@@ -39,7 +39,9 @@ pub fn land_settled(
     settled: &Settled,
 ) -> Result<Written> {
     let Some(top) = settled.accepted.last().map(|s| s.head) else {
-        return Ok(Written::Landed { mode: "ref" });
+        return Ok(Written::Landed {
+            mode: PromotionMode::Ref,
+        });
     };
     let target_worktree = store.worktrees_of_branch(target)?.into_iter().next();
     if let Some(path) = &target_worktree {
@@ -53,9 +55,9 @@ pub fn land_settled(
         }
     }
     let mode = if target_worktree.is_some() {
-        "worktree"
+        PromotionMode::Worktree
     } else {
-        "ref"
+        PromotionMode::Ref
     };
     let message = format!(
         "tabellio: land {}",
@@ -134,6 +136,8 @@ fn run_worktree_moves(store: &Store, s: &Stacked) -> Result<Vec<FileMove>> {
         if !path.exists() {
             continue;
         }
+        // A lock a killed landing left while it moved this worktree is named, not stepped over.
+        checkout::refuse_index_lock(store, &path)?;
         let ws = store.inspect(&path)?;
         if ws.is_clean() && ws.head == Some(c.head) {
             out.push((path, store.tree_of(c.head)?, store.tree_of(s.head)?));
@@ -147,7 +151,7 @@ pub fn promoted(
     target: &str,
     tip: gix::ObjectId,
     top: gix::ObjectId,
-    how: (&str, Option<&str>),
+    how: (PromotionMode, Option<&str>),
     s: &Stacked,
 ) -> crate::model::RunRecord {
     let (mode, remote) = how;
@@ -157,7 +161,7 @@ pub fn promoted(
         target: target.to_string(),
         old: tip.to_string(),
         new: top.to_string(),
-        mode: mode.into(),
+        mode,
         remote: remote.map(str::to_string),
         at: time::now(),
     });

@@ -328,7 +328,7 @@ impl Store {
 
     /// The repository to read the worktree at `path` through: [`Store::opened_at`], else
     /// opened by its path (an unusable worktree refused).
-    fn worktree_repo(&self, path: &Path) -> Result<gix::Repository> {
+    pub(crate) fn worktree_repo(&self, path: &Path) -> Result<gix::Repository> {
         match self.opened_at(path)? {
             Some(repo) => Ok(repo),
             None => open_checked(path),
