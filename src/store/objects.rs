@@ -22,13 +22,11 @@
 //! `Objects`, which the notes and tree walks use) read a loose object with `read` through one
 //! inflate stream per command, reset between objects, and decode it as gix's loose store does
 //! (the header's size must be the body's). Objects read this way are kept for the rest of the
-//! command, up to 4 MiB, as gix's object cache kept them. An object one of the repository's
-//! pack indexes lists is read by gix, without looking for a loose file first; an object that
-//! is neither loose nor packed here (in an alternate) is read by gix too, and so is every
-//! object the command reads after it. (Handing the whole rest of the command to gix at the
-//! first packed object, as an earlier version did, sent every later read of a run's loose
-//! history entries through gix's loose reads, a new inflate stream each, once `git gc` had
-//! packed the run's older ones.)
+//! command, up to 4 MiB, as gix's object cache kept them. An object that is not loose here
+//! (packed, or in an alternate) is read by gix, through the pack indexes gix maps (the tool
+//! maps none of its own: one map of each index per command); later loose objects are still
+//! read here, so a run's loose history entries keep the one inflate stream after `git gc`
+//! packed its older ones.
 //!
 //! `Objects` hands this writer, with the repository's reads, to gix-note's notes editing.
 
@@ -59,12 +57,6 @@ pub(crate) struct LooseStreams {
     /// same commits and trees several times (gix's object cache, which they bypass, kept them
     /// before).
     cache: Mutex<LooseCache>,
-    /// Set when an object was neither loose nor in this repository's packs (in an alternate,
-    /// or in a pack made while the command ran): gix reads every object from then on.
-    packed: std::sync::atomic::AtomicBool,
-    /// The indexes of this repository's packs, opened on the first loose read: an object one
-    /// of them lists is read by gix, without a failed open of ours first.
-    pack_indexes: std::sync::OnceLock<Vec<gix::odb::pack::index::File>>,
 }
 
 /// How many bytes of loose objects one command keeps in [`LooseStreams`]'s cache.
@@ -224,14 +216,9 @@ impl Store {
     }
 
     /// Read the loose object `id` of this repository's own objects directory into `out`
-    /// through the one inflate stream, and return its kind; `None` when it is packed
-    /// ([`Store::is_packed`]) or not there (in an alternate), and for every object after the
-    /// first that was not there.
+    /// through the one inflate stream, and return its kind; `None` when it is packed or not
+    /// there (in an alternate), for gix to read.
     fn read_loose(&self, id: gix::ObjectId, out: &mut Vec<u8>) -> Result<Option<Kind>> {
-        use std::sync::atomic::Ordering;
-        if self.loose.packed.load(Ordering::Relaxed) {
-            return Ok(None);
-        }
         {
             let cache = self.loose.cache.lock().unwrap_or_else(|e| e.into_inner());
             if let Some((kind, data)) = cache.objects.get(&id) {
@@ -239,9 +226,6 @@ impl Store {
                 out.extend_from_slice(data);
                 return Ok(Some(*kind));
             }
-        }
-        if self.is_packed(id) {
-            return Ok(None);
         }
         let path = loose_path(self.repo.objects.store_ref().path(), id);
         // Most loose objects fit in a page; read without asking the file's size first.
@@ -251,10 +235,11 @@ impl Store {
                 .take(u64::MAX)
                 .read_to_end(&mut compressed)
                 .context(|| format!("could not read the object {id}"))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                self.loose.packed.store(true, Ordering::Relaxed);
-                return Ok(None);
-            }
+            // Packed (a repository packed by `git gc` holds its older objects in packs and what
+            // the tool wrote since loose), or in an alternate: gix reads it, through the pack
+            // indexes it maps anyway (the tool maps none of its own), and later loose objects
+            // are still read here.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).context(|| format!("could not read the object {id}")),
         };
         let kind = self.inflate_loose(id, &compressed, out)?;
@@ -264,28 +249,6 @@ impl Store {
             cache.objects.insert(id, (kind, out.clone()));
         }
         Ok(Some(kind))
-    }
-
-    /// Does one of this repository's pack indexes list `id`? A repository packed by `git gc`
-    /// (every clone, and every repository after an automatic one) holds its older objects in
-    /// packs and what the tool wrote since (a run's newer ledger and history entries) loose:
-    /// each object is looked up rather than the whole command given to gix at the first
-    /// packed one. An index that cannot be opened is left out (gix reports a damaged pack).
-    fn is_packed(&self, id: gix::ObjectId) -> bool {
-        let indexes = self.loose.pack_indexes.get_or_init(|| {
-            let dir = self.repo.objects.store_ref().path().join("pack");
-            let Ok(entries) = std::fs::read_dir(dir) else {
-                return Vec::new();
-            };
-            entries
-                .filter_map(|entry| {
-                    let path = entry.ok()?.path();
-                    (path.extension()? == "idx").then_some(())?;
-                    gix::odb::pack::index::File::at(&path, self.object_hash()).ok()
-                })
-                .collect()
-        });
-        indexes.iter().any(|index| index.lookup(id).is_some())
     }
 
     /// Inflate `compressed`, the file of the loose object `id`, into `out` through the one
@@ -571,7 +534,7 @@ mod tests {
         }
 
         // A loose object written after the repack is still read through the one stream (kept
-        // in the command's cache) after packed ones were read: each is looked up in the packs.
+        // in the command's cache) after packed ones were read, which gix read from the pack.
         let written = Store::open(&path).expect("open");
         let late = written
             .write_blob(b"written after the repack\n")
