@@ -1,7 +1,7 @@
 //! Ancestry: whether one commit is reachable from another, as `git merge-base --is-ancestor`
-//! answers it.
+//! answers it, and the first-parent line between two commits.
 
-use crate::error::{Context, Result};
+use crate::error::{Context, Error, Result};
 
 use super::Store;
 
@@ -47,6 +47,46 @@ impl Store {
         }
         false
     }
+}
+
+/// How far back a first-parent chain is followed before the step is judged as one.
+const MAX_CHAIN: usize = 10_000;
+
+/// The commits from `from` (exclusive) to `to` along first parents, oldest first; just `[to]`
+/// when `from` is not on `to`'s first-parent line (the move is then judged as one step).
+pub fn first_parent_chain(
+    store: &Store,
+    from: gix::ObjectId,
+    to: gix::ObjectId,
+) -> Result<Vec<gix::ObjectId>> {
+    first_parent_chain_within(store, from, to, None)
+}
+
+/// [`first_parent_chain`], giving up (`[to]`) as soon as the line leaves `within`.
+pub fn first_parent_chain_within(
+    store: &Store,
+    from: gix::ObjectId,
+    to: gix::ObjectId,
+    within: Option<&std::collections::HashSet<gix::ObjectId>>,
+) -> Result<Vec<gix::ObjectId>> {
+    let mut chain = Vec::new();
+    let mut at = to;
+    while at != from {
+        if chain.len() >= MAX_CHAIN || within.is_some_and(|w| !w.contains(&at)) {
+            return Ok(vec![to]);
+        }
+        chain.push(at);
+        let commit = store
+            .commit(at)
+            .map_err(|e| Error::not_found(format!("commit {at} not found: {e:#}")).caused_by(e))?;
+        let parent = commit.parent_ids().next().map(|p| p.detach());
+        match parent {
+            Some(p) => at = p,
+            None => return Ok(vec![to]),
+        }
+    }
+    chain.reverse();
+    Ok(chain)
 }
 
 #[cfg(test)]

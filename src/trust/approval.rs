@@ -320,46 +320,6 @@ impl ApprovalCheck {
     }
 }
 
-/// How far back a first-parent chain is followed before the step is judged as one.
-const MAX_CHAIN: usize = 10_000;
-
-/// The commits from `from` (exclusive) to `to` along first parents, oldest first; just `[to]`
-/// when `from` is not on `to`'s first-parent line (the move is then judged as one step).
-pub fn first_parent_chain(
-    store: &Store,
-    from: gix::ObjectId,
-    to: gix::ObjectId,
-) -> Result<Vec<gix::ObjectId>> {
-    first_parent_chain_within(store, from, to, None)
-}
-
-/// [`first_parent_chain`], giving up (`[to]`) as soon as the line leaves `within`.
-fn first_parent_chain_within(
-    store: &Store,
-    from: gix::ObjectId,
-    to: gix::ObjectId,
-    within: Option<&std::collections::HashSet<gix::ObjectId>>,
-) -> Result<Vec<gix::ObjectId>> {
-    let mut chain = Vec::new();
-    let mut at = to;
-    while at != from {
-        if chain.len() >= MAX_CHAIN || within.is_some_and(|w| !w.contains(&at)) {
-            return Ok(vec![to]);
-        }
-        chain.push(at);
-        let commit = store
-            .commit(at)
-            .map_err(|e| Error::not_found(format!("commit {at} not found: {e:#}")).caused_by(e))?;
-        let parent = commit.parent_ids().next().map(|p| p.detach());
-        match parent {
-            Some(p) => at = p,
-            None => return Ok(vec![to]),
-        }
-    }
-    chain.reverse();
-    Ok(chain)
-}
-
 /// How a move is cut into steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Steps {
@@ -410,10 +370,10 @@ pub fn judge_chain(
     let chain = match steps_of {
         Steps::Whole => vec![to],
         Steps::FirstParent if within.is_some() => {
-            first_parent_chain_within(store, from, to, within)?
+            crate::store::ancestry::first_parent_chain_within(store, from, to, within)?
         }
         Steps::FirstParent if !store.is_ancestor(from, to)? => vec![to],
-        Steps::FirstParent => first_parent_chain(store, from, to)?,
+        Steps::FirstParent => crate::store::ancestry::first_parent_chain(store, from, to)?,
     };
     let mut steps = guarded_steps(store, policies, gating, from, &chain)?;
     let mut search = ChainApprovals {
@@ -595,7 +555,8 @@ impl ChainApprovals<'_> {
         guard: &Guard,
         check: &mut ApprovalCheck,
     ) -> Result<()> {
-        let Ok(earlier) = first_parent_chain(self.store, self.from, to) else {
+        let Ok(earlier) = crate::store::ancestry::first_parent_chain(self.store, self.from, to)
+        else {
             return Ok(());
         };
         if !check.is_needed() {
