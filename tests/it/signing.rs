@@ -320,3 +320,23 @@ fn promote_refusing_unsigned_evidence_names_the_set_up_not_the_same_finish() {
     let (code, j) = t.tab_json(&["verify", "main"]);
     assert_eq!(code, 0, "{j}");
 }
+
+/// CI's key comes from a secret: a private key file with no `.pub` beside it. Its public half
+/// is read from the file, so the records claim the principal the allowed signers grant it, and
+/// verify.
+#[test]
+fn a_private_key_file_alone_signs_as_its_allowed_principal() {
+    let sg = signed_repo();
+    let t = &sg.t;
+    let ci = t.path().join("keys/ci");
+    let secret = t.path().join("secret_key");
+    std::fs::copy(&ci, &secret).unwrap();
+    let (code, j) = t.tab_json(&["validate", "main", "--sign-key", s(&secret)]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(
+        j["evidence"][0]["signature"]["principal"], "ci@example.com",
+        "{j}"
+    );
+    let (code, j) = t.tab_json(&["verify", "main"]);
+    assert_eq!(code, 0, "{j}");
+}
