@@ -6,11 +6,13 @@
 
 use std::path::Path;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::{time, EvidenceRecord};
-use crate::store::policy::trust_at;
+use crate::store::policy::{policy_at, trust_at};
 use crate::store::Store;
-use crate::trust::{self, sshsig, AllowedSigners, SignError, SigningConfig, SigningKey};
+use crate::trust::{
+    self, sshsig, AllowedSigners, SignError, SignerRefusal, SigningConfig, SigningKey,
+};
 
 /// Who signs the records a command writes, and as whom.
 #[derive(Debug, Clone)]
@@ -19,6 +21,8 @@ pub struct RecordSigner {
     principal: String,
     /// `SHA256:…` of the signing key, when it is known without signing.
     fingerprint: Option<String>,
+    /// The signing key's public half, when it is known without signing.
+    public: Option<ssh_key::PublicKey>,
 }
 
 impl RecordSigner {
@@ -80,6 +84,7 @@ impl RecordSigner {
         .unwrap_or_else(|| "tabellio".into());
         Ok(Some(RecordSigner {
             fingerprint: public.as_ref().map(sshsig::fingerprint),
+            public,
             config,
             principal,
         }))
@@ -128,4 +133,206 @@ pub fn maybe_sign(signer: Option<&RecordSigner>, rec: EvidenceRecord) -> Result<
         Some(s) => s.sign(rec),
         None => Ok(rec),
     }
+}
+
+/// What judges the records a command is about to write: the commit whose policy and allowed
+/// signers count (the target's tip for `finish`, the policy commit for `validate`), how to name
+/// it to a person, and the command that writes the records once a key counts.
+#[derive(Debug, Clone, Copy)]
+pub struct JudgedAt<'a> {
+    pub commit: gix::ObjectId,
+    /// `main`, or the revision given.
+    pub label: &'a str,
+    /// `git tabellio finish r1`: what to run again.
+    pub again: &'a str,
+    /// The run, when a commit on `label` moves the target under it (then it lands, restacked).
+    pub run: Option<&'a str>,
+}
+
+impl JudgedAt<'_> {
+    /// What to run once a line was committed on `label`.
+    fn after_allowing(&self) -> String {
+        match self.run {
+            Some(run) => format!(
+                "`{}`, then `git tabellio land {run}` (the commit moved {} under the run, and promote only fast-forwards)",
+                self.again, self.label
+            ),
+            None => format!("`{}` again", self.again),
+        }
+    }
+}
+
+/// Refuse, before any check runs, to make records that could not count: the policy at
+/// `judged.commit` requires a signature on one of `checks`, and there is no signer (none
+/// configured, or `--no-sign`) or its key is not an allowed signer for namespace `tabellio`
+/// there now. Such records would be refused by `promote`, `land`, `verify` and the hooks as
+/// `unsigned` or `unknown-signer`, and running the checks again would make the same ones. The
+/// refusal (exit 3) names the set-up steps. A key whose public half cannot be known without
+/// signing is let through: the verdict on its records is the judges' to give.
+pub fn refuse_uncountable<'n>(
+    store: &Store,
+    signer: Option<&RecordSigner>,
+    judged: Option<JudgedAt<'_>>,
+    checks: impl IntoIterator<Item = &'n str>,
+    no_sign: bool,
+) -> Result<()> {
+    let Some(judged) = judged else {
+        return Ok(());
+    };
+    let Some(trust) = trust_at(store, judged.commit)? else {
+        return Ok(());
+    };
+    let covered: Vec<&str> = checks
+        .into_iter()
+        .filter(|name| trust.require_signed.covers(name))
+        .collect();
+    if covered.is_empty() {
+        return Ok(());
+    }
+    let file = signers_file(store, judged.commit)?;
+    let label = judged.label;
+    let needs = format!(
+        "the policy at {label} requires signed evidence for {}",
+        covered.join(", ")
+    );
+    let Some(signer) = signer else {
+        let why = if no_sign {
+            "--no-sign was given"
+        } else {
+            "no SSH signing key is configured (git's user.signingKey with gpg.format=ssh, or --sign-key)"
+        };
+        return Err(Error::refused(format!(
+            "{needs}, and {why}: the records would be unsigned and could not count; nothing was run"
+        ))
+        .hint(format!(
+            "set up a signing key the policy at {label} allows, then run {}:\n{}",
+            judged.after_allowing(),
+            setup_commands(store, label, &file)
+        )));
+    };
+    let Some(public) = &signer.public else {
+        return Ok(());
+    };
+    let Err(refusal) = allowed_now(&trust.signers, signer, public) else {
+        return Ok(());
+    };
+    let verdict = match refusal {
+        SignerRefusal::Expired { .. } | SignerRefusal::NotYetValid { .. } => "signer-expired",
+        _ => "unknown-signer",
+    };
+    Err(Error::refused(format!(
+        "{needs}, and the signing key {} (as {}) is not an allowed signer in {file} at {label}: {refusal}; the records would be {verdict} and could not count; nothing was run",
+        sshsig::fingerprint(public),
+        signer.principal
+    ))
+    .hint(allow_this_key(store, judged, &file, signer, public)))
+}
+
+/// May `signer` sign evidence as its principal under `signers` now?
+fn allowed_now(
+    signers: &AllowedSigners,
+    signer: &RecordSigner,
+    public: &ssh_key::PublicKey,
+) -> std::result::Result<String, SignerRefusal> {
+    let now = time::rfc3339(std::time::SystemTime::now());
+    signers.find_principal(
+        public.key_data(),
+        Some(&signer.principal),
+        trust::NAMESPACE,
+        &now,
+    )
+}
+
+/// The hint for a key the allowed signers at `judged` do not grant: the line that allows it,
+/// or another key's set-up.
+fn allow_this_key(
+    store: &Store,
+    judged: JudgedAt<'_>,
+    file: &str,
+    signer: &RecordSigner,
+    public: &ssh_key::PublicKey,
+) -> String {
+    let label = judged.label;
+    format!(
+        "allow this key: on {label}, add this line to {file} and commit it (a person should review who may sign), then run {}:\n  {}\nor set up another key:\n{}",
+        judged.after_allowing(),
+        allowed_signers_line(&signer.principal, public),
+        setup_commands(store, label, file)
+    )
+}
+
+/// The allowed-signers file the policy at `commit` names (`.tabellio/allowed_signers`).
+fn signers_file(store: &Store, commit: gix::ObjectId) -> Result<String> {
+    Ok(policy_at(store, commit)?
+        .and_then(|p| p.trust)
+        .map_or_else(|| ".tabellio/allowed_signers".into(), |t| t.allowed_signers))
+}
+
+/// `<principal> namespaces="tabellio" <public key>`: the line that allows `key` to sign evidence.
+fn allowed_signers_line(principal: &str, key: &ssh_key::PublicKey) -> String {
+    let mut key = key.clone();
+    key.set_comment("");
+    let text = key.to_openssh().unwrap_or_default();
+    format!(
+        "{principal} namespaces=\"{}\" {}",
+        trust::NAMESPACE,
+        text.trim()
+    )
+}
+
+/// The commands, one an indented line, that make a new key count under the policy at `label`,
+/// whose allowed signers are `file`: make it, tell git to sign with it, allow it on `label`.
+/// Pasted into a shell in a checkout of `label`, they run as they are.
+fn setup_commands(store: &Store, label: &str, file: &str) -> String {
+    let principal = store
+        .repo
+        .config_snapshot()
+        .string("user.email")
+        .map(|e| e.to_string())
+        .filter(|e| !e.trim().is_empty())
+        .unwrap_or_else(|| "you@example.com".into());
+    let key = "~/.ssh/tabellio_ed25519";
+    format!(
+        "  mkdir -p ~/.ssh && ssh-keygen -t ed25519 -f {key} -N ''\n  \
+         git config user.signingKey {key}.pub\n  \
+         git config gpg.format ssh\n  \
+         # on {label} (a person should review who may sign):\n  \
+         printf '%s namespaces=\"{ns}\" %s\\n' {principal} \"$(cat {key}.pub)\" >> {file}\n  \
+         git add {file} && git commit -m 'Allow my key to sign evidence'",
+        ns = trust::NAMESPACE
+    )
+}
+
+/// The hint for evidence refused for its signature (`unsigned`, `unknown-signer`,
+/// `signer-expired`) under the policy at `judged`: running `again` is the way out only when the
+/// key git is configured with now counts there; otherwise the set-up steps come first.
+pub fn signing_hint(store: &Store, judged: JudgedAt<'_>) -> Option<String> {
+    let trust = trust_at(store, judged.commit).ok().flatten()?;
+    let file = signers_file(store, judged.commit).ok()?;
+    let (label, again) = (judged.label, judged.again);
+    let signer = RecordSigner::resolve(store, None, false, Some(judged.commit))
+        .ok()
+        .flatten();
+    let Some((signer, public)) = signer
+        .as_ref()
+        .and_then(|s| s.public.as_ref().map(|p| (s, p)))
+    else {
+        return Some(format!(
+            "no signing key that counts is configured here, and `{again}` refuses to run without one; set up a signing key the policy at {label} allows, then run {}:\n{}",
+            judged.after_allowing(),
+            setup_commands(store, label, &file)
+        ));
+    };
+    if allowed_now(&trust.signers, signer, public).is_ok() {
+        return Some(format!(
+            "the signing key configured here ({}, as {}) is allowed at {label}: `{again}` signs the evidence anew",
+            sshsig::fingerprint(public),
+            signer.principal
+        ));
+    }
+    Some(format!(
+        "the signing key configured here ({}) is not allowed at {label}, and `{again}` refuses to run with it; {}",
+        sshsig::fingerprint(public),
+        allow_this_key(store, judged, &file, signer, public)
+    ))
 }

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::evidence::judge::{evaluate, Verdict};
 use crate::evidence::produce::{resolve_checks, run_checks, CheckContext, CheckSelection};
 use crate::evidence::requirements::{required_at, Claim, Requirement};
-use crate::evidence::sign::RecordSigner;
+use crate::evidence::sign::{refuse_uncountable, JudgedAt, RecordSigner};
 use crate::model::evidence::set_digest;
 use crate::model::run::{Attempt, AttemptCheck, Validated};
 use crate::model::{time, EvidenceRecord, RunRecord, RunState};
@@ -85,11 +85,23 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
     // written with is refused before they start.
     store.loose_compression()?;
     // The principal is the one the target's allowed signers grant the key: those judge it.
-    let signer = RecordSigner::resolve(
+    let target_tip = store.ref_target(&rec.base.reference)?;
+    let signer = RecordSigner::resolve(store, sel.sign_key.as_deref(), sel.no_sign, target_tip)?;
+    // Records promote would refuse for their signature are refused now, before any check runs:
+    // finishing again would only make the same ones.
+    let label = short_ref(&rec.base.reference);
+    let again = format!("git tabellio finish {}", rec.run_id);
+    refuse_uncountable(
         store,
-        sel.sign_key.as_deref(),
+        signer.as_ref(),
+        target_tip.map(|commit| JudgedAt {
+            commit,
+            label,
+            again: &again,
+            run: Some(&rec.run_id),
+        }),
+        checks.iter().map(|c| c.name.as_str()),
         sel.no_sign,
-        store.ref_target(&rec.base.reference)?,
     )?;
 
     let ctx = CheckContext {
@@ -138,6 +150,11 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
         attempt,
         evidence: records,
     })
+}
+
+/// `main` for `refs/heads/main`: the branch as a person names it.
+fn short_ref(name: &str) -> &str {
+    name.strip_prefix("refs/heads/").unwrap_or(name)
 }
 
 /// The policy's required checks at `head` that neither `records` (this attempt) nor the

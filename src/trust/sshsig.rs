@@ -335,7 +335,8 @@ impl SigningConfig {
     }
 
     /// The public key this configuration signs with, when it can be known without signing
-    /// (a literal, or a key file with its `.pub` beside it): for finding its principal.
+    /// (a literal, a key file with its `.pub` beside it, or an OpenSSH private key file): for
+    /// finding its principal.
     pub fn public_key(&self) -> Option<PublicKey> {
         match &self.key {
             SigningKey::Agent(literal) => PublicKey::from_openssh(literal).ok(),
@@ -346,9 +347,17 @@ impl SigningConfig {
                     p.push(".pub");
                     std::fs::read_to_string(PathBuf::from(p)).ok()
                 };
+                // A private key file alone (a CI secret written to a file) holds its public
+                // half in clear, also when the private half is encrypted.
+                let from_private = |t: &str| {
+                    ssh_key::PrivateKey::from_openssh(t.trim())
+                        .ok()
+                        .map(|k| k.public_key().clone())
+                };
                 text.as_deref()
                     .and_then(|t| PublicKey::from_openssh(t.trim()).ok())
                     .or_else(|| pub_text().and_then(|t| PublicKey::from_openssh(t.trim()).ok()))
+                    .or_else(|| text.as_deref().and_then(from_private))
             }
         }
     }

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::evidence::produce::{resolve_checks, CheckSelection};
-use crate::evidence::sign::RecordSigner;
+use crate::evidence::sign::{refuse_uncountable, JudgedAt, RecordSigner};
 use crate::model::EvidenceRecord;
 use crate::runner::Stream;
 use crate::store::Store;
@@ -56,6 +56,25 @@ pub fn validate(store: &Store, opts: &ValidateOptions) -> Result<ValidateOutcome
         opts.selection.sign_key.as_deref(),
         opts.selection.no_sign,
         Some(policy_commit),
+    )?;
+    // Records that could not count under the policy that judges them are refused before any
+    // check runs.
+    let label = opts.policy_from.as_deref().unwrap_or(rev);
+    let again = match &opts.policy_from {
+        Some(p) => format!("git tabellio validate {rev} --policy-from {p}"),
+        None => format!("git tabellio validate {rev}"),
+    };
+    refuse_uncountable(
+        store,
+        signer.as_ref(),
+        Some(JudgedAt {
+            commit: policy_commit,
+            label,
+            again: &again,
+            run: None,
+        }),
+        checks.iter().map(|c| c.name.as_str()),
+        opts.selection.no_sign,
     )?;
 
     let run = DetachedRun {

@@ -45,6 +45,7 @@ mod runner;
 mod scratch;
 mod secrets;
 mod servers;
+mod signing;
 mod storage;
 mod sync;
 mod terminal;

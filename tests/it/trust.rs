@@ -76,6 +76,69 @@ fn finished(t: &TestEnv, id: &str, finish_args: &[&str]) -> String {
     t.git_out_in(&wt, &["rev-parse", "HEAD"])
 }
 
+/// Start `id`, finish it signed by `ci`, then make its record one that does not count, as a
+/// tool that signed with whatever key it had (or none) would have written it: the signature
+/// taken off (`None`), or made by `key` claiming `principal`. `finish` itself refuses to write
+/// such records under `trust`. The run head.
+fn finished_untrusted(t: &TestEnv, ci: &Path, id: &str, signer: Option<(&Path, &str)>) -> String {
+    let head = finished(t, id, &["--sign-key", s(ci)]);
+    let mut rec = record_on(t, &head);
+    match signer {
+        None => {
+            rec.as_object_mut().unwrap().remove("signature");
+        }
+        Some((key, principal)) => {
+            rec["signature"] = serde_json::json!({
+                "format": "ssh",
+                "principal": principal,
+                "key_fingerprint": fingerprint(key),
+                "sig": ssh_sign(key, rec["digest"].as_str().unwrap()),
+            });
+        }
+    }
+    t.forge_evidence(&head, &resealed(rec));
+    head
+}
+
+/// `SHA256:…` of `key`, as ssh-keygen prints it.
+fn fingerprint(key: &Path) -> String {
+    let out = Command::new("ssh-keygen")
+        .args(["-l", "-E", "sha256", "-f"])
+        .arg(format!("{}.pub", key.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .to_string()
+}
+
+/// `message` signed by `key` in namespace `tabellio`: the armored signature.
+fn ssh_sign(key: &Path, message: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new("ssh-keygen")
+        .args(["-Y", "sign", "-n", "tabellio", "-f"])
+        .arg(key)
+        .env_remove("SSH_AUTH_SOCK")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(message.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
 /// The evidence record of `readme` noted on `commit`.
 fn record_on(t: &TestEnv, commit: &str) -> serde_json::Value {
     let note = t.git_out(&["notes", "--ref=tabellio/evidence", "show", commit]);
@@ -182,17 +245,17 @@ fn untrusted_records_are_refused_everywhere_and_nothing_moves() {
     let mut cases: Vec<(&str, String, &str)> = Vec::new();
     cases.push((
         "unknown",
-        finished(&t, "unknown", &["--sign-key", s(&other)]),
+        finished_untrusted(&t, &ci, "unknown", Some((&other, "tabellio"))),
         "unknown-signer",
     ));
     cases.push((
         "expired",
-        finished(&t, "expired", &["--sign-key", s(&old)]),
+        finished_untrusted(&t, &ci, "expired", Some((&old, "old@example.com"))),
         "signer-expired",
     ));
     cases.push((
         "unsigned",
-        finished(&t, "unsigned", &["--no-sign"]),
+        finished_untrusted(&t, &ci, "unsigned", None),
         "unsigned",
     ));
 
@@ -206,14 +269,14 @@ fn untrusted_records_are_refused_everywhere_and_nothing_moves() {
     cases.push(("modified", modified, "bad-signature"));
 
     // An intact record of another commit's check, with a signature copied from another record.
-    let copied = finished(&t, "copied", &["--no-sign"]);
+    let copied = finished_untrusted(&t, &ci, "copied", None);
     let mut rec = record_on(&t, &copied);
     rec["signature"] = signed["signature"].clone();
     t.forge_evidence(&copied, &resealed(rec));
     cases.push(("copied", copied, "bad-signature"));
 
     // A hand-forged passing record: correct digest, no signature, written with `git notes add`.
-    let forged = finished(&t, "forged", &["--no-sign"]);
+    let forged = finished_untrusted(&t, &ci, "forged", None);
     let mut rec = record_on(&t, &forged);
     rec["started_at"] = "2026-01-01T00:00:00Z".into();
     rec["output"]["excerpt"] = "forged".into();
@@ -301,7 +364,7 @@ fn a_signed_record_passes_the_hooks_and_the_server() {
 }
 
 #[test]
-fn git_config_signs_and_no_sign_skips() {
+fn git_config_signs_and_no_sign_is_refused_under_trust() {
     let Trusted { t, ci, .. } = trusted();
     t.git(&["config", "gpg.format", "ssh"]).ok();
     t.git(&["config", "user.signingKey", s(&ci)]).ok();
@@ -311,8 +374,12 @@ fn git_config_signs_and_no_sign_skips() {
         "ci@example.com"
     );
     assert_eq!(verdict_of(&t, &head).1["verdict"], "satisfied");
-    let head = finished(&t, "skipped", &["--no-sign"]);
-    assert!(record_on(&t, &head).get("signature").is_none());
+    // `--no-sign` would make records the policy refuses: refused before anything runs.
+    t.started_run("skipped", "skipped.txt");
+    let before = t.snapshot();
+    let (code, j) = t.tab_json(&["finish", "skipped", "--no-sign"]);
+    assert_eq!(code, 3, "{j}");
+    assert_eq!(t.snapshot(), before);
     // `validate` signs too.
     let (code, v) = t.tab_json(&["validate", "main"]);
     assert_eq!(code, 0, "{v}");
@@ -609,7 +676,7 @@ fn the_in_toto_statement_verifies_offline_with_ssh_keygen() {
     assert_eq!(record_on(&t, &head), *rec);
     // A record signed by a key the allowed signers do not know is exported with its
     // signature too, and ssh-keygen refuses it offline, as `verify` does.
-    let unknown = finished(&t, "unknown", &["--sign-key", s(&other)]);
+    let unknown = finished_untrusted(&t, &ci, "unknown", Some((&other, "tabellio")));
     assert!(!unknown.is_empty());
     let (code, j) = t.tab_json(&["export", "unknown", "--format", "in-toto"]);
     assert_eq!(code, 0, "{j}");

@@ -32,6 +32,8 @@ pub enum PromoteError {
         validated: String,
         /// `name (verdict)` of each check that is not satisfied.
         unsatisfied: Vec<String>,
+        /// When a record is refused for its signature: how to make one that counts.
+        signing: Option<String>,
     },
     #[error("target moved: {target} is at {current}, the run started from {base}{}", preview.as_ref().map_or_else(String::new, |p| format!("; {p}")))]
     TargetMoved {
@@ -102,6 +104,10 @@ impl From<PromoteError> for Error {
                 Error::refused(message),
                 format!("finish it: `git tabellio finish {run_id}`"),
             ),
+            P::EvidenceDoesNotHold {
+                signing: Some(hint),
+                ..
+            } => (Error::refused(message), hint),
             P::EvidenceDoesNotHold { run_id, .. } => (
                 Error::refused(message),
                 format!("run the checks again: `git tabellio finish {run_id}`"),
@@ -174,6 +180,7 @@ mod tests {
             run_id: "r1".into(),
             validated: "abc".into(),
             unsatisfied: vec!["test (tampered)".into(), "lint (missing)".into()],
+            signing: None,
         });
         assert_eq!(
             e.message,

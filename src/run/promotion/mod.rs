@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 use crate::evidence::judge::{evaluate, Verdict};
 use crate::evidence::requirements::{required_at, under_trust, Claim};
+use crate::evidence::sign::{signing_hint, JudgedAt};
 use crate::model::{RunRecord, RunState};
 use crate::store::checkout;
 use crate::store::ledger::{self, Ledger};
@@ -90,10 +91,30 @@ pub fn check_validated(
         .map(|v| format!("{} ({})", v.name, v.verdict.as_str()))
         .collect();
     if !unsatisfied.is_empty() {
+        // Refused for its signature: finishing again helps only with a key that counts.
+        let by_signature = verdicts.iter().any(|v| {
+            matches!(
+                v.verdict,
+                Verdict::Unsigned | Verdict::UnknownSigner | Verdict::SignerExpired
+            )
+        });
+        let signing = match store.ref_target(&target)? {
+            Some(commit) if by_signature => signing_hint(
+                store,
+                JudgedAt {
+                    commit,
+                    label: target.strip_prefix("refs/heads/").unwrap_or(&target),
+                    again: &format!("git tabellio finish {run_id}"),
+                    run: Some(&run_id),
+                },
+            ),
+            _ => None,
+        };
         return Err(PromoteError::EvidenceDoesNotHold {
             run_id,
             validated: validated.commit.clone(),
             unsatisfied,
+            signing,
         });
     }
     Ok((target, validated_id))
