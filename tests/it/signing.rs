@@ -5,29 +5,10 @@
 //! refusal of unsigned evidence names the set-up steps, and `finish` only once a key counts.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::util::*;
 
-/// An ed25519 key pair `<dir>/<name>` and `<name>.pub`.
-fn keygen(dir: &Path, name: &str) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let key = dir.join(name);
-    let out = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
-        .arg(&key)
-        .output()
-        .expect("ssh-keygen runs");
-    assert!(out.status.success(), "{out:?}");
-    key
-}
-
-fn public(key: &Path) -> String {
-    std::fs::read_to_string(format!("{}.pub", key.display()))
-        .unwrap()
-        .trim()
-        .to_string()
-}
+use crate::trust::{keygen, public};
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()

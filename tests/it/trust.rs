@@ -9,7 +9,8 @@ use std::process::Command;
 use crate::util::*;
 
 /// An ed25519 key pair `<dir>/<name>` (private) and `<name>.pub`, made with ssh-keygen.
-fn keygen(dir: &Path, name: &str) -> PathBuf {
+pub(crate) fn keygen(dir: &Path, name: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
     let key = dir.join(name);
     let out = Command::new("ssh-keygen")
         .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
@@ -20,7 +21,7 @@ fn keygen(dir: &Path, name: &str) -> PathBuf {
     key
 }
 
-fn public(key: &Path) -> String {
+pub(crate) fn public(key: &Path) -> String {
     std::fs::read_to_string(format!("{}.pub", key.display()))
         .unwrap()
         .trim()
