@@ -518,13 +518,34 @@ pub fn pre_receive<S: std::ops::Deref<Target = Store>>(
     let mut out = HookOutcome::default();
     let rewrites_notes =
         |u: &RefUpdate| u.name.starts_with("refs/notes/tabellio/") && u.old.is_some();
+    let notes_pushed =
+        |u: &RefUpdate| u.name.starts_with("refs/notes/tabellio/") && u.new.is_some();
     if !updates
         .iter()
-        .any(|u| (u.new.is_some() && !never_gated(&u.name)) || rewrites_notes(u))
+        .any(|u| (u.new.is_some() && !never_gated(&u.name)) || rewrites_notes(u) || notes_pushed(u))
     {
         return Ok(out);
     }
     let store = open()?;
+    // One runaway note must not reach every clone: a note over the cap is refused.
+    for u in updates.iter().filter(|u| notes_pushed(u)) {
+        let Some(new) = u.new else { continue };
+        for (path, size) in crate::store::notes::oversized_notes(&store, u.old, new)? {
+            out.refused.push(Refusal {
+                refname: u.name.clone(),
+                commit: new.to_string(),
+                reason: format!(
+                    "the note {path} is {size} bytes, over the cap of {} bytes (16 MiB) for one \
+                     note: git-tabellio never writes one this large (an output excerpt is at most \
+                     1 MiB); remove it from {} and push again",
+                    crate::store::notes::NOTE_CAP_BYTES,
+                    u.name
+                ),
+                missing: Vec::new(),
+                from_remote: None,
+            });
+        }
+    }
     // Records are only ever added: a push that deletes a tabellio notes ref, or moves it to a
     // history that does not contain what the server has, would drop them.
     for u in updates.iter().filter(|u| rewrites_notes(u)) {

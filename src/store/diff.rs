@@ -40,6 +40,23 @@ pub fn tree_changes(
     Ok(out)
 }
 
+/// [`tree_changes`] from `old_tree`, or from nothing (every path of `new_tree` added).
+pub fn tree_changes_from(
+    objects: &impl gix::objs::Find,
+    old_tree: Option<gix::ObjectId>,
+    new_tree: gix::ObjectId,
+) -> Result<Vec<PathChange>> {
+    let mut out = Vec::new();
+    walk(
+        objects,
+        old_tree,
+        Some(new_tree),
+        &BString::default(),
+        &mut out,
+    )?;
+    Ok(out)
+}
+
 fn walk(
     objects: &impl gix::objs::Find,
     old: Option<gix::ObjectId>,

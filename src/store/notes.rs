@@ -16,6 +16,45 @@ pub const EVIDENCE: &str = "refs/notes/tabellio/evidence";
 /// Approvals of changes to guarded paths (`tabellio.approval/v1`).
 pub const APPROVALS: &str = "refs/notes/tabellio/approvals";
 
+/// The largest one note (the records on one commit or tree) may be when a server receives it:
+/// 16 MiB. A record's output excerpt is at most 1 MiB (`output.excerpt_bytes`), so a note this
+/// large is not the tool's writing, and one runaway note would otherwise reach every clone.
+pub const NOTE_CAP_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The notes blobs a move of the notes ref `name` from the commit `old` (`None`: created) to
+/// `new` adds or changes that are larger than [`NOTE_CAP_BYTES`]: their path in the notes tree
+/// and size.
+pub fn oversized_notes(
+    store: &Store,
+    old: Option<gix::ObjectId>,
+    new: gix::ObjectId,
+) -> crate::error::Result<Vec<(String, u64)>> {
+    let old_tree = old.map(|o| store.tree_of(o)).transpose()?;
+    let changes =
+        crate::store::diff::tree_changes_from(&store.objects(), old_tree, store.tree_of(new)?)?;
+    let mut out = Vec::new();
+    for change in changes {
+        let Some((mode, id)) = change.new else {
+            continue;
+        };
+        if !mode.is_blob() {
+            continue;
+        }
+        let size = store
+            .repo
+            .find_header(id)
+            .map_err(|e| {
+                crate::error::Error::not_found(format!("the note blob {id} is not there: {e}"))
+                    .caused_by(e)
+            })?
+            .size();
+        if size > NOTE_CAP_BYTES {
+            out.push((change.path.to_string(), size));
+        }
+    }
+    Ok(out)
+}
+
 /// A notes commit ready to be put on its ref.
 #[derive(Debug, Clone)]
 pub struct PreparedNotes {

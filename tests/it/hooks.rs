@@ -158,14 +158,23 @@ fn reference_transaction_returns_at_once_without_a_protected_ref() {
         assert_eq!(r.code, 0, "{}", r.desc);
         assert!(r.stderr.is_empty(), "{}", r.desc);
     }
-    // The same for a push that touches no gated ref.
+    // The same for a push that touches no gated ref and no tabellio notes.
     let r = run_hook(
         &t,
         &nowhere,
         &["pre-receive"],
-        &format!("{z} {a} refs/notes/tabellio/evidence\n{a} {z} refs/heads/main\n"),
+        &format!("{z} {a} refs/tabellio/runs/r1\n{a} {z} refs/heads/main\n"),
     );
     assert_eq!(r.code, 0, "{}", r.desc);
+    // A push of tabellio notes is looked at (their size, that no record is dropped): the
+    // repository is opened (and here found missing).
+    let r = run_hook(
+        &t,
+        &nowhere,
+        &["pre-receive"],
+        &format!("{z} {a} refs/notes/tabellio/evidence\n"),
+    );
+    assert_eq!(r.code, 5, "{}", r.desc);
     // A branch update does open the repository (and here finds none).
     let r = run_hook(
         &t,
@@ -630,4 +639,39 @@ fn a_bare_server_refuses_a_push_that_drops_evidence_notes() {
         );
         assert_eq!(t.git_out_in(&server, &["rev-parse", notes]), on_server);
     }
+}
+
+/// One note over the cap (16 MiB) is refused by the server, naming it and the cap; the notes
+/// ref on the server stays where it was.
+#[test]
+fn a_bare_server_refuses_a_note_over_the_cap() {
+    let (t, server) = server_and_client();
+    let notes = "refs/notes/tabellio/evidence";
+    let main = rev(&t, "main");
+    let big = t.path().join("big-note.txt");
+    std::fs::write(&big, vec![b'x'; 17 * 1024 * 1024]).unwrap();
+    t.git(&[
+        "notes",
+        "--ref=tabellio/evidence",
+        "add",
+        "-f",
+        "-F",
+        big.to_str().unwrap(),
+        &main,
+    ])
+    .ok();
+    let r = t.git(&["push", "origin", notes]);
+    assert_ne!(r.code, 0, "{}", r.desc);
+    assert!(
+        r.stderr
+            .contains("over the cap of 16777216 bytes (16 MiB) for one note"),
+        "{}",
+        r.desc
+    );
+    assert_ne!(
+        t.git_in(&server, &["rev-parse", "-q", "--verify", notes])
+            .code,
+        0,
+        "the server has no notes ref"
+    );
 }
