@@ -115,7 +115,7 @@ fn overview(o: &Overview) -> Output {
             (Some(next), _) => human.push_str(&format!(
                 "  {:width$}  {:17}  next: {}{}\n",
                 r.run_id,
-                r.state.as_str(),
+                r.state.map_or("-", |s| s.as_str()),
                 next.action.as_str(),
                 next.command
                     .as_deref()

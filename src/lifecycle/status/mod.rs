@@ -64,7 +64,8 @@ pub struct UnreadableRunStatus {
 #[derive(Debug, Serialize)]
 pub struct RunOverview {
     pub run_id: String,
-    pub state: RunState,
+    /// `None` for a run whose ledger cannot be read.
+    pub state: Option<RunState>,
     pub target: String,
     pub task: String,
     /// `None` for a run that ended (promoted, abandoned) and for one whose ledger cannot be read.
@@ -122,7 +123,7 @@ fn overview(env: &Env) -> Result<Overview> {
                     rec.created_at.clone(),
                     RunOverview {
                         run_id: id,
-                        state: rec.state,
+                        state: Some(rec.state),
                         target: rec.base.reference.clone(),
                         task: rec.task.summary.clone(),
                         next_action: Some(next),
@@ -136,7 +137,7 @@ fn overview(env: &Env) -> Result<Overview> {
                 runs.push((
                     String::new(),
                     RunOverview {
-                        state: RunState::Active,
+                        state: None,
                         target: String::new(),
                         task: String::new(),
                         next_action: None,
