@@ -5,21 +5,10 @@
 //! fetch that brings it. Over `file://` and over the HTTP server.
 
 use super::daemons::{Area, Http};
-use super::Client;
+use super::{fetch_notes, Client};
 use crate::util::*;
 
 const FETCH_NOTES: &str = "git fetch origin 'refs/notes/tabellio/*:refs/notes/tabellio/*'";
-
-/// The fetch of docs/ci.md, as a clone runs it.
-fn fetch_notes(c: &Client) {
-    c.git(&[
-        "fetch",
-        "-q",
-        "origin",
-        "refs/notes/tabellio/*:refs/notes/tabellio/*",
-    ])
-    .ok();
-}
 
 /// A source repository with `policy` on main, a second commit on top, validated, that serves
 /// filtered clones; `file://` URL.
