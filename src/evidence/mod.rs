@@ -26,6 +26,7 @@ pub mod produce;
 pub mod read;
 pub mod requirements;
 pub mod reuse;
+pub mod scope;
 pub mod sign;
 pub mod tree_judge;
 pub mod verifier;

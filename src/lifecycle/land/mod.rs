@@ -13,6 +13,7 @@
 //! a failing run (the culprit a bisection isolates) becomes `validation_failed`.
 
 mod check;
+mod plan;
 mod queue;
 mod remote;
 mod repair;
@@ -121,6 +122,11 @@ pub struct RunLanding {
     /// Dry run: whether the top of the run's stack already has passing evidence for every
     /// required check (so validating it would run nothing).
     pub satisfied: Option<bool>,
+    /// Which required checks apply to the run's change, which are `not_applicable` (their
+    /// declared inputs untouched) and which are reused (passing evidence for the same inputs
+    /// exists), as judged before validating.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checks: Option<plan::ChecksPlan>,
 }
 
 /// What `land` did.

@@ -164,10 +164,12 @@ pub fn dry_run(
                 commit: None,
                 reason: None,
                 satisfied: None,
+                checks: None,
             };
             match top {
                 StackStep::Clean { tip: head, tree } => {
                     let reqs = requirements(store, tip, std::slice::from_ref(c))?;
+                    result.checks = Some(super::plan::plan(store, stacked_on, tree, &reqs)?);
                     let ok = !reqs.is_empty() && satisfied(store, tree, &reqs)?;
                     result.satisfied = Some(ok);
                     if !ok && !reqs.is_empty() {
