@@ -43,7 +43,7 @@ pub fn run_detached<'s>(
     run: &DetachedRun<'_>,
     checks: &[ResolvedCheck],
 ) -> Result<Detached<'s>> {
-    let _signals = interrupt::install()?;
+    let _signals = interrupt::install_unless_active()?;
     sweep_stale(store);
     let scratch = ScratchWorktree::create(store, run.commit, interrupt::flag())?;
     let ctx = CheckContext {

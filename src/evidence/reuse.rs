@@ -60,6 +60,10 @@ pub fn find_reusable(
     signer: Option<&RecordSigner>,
 ) -> Result<Option<EvidenceRecord>> {
     if let Some(inputs) = check.def.scope() {
+        if store.try_object(tree)?.is_none() {
+            // A tree only predicted (`land --dry-run`): nothing is known of its inputs.
+            return Ok(None);
+        }
         let scoped = store.scoped_tree(tree, &inputs, Materialise::HashOnly)?;
         let req = scoped_requirement(check, scoped);
         return passing_on(store, scoped, &req, |rec, _| {
@@ -139,6 +143,38 @@ fn passing_on(
     Ok(best)
 }
 
+/// `reused` made anew for `commit` (unsealed): this commit, its tree and run, `reused_from`.
+fn copy_for(
+    store: &Store,
+    reused: &EvidenceRecord,
+    commit: gix::ObjectId,
+    run_id: Option<&str>,
+) -> Result<EvidenceRecord> {
+    Ok(EvidenceRecord {
+        run_id: run_id.map(str::to_string),
+        repository: store.repository_id(),
+        commit: commit.to_string(),
+        tree: store.tree_of(commit)?.to_string(),
+        tool: tool_id(),
+        reused_from: Some(reused.digest.clone()),
+        // The reused record's signature signs its digest, not this one's: the caller signs anew.
+        signature: None,
+        digest: String::new(),
+        ..reused.clone()
+    })
+}
+
+/// A failing record for `commit` standing on `failed`, which this very process saw fail on
+/// the same scoped tree (a landing that rebuilds its stack need not fail it again).
+pub fn reused_failure(
+    store: &Store,
+    failed: &EvidenceRecord,
+    commit: gix::ObjectId,
+    run_id: Option<&str>,
+) -> Result<EvidenceRecord> {
+    Ok(copy_for(store, failed, commit, run_id)?.seal())
+}
+
 /// `stopped.command` of a `not_applicable` record: nothing ran.
 pub const NOT_RUN: &str = "not_run";
 
@@ -151,20 +187,8 @@ pub fn reused_record(
     commit: gix::ObjectId,
     run_id: Option<&str>,
 ) -> Result<EvidenceRecord> {
-    let tree = store.tree_of(commit)?.to_string();
-    let record = EvidenceRecord {
-        run_id: run_id.map(str::to_string),
-        repository: store.repository_id(),
-        commit: commit.to_string(),
-        tree: tree.clone(),
-        tool: tool_id(),
-        reused_from: Some(reused.digest.clone()),
-        // The reused record's signature signs its digest, not this one's: the caller signs anew.
-        signature: None,
-        digest: String::new(),
-        ..reused.clone()
-    };
-    if reused.scoped_tree.is_none() || reused.tree == tree {
+    let record = copy_for(store, reused, commit, run_id)?;
+    if reused.scoped_tree.is_none() || reused.tree == record.tree {
         return Ok(record.seal());
     }
     // The check's inputs are those of another tree that passed: not applicable here. Nothing
@@ -230,27 +254,26 @@ pub enum Standing {
     NotApplicable,
 }
 
-/// How `check` stands on `tree`, reached by a change from `from` (a tree).
+/// How `check` stands for a change `from` → `to` (trees) landing on `tip` (a tree): not
+/// applicable when the change leaves the check's declared inputs alone and the tip's have
+/// passing evidence; else reused when `stacked` (the tree it lands as, when it exists) has
+/// passing evidence for the check; else it runs.
 pub fn standing(
     store: &Store,
-    from: gix::ObjectId,
-    tree: gix::ObjectId,
+    (from, to): (gix::ObjectId, gix::ObjectId),
+    tip: gix::ObjectId,
+    stacked: Option<gix::ObjectId>,
     check: &ResolvedCheck,
 ) -> Result<Standing> {
-    let Some(found) = find_reusable(store, tree, check, None)? else {
-        return Ok(Standing::Run);
-    };
-    let untouched = match check.def.scope() {
-        Some(inputs) => {
-            store.scoped_tree(from, &inputs, Materialise::HashOnly)?
-                == store.scoped_tree(tree, &inputs, Materialise::HashOnly)?
+    if let Some(inputs) = check.def.scope() {
+        let untouched = store.scoped_tree(from, &inputs, Materialise::HashOnly)?
+            == store.scoped_tree(to, &inputs, Materialise::HashOnly)?;
+        if untouched && find_reusable(store, tip, check, None)?.is_some() {
+            return Ok(Standing::NotApplicable);
         }
-        None => false,
-    };
-    let hex = tree.to_string();
-    Ok(if untouched && found.tree != hex {
-        Standing::NotApplicable
-    } else {
-        Standing::Reused
+    }
+    Ok(match stacked {
+        Some(tree) if find_reusable(store, tree, check, None)?.is_some() => Standing::Reused,
+        _ => Standing::Run,
     })
 }
