@@ -667,6 +667,65 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_not_applicable_record_counts_only_beside_the_record_it_stands_on() {
+        let scoped = "5".repeat(40);
+        let mut on = record_on("test", "passed", "d1", &"9".repeat(40), &"8".repeat(40));
+        on.scoped_tree = Some(scoped.clone());
+        let on = on.seal();
+        let mut na = record("test", "passed", "d1");
+        na.status = CheckStatus::NotApplicable;
+        na.reused_from = Some(on.digest.clone());
+        na.scoped_tree = Some(scoped.clone());
+        let na = na.seal();
+        let mut scoped_req = req("test", Some("d1"));
+        scoped_req.scope = Some(super::super::requirements::Scope {
+            inputs: crate::model::inputs::Inputs::new(&["a/**".into()]).expect("valid"),
+            tree: Some(scoped.clone()),
+        });
+        assert_eq!(
+            verdict(&lines(&[na.clone(), on.clone()]), &scoped_req),
+            Verdict::Satisfied
+        );
+        // Alone, or judged by a policy without inputs, or on other inputs: refused.
+        assert_eq!(
+            verdict(&lines(&[na.clone()]), &scoped_req),
+            Verdict::NotApplicableRefused
+        );
+        assert_eq!(
+            verdict(&lines(&[na.clone(), on.clone()]), &req("test", Some("d1"))),
+            Verdict::NotApplicableRefused
+        );
+        let mut elsewhere = scoped_req.clone();
+        if let Some(scope) = elsewhere.scope.as_mut() {
+            scope.tree = Some("6".repeat(40));
+        }
+        assert_eq!(
+            verdict(&lines(&[na.clone(), on.clone()]), &elsewhere),
+            Verdict::NotApplicableRefused
+        );
+        // Standing on a failing record, or on another not_applicable one: refused.
+        let mut failed = on.clone();
+        failed.status = CheckStatus::Failed;
+        let failed = failed.seal();
+        let mut on_failed = na.clone();
+        on_failed.reused_from = Some(failed.digest.clone());
+        let on_failed = on_failed.seal();
+        assert_eq!(
+            verdict(&lines(&[on_failed, failed]), &scoped_req),
+            Verdict::NotApplicableRefused
+        );
+        let mut chained = na.clone();
+        chained.reused_from = Some(na.digest.clone());
+        let chained = chained.seal();
+        assert_eq!(
+            verdict(&lines(&[chained, na]), &scoped_req),
+            Verdict::NotApplicableRefused
+        );
+        // The passing record itself counts on the scoped tree, whatever tree it names.
+        assert_eq!(verdict(&lines(&[on]), &scoped_req), Verdict::Satisfied);
+    }
+
+    #[test]
     fn a_gate_of_any_passing_check_needs_one_and_names_the_absent() {
         let junk = vec![("not json".to_string(), None)];
         let (checks, verified) = judge_gate(&junk, COMMIT, TREE, &Gate::AnyPassing);

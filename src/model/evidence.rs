@@ -445,11 +445,17 @@ pub(crate) mod tests {
             "stopped",
             "tool",
             "reused_from",
+            "scoped_tree",
+            "undeclared_inputs",
             "signature",
             "digest",
         ]
         .iter()
-        .map(|k| value.get(*k).cloned().unwrap_or(serde_json::Value::Null))
+        .map(|k| match (*k, value.get(*k)) {
+            (_, Some(v)) => v.clone(),
+            ("undeclared_inputs", None) => serde_json::json!([]),
+            (_, None) => serde_json::Value::Null,
+        })
         .collect();
         let line = serde_json::to_string(&fields).unwrap();
         // serde alone would take it.

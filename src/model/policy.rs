@@ -577,6 +577,20 @@ mod tests {
             inputs: None,
         };
         assert_ne!(a.digest(), b.digest());
+        // Declared inputs are part of the definition; without them the digest is as before.
+        let scoped = CheckDef {
+            inputs: Some(vec!["a/**".into()]),
+            ..a.clone()
+        };
+        assert_ne!(scoped.digest(), a.digest());
+        assert_eq!(
+            scoped.digest(),
+            canonical::sha256_hex(br#"{"argv":["make"],"inputs":["a/**"],"timeout_s":60}"#)
+        );
+        let bad =
+            r#"{"schema":"tabellio.policy/v1","checks":{"t":{"argv":["x"],"inputs":["/etc/**"]}}}"#;
+        let err = Policy::parse(bad).unwrap_err().to_string();
+        assert!(err.contains("checks.t.inputs[0]"), "{err}");
         assert_eq!(
             a.digest(),
             canonical::sha256_hex(br#"{"argv":["make"],"timeout_s":60}"#)

@@ -478,6 +478,12 @@ fn runs_in_disjoint_scopes_land_independently() {
     assert_eq!(b - 3, 1, "t_b ran {} times: {j}", b - 3);
     assert!(a - 4 <= 3, "t_a ran {} times: {j}", a - 4);
     assert_eq!(j["checks_run"], (a - 4) + (b - 3), "{j}");
+    // Two lanes, two landings: the b/ runs were not stacked behind the a/ ones.
+    let new_of =
+        |id: &str| t.ledger_record(&format!("refs/tabellio/runs/{id}"))["promotion"]["new"].clone();
+    assert_eq!(new_of("b1"), new_of("b2"));
+    assert_eq!(new_of("a1"), new_of("a3"));
+    assert_ne!(new_of("a1"), new_of("b1"));
     let r = t.tab(&["verify", "main"]);
     assert_eq!(r.code, 0, "{}", r.desc);
     t.fsck();
