@@ -688,7 +688,7 @@ pub(crate) mod tests {
         );
         // Alone, or judged by a policy without inputs, or on other inputs: refused.
         assert_eq!(
-            verdict(&lines(&[na.clone()]), &scoped_req),
+            verdict(&lines(std::slice::from_ref(&na)), &scoped_req),
             Verdict::NotApplicableRefused
         );
         assert_eq!(
