@@ -488,3 +488,25 @@ fn runs_in_disjoint_scopes_land_independently() {
     assert_eq!(r.code, 0, "{}", r.desc);
     t.fsck();
 }
+
+#[test]
+fn invalid_inputs_are_refused_naming_the_field_and_nothing_is_written() {
+    let (t, counts) = scoped_repo(SHA1);
+    t.git(&["switch", "-q", "-c", "bad", "main"]).ok();
+    for (inputs, needle) in [
+        (serde_json::json!([]), "checks.t_a.inputs: is empty"),
+        (serde_json::json!(["../x"]), "checks.t_a.inputs[0]"),
+        (serde_json::json!(["!a/**"]), "only exclusions"),
+        (serde_json::json!("a/**"), "checks.t_a.inputs"),
+    ] {
+        let mut policy: Value = serde_json::from_str(&policy_text(&counts, &["a/**"])).unwrap();
+        policy["checks"]["t_a"]["inputs"] = inputs;
+        t.commit_policy(&policy.to_string());
+        let before = t.snapshot();
+        let r = t.tab(&["validate", "HEAD"]);
+        assert_eq!(r.code, 2, "{}", r.desc);
+        assert!(r.stderr.contains(needle), "{}", r.desc);
+        assert_eq!(t.snapshot(), before);
+    }
+    assert_eq!(executions(&counts), (1, 1));
+}
