@@ -2,8 +2,8 @@
 //! `b/`, one culprit under `a/` (it fails once another `a/` run is under it); checks `t_a`
 //! (reads `a/`) and `t_b` (reads `b/`), each sleeping `T` while `land` runs. Once with declared
 //! inputs (`a/**`, `b/**`), once without (whole tree). Executions are counted in files outside
-//! the repository; when the `b/` runs landed is read from their ledgers (`promotion.at`, whole
-//! seconds). `TABELLIO_BENCH_T` sets `T` in seconds (default 2).
+//! the repository; when the `b/` runs landed is read from their ledger refs (the loose ref
+//! file's time). `TABELLIO_BENCH_T` sets `T` in seconds (default 2).
 
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -15,8 +15,8 @@ struct Landed {
     t_a: usize,
     t_b: usize,
     /// Seconds from the start of `land` until every `b/` run, and every run, had landed.
-    b_landed: u64,
-    all_landed: u64,
+    b_landed: f64,
+    all_landed: f64,
     wall: Duration,
 }
 
@@ -105,26 +105,30 @@ fn landing(scoped: bool, t: u64) -> Landed {
     args.extend(runs.iter().map(|(id, _)| *id));
     let start = SystemTime::now();
     let wall = b.run_any(BIN, &b.repo, &args, "");
-    let start = start.duration_since(UNIX_EPOCH).unwrap().as_secs();
-    let landed_at = |id: &str| -> u64 {
+    // When the run's ledger ref was last written (the landing transaction), to the
+    // millisecond where the loose ref file says so, else in whole seconds from the ledger.
+    let landed_at = |id: &str| -> f64 {
+        let loose = b.repo.join(".git/refs/tabellio/runs").join(id);
+        if let Ok(at) = std::fs::metadata(&loose).and_then(|m| m.modified()) {
+            return at.duration_since(start).unwrap_or_default().as_secs_f64();
+        }
         let run = b.git(&["show", &format!("refs/tabellio/runs/{id}:run.json")]);
         let run: serde_json::Value = serde_json::from_str(&run).expect("run.json");
-        run["promotion"]["at"]
-            .as_str()
-            .map_or(u64::MAX, |at| epoch_seconds(at).saturating_sub(start))
+        let start = start.duration_since(UNIX_EPOCH).unwrap().as_secs();
+        run["promotion"]["at"].as_str().map_or(f64::INFINITY, |at| {
+            epoch_seconds(at).saturating_sub(start) as f64
+        })
     };
     let b_landed = runs
         .iter()
         .filter(|(id, _)| id.starts_with('b'))
         .map(|(id, _)| landed_at(id))
-        .max()
-        .unwrap_or_default();
+        .fold(0.0, f64::max);
     let all_landed = runs
         .iter()
         .filter(|(id, _)| *id != "a3")
         .map(|(id, _)| landed_at(id))
-        .max()
-        .unwrap_or_default();
+        .fold(0.0, f64::max);
     Landed {
         t_a: count(&counts, "t_a"),
         t_b: count(&counts, "t_b"),
@@ -161,14 +165,14 @@ pub fn lanes() {
     ] {
         let l = landing(scoped, t);
         println!(
-            "  {label:<26} {:>5} {:>5} {:>6} {:>9} s ({:.1} T) {:>9} s ({:.1} T) {:>7.1} s   {goal}",
+            "  {label:<26} {:>5} {:>5} {:>6} {:>9.1} s ({:.1} T) {:>9.1} s ({:.1} T) {:>7.1} s   {goal}",
             l.t_a,
             l.t_b,
             l.t_a + l.t_b,
             l.b_landed,
-            l.b_landed as f64 / t as f64,
+            l.b_landed / t as f64,
             l.all_landed,
-            l.all_landed as f64 / t as f64,
+            l.all_landed / t as f64,
             l.wall.as_secs_f64(),
         );
     }
