@@ -9,6 +9,11 @@
 //! The reusing commit gets a new record of its own, sealed like any other, whose `reused_from`
 //! names the digest of the record it stands on; nothing is written here, the caller notes it
 //! with the records of the checks that did run.
+//!
+//! A check with declared inputs is looked up by its scoped tree instead (the tree restricted to
+//! its inputs, where its records are noted too): any tree with the same inputs qualifies. When
+//! the record found was made on another tree, the new record is `not_applicable` — nothing ran,
+//! the inputs are those of a tree that passed — rather than a copy of the other's run.
 
 use serde::Serialize;
 
@@ -180,7 +185,8 @@ pub const NOT_RUN: &str = "not_run";
 
 /// A new record for `commit` standing on `reused`: the same check, status, output and times
 /// (when the check really ran, on this very tree), this commit and run, and `reused_from` the
-/// reused record's digest.
+/// reused record's digest. When `reused` was made on another tree with the same declared inputs,
+/// a `not_applicable` record instead (nothing ran for it).
 pub fn reused_record(
     store: &Store,
     reused: &EvidenceRecord,
