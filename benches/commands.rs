@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 #[path = "../tests/support/hermetic.rs"]
 mod hermetic;
+mod lanes;
 
 const BIN: &str = env!("CARGO_BIN_EXE_git-tabellio");
 
@@ -1370,6 +1371,11 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(15);
+    // `TABELLIO_BENCH_ONLY=lanes`: only the independent-landing comparison.
+    if std::env::var("TABELLIO_BENCH_ONLY").is_ok_and(|v| v == "lanes") {
+        lanes::lanes();
+        return;
+    }
     println!(
         "git-tabellio vs git plumbing: medians of {n} runs each (whole processes); the ratio is \
          the median of the ratios of runs taken in turn, else (10,000 runs against none) of the medians\n"
@@ -1382,6 +1388,7 @@ fn main() {
     println!("\nsigned evidence (trust) against the same without trust:");
     signatures(n);
     land(n);
+    lanes::lanes();
     hooks_overhead(n);
     println!("\na reftable repository with 50 live run worktrees:");
     reftable(n);

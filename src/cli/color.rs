@@ -43,7 +43,9 @@ impl Style {
     /// The style of a verdict or status word (`passed`, `failed`, `timed_out`, `completed` …).
     pub fn of_status(status: &str) -> Option<Style> {
         match status {
-            "passed" | "completed" | "validated" | "promoted" | "reused" => Some(Style::Passed),
+            "passed" | "completed" | "validated" | "promoted" | "reused" | "not_applicable" => {
+                Some(Style::Passed)
+            }
             "failed" | "FAILED" | "timed_out" | "error" | "validation_failed" | "blocked" => {
                 Some(Style::Failed)
             }

@@ -34,7 +34,7 @@ pub const PROMOTE: &str = "Examples:
 pub const LAND: &str = "Examples:
   git tabellio land                                        every completed run of the current branch
   git tabellio land fix-1 fix-2 --target main --batch 4    these runs, in this order
-  git tabellio land --dry-run                              the plan: restacks, conflicts, reused evidence
+  git tabellio land --dry-run                              the plan: restacks, conflicts, which checks run
   git tabellio land fix-1 --squash --remote origin         one commit, one atomic push";
 
 pub const APPROVE: &str = "Examples:

@@ -35,6 +35,15 @@ pub fn evidence_lines(records: &[tabellio::model::EvidenceRecord]) -> String {
     let palette = color::stdout();
     let mut human = String::new();
     for r in records {
+        if r.status == tabellio::model::evidence::CheckStatus::NotApplicable {
+            human.push_str(&format!(
+                "{} {} (its inputs are unchanged from scoped tree {}, which passed)\n",
+                palette.status("not_applicable", 9),
+                r.check.name,
+                short(r.scoped_tree.as_deref().unwrap_or_default()),
+            ));
+            continue;
+        }
         if r.reused_from.is_some() {
             human.push_str(&format!(
                 "{} {} (tree {} passed at {})\n",
@@ -59,6 +68,9 @@ pub fn evidence_lines(records: &[tabellio::model::EvidenceRecord]) -> String {
             r.check.name,
             r.duration_ms
         ));
+        for path in &r.undeclared_inputs {
+            human.push_str(&format!("  undeclared input: {path}\n"));
+        }
         if !r.passed() && !r.output.excerpt.is_empty() {
             let excerpt = strip_escapes(&r.output.excerpt);
             let tail: Vec<&str> = excerpt.lines().rev().take(10).collect();

@@ -43,7 +43,7 @@ pub fn run_detached<'s>(
     run: &DetachedRun<'_>,
     checks: &[ResolvedCheck],
 ) -> Result<Detached<'s>> {
-    let _signals = interrupt::install()?;
+    let _signals = interrupt::install_unless_active()?;
     sweep_stale(store);
     let scratch = ScratchWorktree::create(store, run.commit, interrupt::flag())?;
     let ctx = CheckContext {
@@ -72,7 +72,8 @@ pub fn run_detached<'s>(
     Ok(Detached::Done { records, scratch })
 }
 
-/// Note `records` on `commit` and on its tree, in one notes commit (a lost race with another
+/// Note `records` on `commit` and on its tree (and each scoped record on its scoped tree), in
+/// one notes commit (a lost race with another
 /// writer of the notes ref is re-read and re-applied).
 pub fn note_records(
     store: &Store,
@@ -81,11 +82,6 @@ pub fn note_records(
     message: &str,
 ) -> Result<()> {
     let tree = store.tree_of(commit)?;
-    let lines: Vec<String> = records.iter().map(EvidenceRecord::to_line).collect();
-    publish(
-        store,
-        None,
-        &[(EVIDENCE, vec![(commit, lines.clone()), (tree, lines)])],
-        message,
-    )
+    let targets = super::scope::note_targets(commit, tree, records)?;
+    publish(store, None, &[(EVIDENCE, targets)], message)
 }

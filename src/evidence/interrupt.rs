@@ -23,3 +23,12 @@ pub fn install() -> Result<Guard> {
     Guard::install(Forwarding::UntilDropped { grace: GRACE })
         .context(|| "could not install the signal handlers".to_string())
 }
+
+/// [`install`], unless a guard is installed already (a landing validating lanes side by side
+/// installs one for all of them): `None` then.
+pub fn install_unless_active() -> Result<Option<Guard>> {
+    if Guard::active() {
+        return Ok(None);
+    }
+    install().map(Some)
+}

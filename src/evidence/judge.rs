@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use crate::error::Result;
+use crate::model::evidence::CheckStatus;
 use crate::model::EvidenceRecord;
 use crate::store::policy::TrustAt;
 use crate::store::Store;
@@ -35,6 +36,10 @@ pub enum Verdict {
     UnknownSigner,
     /// Signed by an allowed key outside its `valid-after`/`valid-before` window.
     SignerExpired,
+    /// A `not_applicable` record that does not hold: the judging policy declares no inputs
+    /// for the check, or the commit's inputs differ from the tree it claims to stand on, or
+    /// the passing record it names is not there or does not count.
+    NotApplicableRefused,
 }
 
 impl Verdict {
@@ -50,6 +55,7 @@ impl Verdict {
             Verdict::BadSignature => "bad-signature",
             Verdict::UnknownSigner => "unknown-signer",
             Verdict::SignerExpired => "signer-expired",
+            Verdict::NotApplicableRefused => "not-applicable-refused",
         }
     }
     /// Which verdict to report when no record satisfies: the most alarming wins.
@@ -58,7 +64,7 @@ impl Verdict {
             Verdict::Satisfied => 10,
             Verdict::Tampered => 9,
             Verdict::BadSignature => 8,
-            Verdict::MismatchedObject => 7,
+            Verdict::MismatchedObject | Verdict::NotApplicableRefused => 7,
             Verdict::UnknownSigner => 6,
             Verdict::SignerExpired => 5,
             Verdict::Failed => 4,
@@ -87,9 +93,15 @@ pub struct Signer {
     pub fingerprint: String,
 }
 
-/// The verdict on one record for one requirement.
+/// The verdict on one record for one requirement. A `not_applicable` record never satisfies
+/// alone: the record it stands on is among the other lines ([`best_for`] judges it).
 pub fn judge(rec: &EvidenceRecord, req: &Requirement, commit: &str, tree: &str) -> Verdict {
-    judge_signed(rec, req, commit, tree).0
+    match judge_signed(rec, req, commit, tree).0 {
+        Verdict::Satisfied if rec.status == CheckStatus::NotApplicable => {
+            Verdict::NotApplicableRefused
+        }
+        v => v,
+    }
 }
 
 /// [`judge`], with the signer when the requirement needs a signature and the record's is
@@ -136,7 +148,11 @@ fn judge_unsigned(rec: &EvidenceRecord, req: &Requirement, commit: &str, tree: &
     if !rec.digest_is_valid() {
         return Verdict::Tampered;
     }
-    if rec.commit != commit && rec.tree != tree {
+    // Under declared inputs a record is about the commit's scoped tree: one made on any tree
+    // with the same inputs counts, and one naming this commit with other inputs does not.
+    let scoped = req.scope.as_ref().map(|s| s.tree.as_deref());
+    let on_scope = matches!(scoped, Some(Some(s)) if rec.scoped_tree.as_deref() == Some(s));
+    if rec.commit != commit && rec.tree != tree && !on_scope {
         return Verdict::MismatchedObject;
     }
     if let Some(d) = &req.digest {
@@ -144,27 +160,97 @@ fn judge_unsigned(rec: &EvidenceRecord, req: &Requirement, commit: &str, tree: &
             return Verdict::StaleCheck;
         }
     }
-    if rec.passed() {
-        Verdict::Satisfied
-    } else {
-        Verdict::Failed
+    if scoped.is_some() && !on_scope {
+        return match rec.status {
+            CheckStatus::NotApplicable => Verdict::NotApplicableRefused,
+            _ => Verdict::MismatchedObject,
+        };
+    }
+    match rec.status {
+        CheckStatus::Passed => Verdict::Satisfied,
+        // Provisional: [`best_for`] checks the record it stands on.
+        CheckStatus::NotApplicable if scoped.is_some() => Verdict::Satisfied,
+        CheckStatus::NotApplicable => Verdict::NotApplicableRefused,
+        _ => Verdict::Failed,
     }
 }
 
-/// Judge every requirement against the records on `commit` and its tree.
+/// Does the `not_applicable` record `rec` stand on a record among `records` that satisfies
+/// `req` by itself: passed (not another `not_applicable`), intact, trusted, on the same
+/// scoped tree?
+fn stands(
+    rec: &EvidenceRecord,
+    records: &[Line],
+    req: &Requirement,
+    commit: &str,
+    tree: &str,
+) -> bool {
+    let Some(on) = rec.reused_from.as_deref() else {
+        return false;
+    };
+    records.iter().any(|(_, r)| {
+        r.as_ref().is_some_and(|r| {
+            r.digest == on
+                && r.status == CheckStatus::Passed
+                && r.check.name == req.name
+                && judge_signed(r, req, commit, tree).0 == Verdict::Satisfied
+        })
+    })
+}
+
+/// Judge every requirement against the records on `commit` and its tree (and, for checks with
+/// declared inputs, on its scoped trees).
 pub fn evaluate(
     store: &Store,
     commit: gix::ObjectId,
     requirements: &[Requirement],
 ) -> Result<Vec<CheckVerdict>> {
-    let tree = store.tree_of(commit)?;
-    let records = records_for(store, commit, tree)?;
+    let (tree, reqs, records) = lines_for(store, commit, requirements)?;
     Ok(evaluate_records(
         &records,
         &commit.to_string(),
         &tree.to_string(),
-        requirements,
+        &reqs,
     ))
+}
+
+/// The record that satisfies `req` on `commit`, if one does.
+pub fn deciding_record(
+    store: &Store,
+    commit: gix::ObjectId,
+    req: &Requirement,
+) -> Result<Option<EvidenceRecord>> {
+    let (tree, reqs, records) = lines_for(store, commit, std::slice::from_ref(req))?;
+    let best = best_for(&reqs[0], &records, &commit.to_string(), &tree.to_string());
+    Ok(best
+        .filter(|(v, _)| v.verdict == Verdict::Satisfied)
+        .and_then(|(_, i)| records[i].1.clone()))
+}
+
+/// `commit`'s tree, `requirements` with their scoped trees filled in, and the lines noted on
+/// the commit, its tree and those scoped trees (sorted, unique).
+fn lines_for(
+    store: &Store,
+    commit: gix::ObjectId,
+    requirements: &[Requirement],
+) -> Result<(gix::ObjectId, Vec<Requirement>, Vec<Line>)> {
+    let tree = store.tree_of(commit)?;
+    let mut reqs = requirements.to_vec();
+    let scoped = super::scope::scope_requirements(store, tree, &mut reqs)?;
+    let mut records = records_for(store, commit, tree)?;
+    if !scoped.is_empty() {
+        for id in scoped {
+            records.extend(super::read::lines_on(
+                store,
+                super::read::Notes::Local,
+                None,
+                id,
+            )?);
+        }
+        records.sort_by(|a, b| a.0.cmp(&b.0));
+        records.dedup_by(|a, b| a.0 == b.0);
+    }
+    Ok((tree, reqs, records))
 }
 
 /// Judge every requirement against already read evidence lines (as
@@ -212,7 +298,13 @@ pub(crate) fn best_for(
     for (i, (line, rec)) in records.iter().enumerate() {
         let (v, digest, signer) = match rec {
             Some(rec) if rec.check.name == req.name => {
-                let (v, signer) = judge_signed(rec, req, commit, tree);
+                let (mut v, signer) = judge_signed(rec, req, commit, tree);
+                if v == Verdict::Satisfied
+                    && rec.status == CheckStatus::NotApplicable
+                    && !stands(rec, records, req, commit, tree)
+                {
+                    v = Verdict::NotApplicableRefused;
+                }
                 (v, rec.digest.clone(), signer)
             }
             Some(_) => continue,
@@ -458,6 +550,7 @@ pub(crate) mod tests {
             Verdict::BadSignature,
             Verdict::UnknownSigner,
             Verdict::SignerExpired,
+            Verdict::NotApplicableRefused,
         ] {
             let json = serde_json::to_value(v).expect("a verdict serializes");
             assert_eq!(json.as_str(), Some(v.as_str()));
@@ -571,6 +664,65 @@ pub(crate) mod tests {
             None,
         )];
         assert_eq!(verdict(&ours, &r), Verdict::Tampered);
+    }
+
+    #[test]
+    fn a_not_applicable_record_counts_only_beside_the_record_it_stands_on() {
+        let scoped = "5".repeat(40);
+        let mut on = record_on("test", "passed", "d1", &"9".repeat(40), &"8".repeat(40));
+        on.scoped_tree = Some(scoped.clone());
+        let on = on.seal();
+        let mut na = record("test", "passed", "d1");
+        na.status = CheckStatus::NotApplicable;
+        na.reused_from = Some(on.digest.clone());
+        na.scoped_tree = Some(scoped.clone());
+        let na = na.seal();
+        let mut scoped_req = req("test", Some("d1"));
+        scoped_req.scope = Some(super::super::requirements::Scope {
+            inputs: crate::model::inputs::Inputs::new(&["a/**".into()]).expect("valid"),
+            tree: Some(scoped.clone()),
+        });
+        assert_eq!(
+            verdict(&lines(&[na.clone(), on.clone()]), &scoped_req),
+            Verdict::Satisfied
+        );
+        // Alone, or judged by a policy without inputs, or on other inputs: refused.
+        assert_eq!(
+            verdict(&lines(std::slice::from_ref(&na)), &scoped_req),
+            Verdict::NotApplicableRefused
+        );
+        assert_eq!(
+            verdict(&lines(&[na.clone(), on.clone()]), &req("test", Some("d1"))),
+            Verdict::NotApplicableRefused
+        );
+        let mut elsewhere = scoped_req.clone();
+        if let Some(scope) = elsewhere.scope.as_mut() {
+            scope.tree = Some("6".repeat(40));
+        }
+        assert_eq!(
+            verdict(&lines(&[na.clone(), on.clone()]), &elsewhere),
+            Verdict::NotApplicableRefused
+        );
+        // Standing on a failing record, or on another not_applicable one: refused.
+        let mut failed = on.clone();
+        failed.status = CheckStatus::Failed;
+        let failed = failed.seal();
+        let mut on_failed = na.clone();
+        on_failed.reused_from = Some(failed.digest.clone());
+        let on_failed = on_failed.seal();
+        assert_eq!(
+            verdict(&lines(&[on_failed, failed]), &scoped_req),
+            Verdict::NotApplicableRefused
+        );
+        let mut chained = na.clone();
+        chained.reused_from = Some(na.digest.clone());
+        let chained = chained.seal();
+        assert_eq!(
+            verdict(&lines(&[chained, na]), &scoped_req),
+            Verdict::NotApplicableRefused
+        );
+        // The passing record itself counts on the scoped tree, whatever tree it names.
+        assert_eq!(verdict(&lines(&[on]), &scoped_req), Verdict::Satisfied);
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! - [`judge`]: the verdict on each requirement.
 //! - [`produce`]: resolve checks and run them into sealed records.
 //! - [`sign`]: sign sealed records (`--sign-key`, git's `user.signingKey`).
+//! - [`scope`]: declared inputs — records keyed to the tree restricted to a check's inputs.
 //!
 //! The record types live in [`crate::model::evidence`].
 
@@ -26,6 +27,7 @@ pub mod produce;
 pub mod read;
 pub mod requirements;
 pub mod reuse;
+pub mod scope;
 pub mod sign;
 pub mod tree_judge;
 pub mod verifier;

@@ -16,6 +16,8 @@ use crate::model::{time, EvidenceRecord};
 use crate::runner::{self, CheckCommand, OutputSummary, RunOptions, Stream};
 use crate::store::paths::LocalPaths;
 use crate::store::policy::{policy_at, PolicyAtError};
+use crate::store::scoped::Materialise;
+use crate::store::scratch::ScratchWorktree;
 use crate::store::Store;
 
 /// Why the checks to run could not be resolved.
@@ -82,6 +84,7 @@ pub fn resolve_checks(
         let def = CheckDef {
             argv: sel.argv.clone(),
             timeout_s: sel.timeout_s.unwrap_or(policy::DEFAULT_TIMEOUT_S),
+            inputs: None,
         };
         if def.timeout_s == 0 {
             return Err(selection(Error::usage(
@@ -164,14 +167,14 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
     // computed from the definition, so a redacted argv does not change what it proves.
     let redactor = runner::Redactor::from_env();
     let scrub = LocalPaths::new(ctx.store, Some(ctx.worktree));
-    // Each record with whether its check ran (reused ones did not) and whether it is sealed.
-    let mut pending: Vec<(EvidenceRecord, bool)> = Vec::new();
+    // Each record with where its check ran (reused ones did not) and whether it is sealed.
+    let mut pending: Vec<(EvidenceRecord, Ran)> = Vec::new();
     let mut opened: Option<gix::Repository> = None;
     for check in checks {
         if let Some(rec) = super::reuse::try_reuse(
             ctx.store, ctx.reuse, ctx.commit, ctx.run_id, check, ctx.signer,
         )? {
-            pending.push((rec, false));
+            pending.push((rec, Ran::Reused));
             continue;
         }
         let cmd = CheckCommand {
@@ -179,16 +182,49 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
             argv: check.def.argv.clone(),
             timeout: Duration::from_secs(check.def.timeout_s),
         };
-        let opts = RunOptions {
-            cwd: ctx.worktree.to_path_buf(),
+        let opts = |cwd: &Path| RunOptions {
+            cwd: cwd.to_path_buf(),
             excerpt_cap: ctx.excerpt_cap,
             stream: ctx.stream,
             signing_env: ctx.signing_env,
             ..RunOptions::default()
         };
-        let outcome = runner::run_command(&cmd, &opts)
-            .context(|| format!("could not run check {}", check.name))?;
-        let mutated = head_moved(ctx, &mut opened)?;
+        let (outcome, mutated, scoped, undeclared, ran) = match check.def.scope() {
+            None => {
+                let outcome = runner::run_command(&cmd, &opts(ctx.worktree))
+                    .context(|| format!("could not run check {}", check.name))?;
+                let mutated = head_moved(ctx, &mut opened)?;
+                (outcome, mutated, None, Vec::new(), Ran::Here)
+            }
+            Some(inputs) => {
+                // Only the declared inputs are there: reading anything else fails loudly.
+                let scoped = ctx.store.scoped_tree(tree, &inputs, Materialise::Write)?;
+                let checkout = ctx.store.scoped_commit(scoped, &check.name)?;
+                let scratch =
+                    ScratchWorktree::create(ctx.store, checkout, super::interrupt::flag())?;
+                let outcome = runner::run_command(&cmd, &opts(scratch.path()))
+                    .context(|| format!("could not run check {}", check.name))?;
+                let mutated = scratch_changed(ctx.store, scratch.path(), checkout)?;
+                let undeclared = if outcome.status == crate::model::evidence::CheckStatus::Passed {
+                    Vec::new()
+                } else {
+                    super::scope::undeclared_inputs(
+                        ctx.store,
+                        (tree, scoped),
+                        &outcome.output.excerpt,
+                        scratch.path(),
+                    )
+                };
+                scratch.remove()?;
+                (
+                    outcome,
+                    mutated,
+                    Some(scoped.to_string()),
+                    undeclared,
+                    Ran::Scoped,
+                )
+            }
+        };
         let rec = EvidenceRecord {
             schema: SCHEMA.into(),
             run_id: ctx.run_id.map(str::to_string),
@@ -203,6 +239,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
                     .map(|a| scrub.apply(a))
                     .collect(),
                 digest: check.def.digest(),
+                inputs: check.def.inputs.clone(),
             },
             status: outcome.status,
             exit_code: outcome.exit_code,
@@ -217,10 +254,12 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
             },
             tool: tool_id(),
             reused_from: None,
+            scoped_tree: scoped,
+            undeclared_inputs: undeclared,
             signature: None,
             digest: String::new(),
         };
-        pending.push((mark_mutated(rec, mutated), true));
+        pending.push((mark_mutated(rec, mutated), ran));
     }
     // One scan for changes, after the last check that ran (a moved HEAD was caught already).
     let dirty = match &opened {
@@ -232,14 +271,42 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
     };
     let mut records = Vec::new();
     for (rec, ran) in pending {
-        if !ran {
-            records.push(rec);
-            continue;
-        }
-        let rec = mark_mutated(rec, dirty).seal();
+        let rec = match ran {
+            Ran::Reused => {
+                records.push(rec);
+                continue;
+            }
+            Ran::Here => mark_mutated(rec, dirty).seal(),
+            Ran::Scoped => rec.seal(),
+        };
         records.push(super::sign::maybe_sign(ctx.signer, rec)?);
     }
     Ok(records)
+}
+
+/// Where a check's record came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ran {
+    /// Passing evidence stood in for it.
+    Reused,
+    /// It ran in the caller's worktree (scanned for changes after the last check).
+    Here,
+    /// It ran in a worktree of its declared inputs (judged for changes there).
+    Scoped,
+}
+
+/// Did a check change the scratch worktree of its inputs checked out at `checkout`: removed
+/// it, moved HEAD, or left changes?
+fn scratch_changed(store: &Store, path: &Path, checkout: gix::ObjectId) -> Result<bool> {
+    if !path.join(".git").exists() {
+        return Ok(true);
+    }
+    let repo = match store.opened_at(path)? {
+        Some(repo) => repo,
+        None => crate::store::repo::open_path(path)?,
+    };
+    let head = store.head_of(&repo).unwrap_or_default();
+    Ok(head.branch.is_some() || head.id != Some(checkout) || !store.inspect(path)?.is_clean())
 }
 
 /// `rec` failed with `workspace_mutated` when `mutated`, as it is otherwise.

@@ -33,6 +33,19 @@ pub struct Requirement {
     /// that policy's commit) a record must be signed by to count.
     #[serde(skip)]
     pub signers: Option<Arc<AllowedSigners>>,
+    /// When the judging policy declares the check's inputs: they, and the scoped tree of the
+    /// commit being judged ([`super::scope::scope_requirements`] fills it in). Only then does a
+    /// `not_applicable` record or a record of another tree with the same inputs count.
+    #[serde(skip)]
+    pub scope: Option<Scope>,
+}
+
+/// A requirement's declared inputs and the scoped tree they give on the judged commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    pub inputs: crate::model::inputs::Inputs,
+    /// The id (hex) of the judged tree restricted to the inputs, once computed.
+    pub tree: Option<String>,
 }
 
 impl Requirement {
@@ -42,7 +55,21 @@ impl Requirement {
             name: name.into(),
             digest,
             signers: None,
+            scope: None,
         }
+    }
+
+    /// A requirement of check `name` as `def` defines it: its digest, and its inputs.
+    pub fn of_def(name: impl Into<String>, def: &crate::model::policy::CheckDef) -> Requirement {
+        Requirement {
+            scope: def.scope().map(|inputs| Scope { inputs, tree: None }),
+            ..Requirement::new(name, Some(def.digest()))
+        }
+    }
+
+    /// A requirement of the check `check` will run.
+    pub fn of_check(check: &crate::model::policy::ResolvedCheck) -> Requirement {
+        Requirement::of_def(check.name.clone(), &check.def)
     }
 }
 
@@ -114,11 +141,9 @@ pub fn of_policy(policy: Option<&Policy>, extra: &[String]) -> Vec<Requirement> 
     }
     names
         .into_iter()
-        .map(|name| {
-            let digest = policy
-                .and_then(|p| p.checks.get(&name))
-                .map(|def| def.digest());
-            Requirement::new(name, digest)
+        .map(|name| match policy.and_then(|p| p.checks.get(&name)) {
+            Some(def) => Requirement::of_def(name, def),
+            None => Requirement::new(name, None),
         })
         .collect()
 }
@@ -233,6 +258,7 @@ mod tests {
         CheckDef {
             argv: vec![name.into()],
             timeout_s: 60,
+            inputs: None,
         }
         .digest()
     }

@@ -9,13 +9,19 @@
 //! The reusing commit gets a new record of its own, sealed like any other, whose `reused_from`
 //! names the digest of the record it stands on; nothing is written here, the caller notes it
 //! with the records of the checks that did run.
+//!
+//! A check with declared inputs is looked up by its scoped tree instead (the tree restricted to
+//! its inputs, where its records are noted too): any tree with the same inputs qualifies. When
+//! the record found was made on another tree, the new record is `not_applicable` — nothing ran,
+//! the inputs are those of a tree that passed — rather than a copy of the other's run.
 
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::model::evidence::tool_id;
-use crate::model::EvidenceRecord;
+use crate::model::evidence::{tool_id, CheckStatus, OutputRecord, Stopped};
+use crate::model::{time, EvidenceRecord};
 use crate::store::notes::EVIDENCE;
+use crate::store::scoped::Materialise;
 use crate::store::Store;
 
 use super::judge::{judge, Verdict};
@@ -46,7 +52,9 @@ impl Reuse {
 }
 
 /// The passing, untampered record of `check` (same definition digest) noted on `tree`, if any.
-/// When several qualify, the most recent one (by `finished_at`) is chosen.
+/// When several qualify, the most recent one (by `finished_at`) is chosen. A check with declared
+/// inputs looks on the tree's scoped tree instead: a record made on any tree with the same
+/// inputs qualifies.
 ///
 /// With a `signer`, only a record that signer's key signed itself qualifies
 /// ([`RecordSigner::signed_it`]): the new record it signs must not vouch for one it never made.
@@ -56,13 +64,26 @@ pub fn find_reusable(
     check: &ResolvedCheck,
     signer: Option<&RecordSigner>,
 ) -> Result<Option<EvidenceRecord>> {
-    passing_on(store, tree, check, |rec, hex| {
+    if let Some(inputs) = check.def.scope() {
+        if store.try_object(tree)?.is_none() {
+            // A tree only predicted (`land --dry-run`): nothing is known of its inputs.
+            return Ok(None);
+        }
+        let scoped = store.scoped_tree(tree, &inputs, Materialise::HashOnly)?;
+        let req = scoped_requirement(check, scoped);
+        return passing_on(store, scoped, &req, |rec, _| {
+            signer.is_none_or(|s| s.signed_it(rec))
+        });
+    }
+    let req = Requirement::new(check.name.clone(), Some(check.def.digest()));
+    passing_on(store, tree, &req, |rec, hex| {
         rec.tree == hex && signer.is_none_or(|s| s.signed_it(rec))
     })
 }
 
-/// Does `commit` itself (its own notes, not its tree's) have a passing, untampered record of
-/// `check` made for it?
+/// Does `commit` itself have a passing, untampered record of `check` made for it (noted on the
+/// commit and naming it; for a check with declared inputs, a `not_applicable` record counts
+/// when the record it stands on does)?
 /// With a `signer`, only a record that signer's key signed counts, as in [`find_reusable`].
 pub fn passing_on_commit(
     store: &Store,
@@ -70,33 +91,51 @@ pub fn passing_on_commit(
     check: &ResolvedCheck,
     signer: Option<&RecordSigner>,
 ) -> Result<bool> {
-    Ok(passing_on(store, commit, check, |rec, hex| {
+    if check.def.scope().is_some() {
+        let req = Requirement::of_check(check);
+        let Some(rec) = super::judge::deciding_record(store, commit, &req)? else {
+            return Ok(false);
+        };
+        let hex = commit.to_string();
+        return Ok(rec.commit == hex && signer.is_none_or(|s| s.signed_it(&rec)));
+    }
+    let req = Requirement::new(check.name.clone(), Some(check.def.digest()));
+    Ok(passing_on(store, commit, &req, |rec, hex| {
         rec.commit == hex && signer.is_none_or(|s| s.signed_it(rec))
     })?
     .is_some())
 }
 
-/// The most recent passing, untampered record of `check` noted on `object` for which `names`
-/// says the record names `object` itself.
+/// The requirement of `check` judged on the scoped tree `scoped`.
+fn scoped_requirement(check: &ResolvedCheck, scoped: gix::ObjectId) -> Requirement {
+    let mut req = Requirement::of_check(check);
+    if let Some(scope) = req.scope.as_mut() {
+        scope.tree = Some(scoped.to_string());
+    }
+    req
+}
+
+/// The most recent passing, untampered record of `req`'s check noted on `object` for which
+/// `names` says the record names `object` itself.
 fn passing_on(
     store: &Store,
     object: gix::ObjectId,
-    check: &ResolvedCheck,
+    req: &Requirement,
     names: impl Fn(&EvidenceRecord, &str) -> bool,
 ) -> Result<Option<EvidenceRecord>> {
     let hex = object.to_string();
-    let requirement = Requirement::new(check.name.clone(), Some(check.def.digest()));
     let mut best: Option<EvidenceRecord> = None;
     for line in store.note_lines(EVIDENCE, object)? {
         let Ok(rec) = EvidenceRecord::from_line(&line) else {
             continue;
         };
         // `judge` accepts a record for either the commit or the tree; here the record must
-        // name the object it is noted on itself.
-        if rec.check.name != check.name || !names(&rec, &hex) {
+        // name the object it is noted on itself. A `not_applicable` record is never reused:
+        // the new one stands on the record that ran.
+        if rec.check.name != req.name || !names(&rec, &hex) {
             continue;
         }
-        if judge(&rec, &requirement, &hex, &hex) != Verdict::Satisfied {
+        if judge(&rec, req, &hex, &hex) != Verdict::Satisfied {
             continue;
         }
         if best
@@ -109,10 +148,8 @@ fn passing_on(
     Ok(best)
 }
 
-/// A new record for `commit` standing on `reused`: the same check, status, output and times
-/// (when the check really ran, on this very tree), this commit and run, and `reused_from` the
-/// reused record's digest.
-pub fn reused_record(
+/// `reused` made anew for `commit` (unsealed): this commit, its tree and run, `reused_from`.
+fn copy_for(
     store: &Store,
     reused: &EvidenceRecord,
     commit: gix::ObjectId,
@@ -129,6 +166,60 @@ pub fn reused_record(
         signature: None,
         digest: String::new(),
         ..reused.clone()
+    })
+}
+
+/// A failing record for `commit` standing on `failed`, which this very process saw fail on
+/// the same scoped tree (a landing that rebuilds its stack need not fail it again).
+pub fn reused_failure(
+    store: &Store,
+    failed: &EvidenceRecord,
+    commit: gix::ObjectId,
+    run_id: Option<&str>,
+) -> Result<EvidenceRecord> {
+    Ok(copy_for(store, failed, commit, run_id)?.seal())
+}
+
+/// `stopped.command` of a `not_applicable` record: nothing ran.
+pub const NOT_RUN: &str = "not_run";
+
+/// A new record for `commit` standing on `reused`: the same check, status, output and times
+/// (when the check really ran, on this very tree), this commit and run, and `reused_from` the
+/// reused record's digest. When `reused` was made on another tree with the same declared inputs,
+/// a `not_applicable` record instead (nothing ran for it).
+pub fn reused_record(
+    store: &Store,
+    reused: &EvidenceRecord,
+    commit: gix::ObjectId,
+    run_id: Option<&str>,
+) -> Result<EvidenceRecord> {
+    let record = copy_for(store, reused, commit, run_id)?;
+    if reused.scoped_tree.is_none() || reused.tree == record.tree {
+        return Ok(record.seal());
+    }
+    // The check's inputs are those of another tree that passed: not applicable here. Nothing
+    // ran for this record, so it says so rather than repeating the other's run.
+    let now = time::now();
+    Ok(EvidenceRecord {
+        status: CheckStatus::NotApplicable,
+        exit_code: None,
+        signal: None,
+        started_at: now.clone(),
+        finished_at: now,
+        duration_ms: 0,
+        output: OutputRecord {
+            bytes: 0,
+            sha256: crate::model::canonical::sha256_hex(b""),
+            excerpt: String::new(),
+            truncated: false,
+            redactions: 0,
+        },
+        stopped: Stopped {
+            command: NOT_RUN.into(),
+            tabellio: None,
+        },
+        undeclared_inputs: Vec::new(),
+        ..record
     }
     .seal())
 }
@@ -154,4 +245,41 @@ pub fn try_reuse(
         )?)),
         None => Ok(None),
     }
+}
+
+/// What validating a check on a tree would do, judged before it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Standing {
+    /// It runs: no passing evidence for its inputs.
+    Run,
+    /// Passing evidence for the same inputs stands in for it.
+    Reused,
+    /// The change does not touch its declared inputs (`from` and the tree have the same
+    /// scoped tree), which have passing evidence: a `not_applicable` record stands in.
+    NotApplicable,
+}
+
+/// How `check` stands for a change `from` → `to` (trees) landing on `tip` (a tree): not
+/// applicable when the change leaves the check's declared inputs alone and the tip's have
+/// passing evidence; else reused when `stacked` (the tree it lands as, when it exists) has
+/// passing evidence for the check; else it runs.
+pub fn standing(
+    store: &Store,
+    (from, to): (gix::ObjectId, gix::ObjectId),
+    tip: gix::ObjectId,
+    stacked: Option<gix::ObjectId>,
+    check: &ResolvedCheck,
+) -> Result<Standing> {
+    if let Some(inputs) = check.def.scope() {
+        let untouched = store.scoped_tree(from, &inputs, Materialise::HashOnly)?
+            == store.scoped_tree(to, &inputs, Materialise::HashOnly)?;
+        if untouched && find_reusable(store, tip, check, None)?.is_some() {
+            return Ok(Standing::NotApplicable);
+        }
+    }
+    Ok(match stacked {
+        Some(tree) if find_reusable(store, tree, check, None)?.is_some() => Standing::Reused,
+        _ => Standing::Run,
+    })
 }

@@ -26,6 +26,8 @@ use crate::trust::AllowedSigners;
 struct RequirementKey {
     name: String,
     digest: Option<String>,
+    /// The scoped tree the requirement judges by (declared inputs).
+    scoped: Option<Option<String>>,
     signers: Option<Arc<AllowedSigners>>,
 }
 
@@ -34,6 +36,7 @@ impl RequirementKey {
         RequirementKey {
             name: req.name.clone(),
             digest: req.digest.clone(),
+            scoped: req.scope.as_ref().map(|s| s.tree.clone()),
             signers: req.signers.clone(),
         }
     }
@@ -43,6 +46,7 @@ impl PartialEq for RequirementKey {
     fn eq(&self, other: &Self) -> bool {
         self.name == other.name
             && self.digest == other.digest
+            && self.scoped == other.scoped
             && match (&self.signers, &other.signers) {
                 (None, None) => true,
                 (Some(a), Some(b)) => Arc::ptr_eq(a, b),
@@ -57,6 +61,7 @@ impl std::hash::Hash for RequirementKey {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.name.hash(state);
         self.digest.hash(state);
+        self.scoped.hash(state);
         self.signers.as_ref().map(Arc::as_ptr).hash(state);
     }
 }

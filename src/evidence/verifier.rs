@@ -153,14 +153,25 @@ impl<'s> Verifier<'s> {
         gate: &Gate,
         trust: Option<&TrustAt>,
     ) -> Result<CommitVerdict> {
-        let gate = gate.clone().under_trust(trust);
+        let mut gate = gate.clone().under_trust(trust);
         let tree = self.store.tree_of(commit)?;
         let (commit_hex, tree_hex) = (commit.to_string(), tree.to_string());
         if !self.trees.knows(tree) {
             let lines = self.notes.records(self.store, tree)?;
             self.trees.insert(tree, &tree_hex, lines);
         }
-        let own = self.notes.records(self.store, commit)?;
+        let mut own = self.notes.records(self.store, commit)?;
+        // Checks with declared inputs are judged on the commit's scoped trees too.
+        if let Gate::Required(reqs) = &mut gate {
+            let scoped = crate::evidence::scope::scope_requirements(self.store, tree, reqs)?;
+            if !scoped.is_empty() {
+                for id in scoped {
+                    own.extend(self.notes.records(self.store, id)?);
+                }
+                own.sort_by(|a, b| a.0.cmp(&b.0));
+                own.dedup_by(|a, b| a.0 == b.0);
+            }
+        }
         let (checks, verified) =
             self.trees
                 .judge(tree, &own, (&commit_hex, &tree_hex), &gate, trust);

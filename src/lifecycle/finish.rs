@@ -252,13 +252,7 @@ pub fn record_attempt(
     });
     next.reason = gate;
     update(&mut next);
-    let lines: Vec<String> = records.iter().map(EvidenceRecord::to_line).collect();
-    let advanced = crate::run::advance(
-        store,
-        ledger,
-        next,
-        command,
-        &[(EVIDENCE, vec![(head, lines.clone()), (tree, lines)])],
-    )?;
+    let targets = crate::evidence::scope::note_targets(head, tree, records)?;
+    let advanced = crate::run::advance(store, ledger, next, command, &[(EVIDENCE, targets)])?;
     Ok((attempt, advanced))
 }

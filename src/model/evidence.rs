@@ -19,6 +19,9 @@ pub enum CheckStatus {
     Failed,
     TimedOut,
     Error,
+    /// The check's declared inputs are exactly those of a tree with passing evidence (named by
+    /// `reused_from`): nothing ran, and nothing needed to.
+    NotApplicable,
 }
 
 impl CheckStatus {
@@ -28,6 +31,7 @@ impl CheckStatus {
             CheckStatus::Failed => "failed",
             CheckStatus::TimedOut => "timed_out",
             CheckStatus::Error => "error",
+            CheckStatus::NotApplicable => "not_applicable",
         }
     }
 }
@@ -44,6 +48,10 @@ pub struct CheckRef {
     pub name: String,
     pub argv: Vec<String>,
     pub digest: String,
+    /// The check's declared inputs (globs), when it has them. Absent for a check of the whole
+    /// tree, so older records keep their digests.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub inputs: Option<Vec<String>>,
 }
 
 /// What is stored of a command's output: every byte counted and hashed, a bounded, redacted
@@ -91,6 +99,15 @@ pub struct EvidenceRecord {
     /// and digests are what they always were.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub reused_from: Option<String>,
+    /// For a check with declared inputs: the id of the tree restricted to them (the git tree
+    /// object of only the matching entries), the tree the check ran on. The record is noted on
+    /// that id too, so every tree with the same inputs finds it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub scoped_tree: Option<String>,
+    /// Paths outside the declared inputs that the failing check's output names and the full
+    /// tree has (best effort): the inputs it should declare.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub undeclared_inputs: Vec<String>,
     /// The SSH signature over `digest` (docs/verify.md), added after sealing. Absent in
     /// unsigned records, so their bytes and digests are what they always were.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -134,15 +151,19 @@ impl EvidenceRecord {
             stopped,
             tool,
             reused_from,
+            scoped_tree,
+            undeclared_inputs,
             signature: _,
             digest: _,
         } = self;
         let mut fields = canonical::Fields::new(out);
         fields
             .object("check", |f| {
-                f.strs("argv", &check.argv)
-                    .str("digest", &check.digest)
-                    .str("name", &check.name);
+                f.strs("argv", &check.argv).str("digest", &check.digest);
+                if let Some(inputs) = &check.inputs {
+                    f.strs("inputs", inputs);
+                }
+                f.str("name", &check.name);
             })
             .str("commit", commit)
             .int("duration_ms", *duration_ms)
@@ -161,7 +182,11 @@ impl EvidenceRecord {
         }
         fields
             .opt_str("run_id", run_id.as_deref())
-            .str("schema", schema)
+            .str("schema", schema);
+        if let Some(scoped) = scoped_tree {
+            fields.str("scoped_tree", scoped);
+        }
+        fields
             .opt_int("signal", *signal)
             .str("started_at", started_at)
             .str("status", status.as_str())
@@ -170,8 +195,11 @@ impl EvidenceRecord {
                     .opt_str("tabellio", stopped.tabellio.as_deref());
             })
             .str("tool", tool)
-            .str("tree", tree)
-            .end();
+            .str("tree", tree);
+        if !undeclared_inputs.is_empty() {
+            fields.strs("undeclared_inputs", undeclared_inputs);
+        }
+        fields.end();
     }
 
     /// Set `digest` from the content.
@@ -184,8 +212,12 @@ impl EvidenceRecord {
         self.digest == self.compute_digest()
     }
 
+    /// Passed, or not applicable (standing on a passing record; the judge checks that one).
     pub fn passed(&self) -> bool {
-        self.status == CheckStatus::Passed
+        matches!(
+            self.status,
+            CheckStatus::Passed | CheckStatus::NotApplicable
+        )
     }
 
     /// The one line stored in the notes blob.
@@ -243,6 +275,7 @@ pub(crate) mod tests {
                 name: "test".into(),
                 argv: vec!["true".into()],
                 digest: "c".repeat(64),
+                inputs: None,
             },
             status: CheckStatus::Passed,
             exit_code: Some(0),
@@ -263,6 +296,8 @@ pub(crate) mod tests {
             },
             tool: "git-tabellio/0.1.0".into(),
             reused_from: None,
+            scoped_tree: None,
+            undeclared_inputs: Vec::new(),
             signature: None,
             digest: String::new(),
         }
@@ -319,6 +354,7 @@ pub(crate) mod tests {
                 argv in prop::collection::vec(text(), 0..4),
                 ints in any::<(Option<i32>, Option<i32>, u64, u64, u64, bool)>(),
                 options in any::<(bool, bool, bool, bool)>(),
+                scoped in any::<(bool, bool, bool)>(),
             ) {
                 let (exit_code, signal, duration_ms, bytes, redactions, truncated) = ints;
                 let (run_id, tabellio, reused, signed) = options;
@@ -329,13 +365,19 @@ pub(crate) mod tests {
                 rec.repository = t(2);
                 rec.commit = t(3);
                 rec.tree = t(4);
-                rec.check = CheckRef { name: t(5), argv, digest: t(6) };
+                let (inputs, scoped_tree, undeclared) = scoped;
+                rec.check = CheckRef {
+                    name: t(5), argv: argv.clone(), digest: t(6), inputs: inputs.then(|| argv.clone()),
+                };
+                rec.scoped_tree = scoped_tree.then(|| t(8));
+                rec.undeclared_inputs = if undeclared { vec![t(9), t(10)] } else { Vec::new() };
                 rec.status = [
                     CheckStatus::Passed,
                     CheckStatus::Failed,
                     CheckStatus::TimedOut,
                     CheckStatus::Error,
-                ][texts[7].len() % 4];
+                    CheckStatus::NotApplicable,
+                ][texts[7].len() % 5];
                 rec.exit_code = exit_code;
                 rec.signal = signal;
                 rec.started_at = t(8);
@@ -403,11 +445,17 @@ pub(crate) mod tests {
             "stopped",
             "tool",
             "reused_from",
+            "scoped_tree",
+            "undeclared_inputs",
             "signature",
             "digest",
         ]
         .iter()
-        .map(|k| value.get(*k).cloned().unwrap_or(serde_json::Value::Null))
+        .map(|k| match (*k, value.get(*k)) {
+            (_, Some(v)) => v.clone(),
+            ("undeclared_inputs", None) => serde_json::json!([]),
+            (_, None) => serde_json::Value::Null,
+        })
         .collect();
         let line = serde_json::to_string(&fields).unwrap();
         // serde alone would take it.

@@ -9,6 +9,7 @@ pub mod canonical;
 pub mod checkpoint;
 pub mod evidence;
 pub mod ids;
+pub mod inputs;
 pub mod land;
 pub mod loop_state;
 pub mod policy;

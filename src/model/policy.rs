@@ -27,6 +27,11 @@ pub struct CheckDef {
     pub argv: Vec<String>,
     #[serde(default = "default_timeout")]
     pub timeout_s: u64,
+    /// The paths the check reads (globs, see [`super::inputs`]): its evidence is keyed to the
+    /// tree restricted to them, and it runs in a worktree holding only them. Absent: the
+    /// whole tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<Vec<String>>,
 }
 
 fn default_timeout() -> u64 {
@@ -34,10 +39,24 @@ fn default_timeout() -> u64 {
 }
 
 impl CheckDef {
-    /// SHA-256 of the canonical definition: evidence goes stale when argv or timeout changes.
+    /// SHA-256 of the canonical definition: evidence goes stale when argv, timeout or inputs
+    /// change. A check without `inputs` digests as it always has.
     pub fn digest(&self) -> String {
-        canonical::digest_of(&json!({"argv": self.argv, "timeout_s": self.timeout_s}))
-            .expect("a check definition is canonical")
+        let value = match &self.inputs {
+            None => json!({"argv": self.argv, "timeout_s": self.timeout_s}),
+            Some(inputs) => {
+                json!({"argv": self.argv, "inputs": inputs, "timeout_s": self.timeout_s})
+            }
+        };
+        canonical::digest_of(&value).expect("a check definition is canonical")
+    }
+
+    /// The compiled `inputs`, `None` for a check of the whole tree. Validated when the policy
+    /// is parsed; a definition made by hand that does not compile reads the whole tree.
+    pub fn scope(&self) -> Option<super::inputs::Inputs> {
+        self.inputs
+            .as_ref()
+            .and_then(|i| super::inputs::Inputs::new(i).ok())
     }
 }
 
@@ -272,6 +291,10 @@ impl Policy {
                 return Err(PolicyError(format!(
                     "checks.{name}.timeout_s: must be at least 1"
                 )));
+            }
+            if let Some(inputs) = &def.inputs {
+                super::inputs::Inputs::new(inputs)
+                    .map_err(|why| PolicyError(format!("checks.{name}.inputs{why}")))?;
             }
         }
         for name in &policy.required {
@@ -546,12 +569,28 @@ mod tests {
         let a = CheckDef {
             argv: vec!["make".into()],
             timeout_s: 60,
+            inputs: None,
         };
         let b = CheckDef {
             argv: vec!["make".into()],
             timeout_s: 61,
+            inputs: None,
         };
         assert_ne!(a.digest(), b.digest());
+        // Declared inputs are part of the definition; without them the digest is as before.
+        let scoped = CheckDef {
+            inputs: Some(vec!["a/**".into()]),
+            ..a.clone()
+        };
+        assert_ne!(scoped.digest(), a.digest());
+        assert_eq!(
+            scoped.digest(),
+            canonical::sha256_hex(br#"{"argv":["make"],"inputs":["a/**"],"timeout_s":60}"#)
+        );
+        let bad =
+            r#"{"schema":"tabellio.policy/v1","checks":{"t":{"argv":["x"],"inputs":["/etc/**"]}}}"#;
+        let err = Policy::parse(bad).unwrap_err().to_string();
+        assert!(err.contains("checks.t.inputs[0]"), "{err}");
         assert_eq!(
             a.digest(),
             canonical::sha256_hex(br#"{"argv":["make"],"timeout_s":60}"#)

@@ -29,6 +29,7 @@ pub mod refs;
 pub mod remote;
 pub mod replay;
 pub mod repo;
+pub mod scoped;
 pub mod scratch;
 pub mod tx;
 pub mod update_ref;

@@ -169,6 +169,13 @@ pub struct Guard {
 }
 
 impl Guard {
+    /// Is a guard installed now (in any thread)? Threads that run checks side by side share
+    /// the one guard their parent installed: guards dropped out of order would restore the
+    /// wrong handlers.
+    pub fn active() -> bool {
+        WAKE_FD.load(Ordering::SeqCst) != -1
+    }
+
     /// Install the handlers and start the watcher.
     pub fn install(forwarding: Forwarding) -> io::Result<Guard> {
         // Both ends are close-on-exec: children must not inherit either.

@@ -17,6 +17,7 @@ fn adhoc_digest(argv: &[&str]) -> String {
     CheckDef {
         argv: argv.iter().map(|a| a.to_string()).collect(),
         timeout_s: DEFAULT_TIMEOUT_S,
+        inputs: None,
     }
     .digest()
 }
@@ -56,6 +57,7 @@ fn the_policy_at_the_commit_decides_with_its_current_definitions() {
     let def = |argv: &str| CheckDef {
         argv: vec![argv.into()],
         timeout_s: 60,
+        inputs: None,
     };
     let want = vec![
         req("ok", Some(def("true").digest())),

@@ -22,6 +22,7 @@ mod git_environment;
 mod harness;
 mod help;
 mod hooks;
+mod inputs;
 mod land;
 mod layers;
 mod ledger;

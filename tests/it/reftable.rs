@@ -24,6 +24,8 @@ mod git_environment;
 mod harness;
 #[path = "hooks.rs"]
 mod hooks;
+#[path = "inputs.rs"]
+mod inputs;
 #[path = "land.rs"]
 mod land;
 #[path = "lifecycle.rs"]

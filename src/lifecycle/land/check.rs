@@ -14,7 +14,8 @@ use crate::evidence::detached::{note_records, run_detached, Detached, DetachedRu
 use crate::evidence::judge::{evaluate, Verdict};
 use crate::evidence::produce::ResolvedCheck;
 use crate::evidence::requirements::{under_trust, Requirement};
-use crate::evidence::reuse::{passing_on_commit, try_reuse, Reuse};
+use crate::evidence::reuse::{passing_on_commit, reused_failure, try_reuse, Reuse};
+use crate::evidence::sign::maybe_sign;
 use crate::evidence::sign::RecordSigner;
 use crate::model::policy::{self, DEFAULT_EXCERPT_BYTES};
 use crate::model::EvidenceRecord;
@@ -23,6 +24,7 @@ use crate::store::notes::APPROVALS;
 use crate::store::policy::{policy_at, Policies};
 use crate::store::publish::publish;
 use crate::store::replay;
+use crate::store::scoped::Materialise;
 use crate::store::Store;
 use crate::trust::approval::judge_run_step;
 use crate::trust::carry::judge_restacked;
@@ -35,6 +37,9 @@ use super::{LandOptions, Landing};
 /// Runs validations and counts what they cost.
 pub struct Checker<'s> {
     store: &'s Store,
+    /// At most this many runs stacked and validated together, and the remote landed on.
+    pub batch: usize,
+    pub remote: Option<String>,
     reuse: Reuse,
     stream: Stream,
     squash: bool,
@@ -49,6 +54,9 @@ pub struct Checker<'s> {
     /// `trust`, with the verdicts (`readme (unsigned)`): a run isolated for one of these is
     /// refused for its evidence's signatures, not blamed for failing.
     untrusted: HashMap<gix::ObjectId, Vec<String>>,
+    /// Checks with declared inputs this landing saw fail, by scoped tree and check digest: a
+    /// stack rebuilt on a moved target with the same inputs fails again without running.
+    failed: HashMap<(String, String), EvidenceRecord>,
 }
 
 impl<'s> Checker<'s> {
@@ -56,6 +64,8 @@ impl<'s> Checker<'s> {
     pub fn new(store: &'s Store, opts: &LandOptions, squash: bool) -> Checker<'s> {
         Checker {
             store,
+            batch: opts.batch,
+            remote: opts.remote.clone(),
             reuse: opts.reuse,
             stream: opts.stream,
             squash,
@@ -65,6 +75,7 @@ impl<'s> Checker<'s> {
             signer: None,
             policies: Policies::default(),
             untrusted: HashMap::new(),
+            failed: HashMap::new(),
         }
     }
 
@@ -87,7 +98,17 @@ impl<'s> Checker<'s> {
         let mut records: Vec<EvidenceRecord> = Vec::new();
         let mut to_run: Vec<ResolvedCheck> = Vec::new();
         let mut passed = true;
+        let tree = store.tree_of(commit)?;
         for check in checks {
+            if let Some(seen) = self.seen_failing(tree, check)? {
+                self.checks_reused += 1;
+                passed = false;
+                records.push(maybe_sign(
+                    self.signer.as_ref(),
+                    reused_failure(store, &seen, commit, run_id)?,
+                )?);
+                continue;
+            }
             // Evidence of this very commit (a run landing unchanged) needs no new record.
             if self.reuse == Reuse::Allowed
                 && passing_on_commit(store, commit, check, self.signer.as_ref())?
@@ -113,6 +134,12 @@ impl<'s> Checker<'s> {
         if !to_run.is_empty() {
             let ran = self.run(commit, run_id, &to_run)?;
             self.checks_run += ran.len();
+            for rec in ran.iter().filter(|r| !r.passed()) {
+                if let Some(scoped) = &rec.scoped_tree {
+                    let key = (scoped.clone(), rec.check.digest.clone());
+                    self.failed.insert(key, rec.clone());
+                }
+            }
             passed = ran.iter().all(EvidenceRecord::passed);
             records.extend(ran);
         }
@@ -121,6 +148,27 @@ impl<'s> Checker<'s> {
             note_records(store, commit, &records, &message)?;
         }
         Ok(passed)
+    }
+
+    /// The failing record of `check` this landing saw on `tree`'s inputs, if it has inputs.
+    fn seen_failing(
+        &self,
+        tree: gix::ObjectId,
+        check: &ResolvedCheck,
+    ) -> Result<Option<EvidenceRecord>> {
+        if self.failed.is_empty() {
+            return Ok(None);
+        }
+        let Some(inputs) = check.def.scope() else {
+            return Ok(None);
+        };
+        let scoped = self
+            .store
+            .scoped_tree(tree, &inputs, Materialise::HashOnly)?;
+        Ok(self
+            .failed
+            .get(&(scoped.to_string(), check.def.digest()))
+            .cloned())
     }
 
     /// Run `checks` on `commit` in a temporary detached worktree.

@@ -13,6 +13,8 @@
 //! a failing run (the culprit a bisection isolates) becomes `validation_failed`.
 
 mod check;
+mod lanes;
+mod plan;
 mod queue;
 mod remote;
 mod repair;
@@ -121,6 +123,11 @@ pub struct RunLanding {
     /// Dry run: whether the top of the run's stack already has passing evidence for every
     /// required check (so validating it would run nothing).
     pub satisfied: Option<bool>,
+    /// Which required checks apply to the run's change, which are `not_applicable` (their
+    /// declared inputs untouched) and which are reused (passing evidence for the same inputs
+    /// exists), as judged before validating.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checks: Option<plan::ChecksPlan>,
 }
 
 /// What `land` did.
@@ -210,7 +217,7 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         outcome.checks_reused = predicted.checks_reused;
         return Ok(outcome);
     }
-    let mut pending: Vec<String> = first
+    let ids: Vec<String> = first
         .candidates
         .iter()
         .map(|c| c.ledger.record.run_id.clone())
@@ -222,25 +229,56 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         opts.no_sign,
         store.ref_target(&target)?,
     )?;
-    let mut checker = check::Checker::new(store, opts, squash).signing(signer);
-    while !pending.is_empty() {
-        let take = pending.len().min(opts.batch);
-        let batch: Vec<String> = pending.drain(..take).collect();
-        let results = match &opts.remote {
-            Some(remote) => {
-                remote::land_batch(store, (remote, &target), &batch, &mut checker, &mut outcome)?
-            }
-            None => land_batch(store, &target, &batch, &mut checker, &mut outcome)?,
-        };
-        outcome.runs.extend(results);
+    // Runs whose changes fall in disjoint check scopes land side by side, each lane on its own.
+    let tip = store.ref_target(&target)?;
+    let lanes = match (&opts.remote, tip) {
+        (None, Some(tip)) => lanes::partition(store, tip, &first.candidates)?,
+        _ => vec![ids.clone()],
+    };
+    let plans = match tip {
+        Some(tip) => plan::plans(store, tip, &first.candidates)?,
+        None => Vec::new(),
+    };
+    if lanes.len() > 1 {
+        lanes::land_lanes(env, (&target, squash), opts, lanes, &mut outcome)?;
+    } else {
+        let mut checker = check::Checker::new(store, opts, squash).signing(signer);
+        land_runs(store, &target, ids, &mut checker, &mut outcome, ROUNDS)?;
+        outcome.checks_run = checker.checks_run;
+        outcome.checks_reused = checker.checks_reused;
+        outcome.validations = checker.validations;
     }
-    outcome.checks_run = checker.checks_run;
-    outcome.checks_reused = checker.checks_reused;
-    outcome.validations = checker.validations;
     if opts.remote.is_none() {
         outcome.new = store.ref_target(&target)?.map(|o| o.to_string());
     }
+    for run in &mut outcome.runs {
+        if let Some((_, plan)) = plans.iter().find(|(id, _)| *id == run.run_id) {
+            run.checks = Some(plan.clone());
+        }
+    }
     Ok(outcome)
+}
+
+/// Land `ids` in batches of the checker's size, rebuilding a batch at most `rounds` times on a
+/// target that moved underneath.
+fn land_runs(
+    store: &Store,
+    target: &str,
+    mut pending: Vec<String>,
+    checker: &mut check::Checker<'_>,
+    outcome: &mut LandOutcome,
+    rounds: u32,
+) -> Result<()> {
+    while !pending.is_empty() {
+        let take = pending.len().min(checker.batch);
+        let batch: Vec<String> = pending.drain(..take).collect();
+        let results = match checker.remote.clone() {
+            Some(remote) => remote::land_batch(store, (&remote, target), &batch, checker, outcome)?,
+            None => land_batch(store, target, &batch, checker, outcome, rounds)?,
+        };
+        outcome.runs.extend(results);
+    }
+    Ok(())
 }
 
 /// One batch, rebuilt on the new tip whenever the target (or a ledger) moved underneath.
@@ -250,9 +288,10 @@ fn land_batch(
     batch: &[String],
     checker: &mut check::Checker<'_>,
     outcome: &mut LandOutcome,
+    rounds: u32,
 ) -> Result<Vec<RunLanding>> {
     let mut last_moved = target.to_string();
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         outcome.rounds += 1;
         // Re-read every round: another `land` may have landed some of these meanwhile.
         let queue = queue::resolve(store, target, batch)?;
@@ -281,7 +320,7 @@ fn land_batch(
         return Err(crate::store::tx::TxError::Locked { name, lock }.into_error());
     }
     Err(Error::conflict(format!(
-        "{last_moved} kept moving while landing: gave up after {ROUNDS} rounds"
+        "{last_moved} kept moving while landing: gave up after {rounds} rounds"
     ))
     .hint("other writers are moving it; run `git tabellio land` again"))
 }

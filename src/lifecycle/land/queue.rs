@@ -313,6 +313,7 @@ fn evidence_refused(store: &Store, ledger: &Ledger, unsatisfied: &[String]) -> R
         commit: head.map(|h| h.to_string()),
         reason: Some(reason),
         satisfied: None,
+        checks: None,
     })
 }
 
@@ -337,5 +338,6 @@ pub fn already_landed(ledger: &Ledger) -> RunLanding {
             None => "already promoted".into(),
         }),
         satisfied: None,
+        checks: None,
     }
 }

@@ -142,6 +142,7 @@ pub fn finish_interrupted(
              says so"
         )),
         satisfied: None,
+        checks: None,
     }))
 }
 

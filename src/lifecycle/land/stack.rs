@@ -164,10 +164,13 @@ pub fn dry_run(
                 commit: None,
                 reason: None,
                 satisfied: None,
+                checks: None,
             };
             match top {
                 StackStep::Clean { tip: head, tree } => {
                     let reqs = requirements(store, tip, std::slice::from_ref(c))?;
+                    let exists = plain.then_some(tree);
+                    result.checks = Some(super::plan::plan(store, tip, c, exists)?);
                     let ok = !reqs.is_empty() && satisfied(store, tree, &reqs)?;
                     result.satisfied = Some(ok);
                     if !ok && !reqs.is_empty() {

@@ -194,6 +194,7 @@ pub fn results(store: &Store, target: &str, settled: Settled) -> Result<Vec<RunL
             commit: None,
             reason: None,
             satisfied: None,
+            checks: None,
         })
         .collect();
     for u in settled.refused {
@@ -246,5 +247,6 @@ fn record_refusal(store: &Store, target: &str, u: Unstacked) -> Result<RunLandin
         commit: u.commit.map(|c| c.to_string()),
         reason: Some(u.reason),
         satisfied: None,
+        checks: None,
     })
 }

@@ -1,0 +1,512 @@
+//! Declared inputs: evidence keyed to the part of the tree a check reads (`not_applicable`
+//! records standing on passing ones), enforced by running the check in a worktree of only its
+//! inputs, and judged at every gate by the target tip's policy.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use tabellio::model::evidence::CheckStatus;
+use tabellio::model::inputs::Inputs;
+use tabellio::model::EvidenceRecord;
+use tabellio::store::scoped::Materialise;
+use tabellio::store::Store;
+
+use crate::util::*;
+
+const SHA1: &[&str] = &["init", "-q", "-b", "main"];
+const SHA256: &[&str] = &["init", "-q", "-b", "main", "--object-format=sha256"];
+
+/// A check that appends a line to `<counts>/<name>` each time it runs, then runs `code`.
+fn counted(counts: &Path, name: &str, code: &str) -> Value {
+    let file = counts.join(name).display().to_string();
+    serde_json::json!({
+        "argv": ["python3", "-c", format!("open({file:?}, 'a').write('x\\n')\n{code}")],
+        "timeout_s": 60,
+    })
+}
+
+/// `t_a` (inputs `a_inputs`, fails when `a/x` says `bad` or `a/bad` and `a/1` both exist), `t_b` (inputs `b/**`) required;
+/// `t_sneaky` (inputs `a/**`, reads `c/secret`) defined; `main` protected.
+fn policy_text(counts: &Path, a_inputs: &[&str]) -> String {
+    let mut t_a = counted(
+        counts,
+        "t_a",
+        "import os, sys\nbad = os.path.exists('a/x') and open('a/x').read().strip() == 'bad'\n\
+         sys.exit(1 if bad or os.path.exists('a/bad') and os.path.exists('a/1') else 0)",
+    );
+    t_a["inputs"] = serde_json::json!(a_inputs);
+    let mut t_b = counted(counts, "t_b", "open('b/x').read()");
+    t_b["inputs"] = serde_json::json!(["b/**"]);
+    let mut sneaky = counted(counts, "t_sneaky", "open('c/secret').read()");
+    sneaky["inputs"] = serde_json::json!(["a/**"]);
+    serde_json::json!({
+        "schema": "tabellio.policy/v1",
+        "checks": {"t_a": t_a, "t_b": t_b, "t_sneaky": sneaky},
+        "required": ["t_a", "t_b"],
+        "protect": ["refs/heads/main"],
+    })
+    .to_string()
+}
+
+/// A repository whose `main` holds `a/`, `b/`, `c/secret`, `docs/` and the policy, validated
+/// (one execution of each required check); `main` checked out nowhere.
+fn scoped_repo(init: &[&str]) -> (TestEnv, PathBuf) {
+    let t = TestEnv::with_init(init);
+    let counts = t.path().join("counts");
+    std::fs::create_dir_all(&counts).unwrap();
+    for (file, content) in [
+        ("a/x", "1\n"),
+        ("b/x", "1\n"),
+        ("c/secret", "s\n"),
+        ("docs/d.md", "d\n"),
+    ] {
+        t.write(file, content);
+    }
+    t.commit_policy(&policy_text(&counts, &["a/**"]));
+    t.tab(&["validate", "main"]).ok();
+    t.git(&["switch", "-q", "-c", "elsewhere"]).ok();
+    assert_eq!(executions(&counts), (1, 1));
+    (t, counts)
+}
+
+fn count(counts: &Path, name: &str) -> usize {
+    std::fs::read_to_string(counts.join(name)).map_or(0, |s| s.lines().count())
+}
+
+/// Executions of `t_a` and `t_b` so far.
+fn executions(counts: &Path) -> (usize, usize) {
+    (count(counts, "t_a"), count(counts, "t_b"))
+}
+
+/// Start `id` from main, write `files`, commit, finish with the policy's checks.
+fn finished(t: &TestEnv, id: &str, files: &[(&str, &str)]) -> PathBuf {
+    let wt = t.started_run(id, files[0].0);
+    for (file, content) in files {
+        write_file(&wt.join(file), content);
+    }
+    t.commit_all_in(&wt, &format!("work of {id}"));
+    t.tab(&["finish", id]).ok();
+    wt
+}
+
+/// The readable evidence records noted on `rev`.
+fn records_on(t: &TestEnv, rev: &str) -> Vec<EvidenceRecord> {
+    let r = t.git(&["notes", "--ref=tabellio/evidence", "show", rev]);
+    r.stdout
+        .lines()
+        .filter_map(|l| EvidenceRecord::from_line(l).ok())
+        .collect()
+}
+
+fn record_of(t: &TestEnv, rev: &str, check: &str) -> EvidenceRecord {
+    let commit = t.git_out(&["rev-parse", rev]);
+    records_on(t, rev)
+        .into_iter()
+        .filter(|r| r.check.name == check && r.commit == commit)
+        .max_by(|a, b| a.finished_at.cmp(&b.finished_at))
+        .unwrap_or_else(|| panic!("no {check} record on {rev}"))
+}
+
+/// The scoped tree of `rev` under `inputs`, as the library computes it.
+fn scoped_tree(t: &TestEnv, rev: &str, inputs: &[&str]) -> String {
+    let store = Store::open(&t.repo).expect("open");
+    let tree = t.git_out(&["rev-parse", &format!("{rev}^{{tree}}")]);
+    let tree = gix::ObjectId::from_hex(tree.as_bytes()).unwrap();
+    let inputs: Vec<String> = inputs.iter().map(|s| s.to_string()).collect();
+    store
+        .scoped_tree(tree, &Inputs::new(&inputs).unwrap(), Materialise::HashOnly)
+        .unwrap()
+        .to_string()
+}
+
+fn verdicts(j: &Value) -> Vec<(String, String)> {
+    j["commits"][0]["checks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no checks in {j}"))
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A bare server holding `main` and its evidence, its pre-receive installed; `origin` here.
+fn server_for(t: &TestEnv, init: &[&str]) -> PathBuf {
+    let server = t.path().join("server.git");
+    let mut args = with_ref_format(&["init", "-q", "--bare", "-b", "main"]);
+    if init == SHA256 {
+        args.push("--object-format=sha256");
+    }
+    let path = server.to_str().unwrap().to_string();
+    args.push(&path);
+    t.git_in(t.path(), &args).ok();
+    t.git(&["remote", "add", "origin", &path]).ok();
+    t.git(&[
+        "push",
+        "-q",
+        "origin",
+        "main",
+        "refs/notes/tabellio/evidence",
+    ])
+    .ok();
+    t.tab_in(&server, &["hooks", "install", "--server"]).ok();
+    server
+}
+
+#[test]
+fn a_docs_only_run_lands_with_no_execution_on_not_applicable_records() {
+    for init in [SHA1, SHA256] {
+        let (t, counts) = scoped_repo(init);
+        let server = server_for(&t, init);
+        let main_before = t.git_out(&["rev-parse", "main"]);
+        finished(&t, "docs", &[("docs/d.md", "more\n")]);
+        assert_eq!(executions(&counts), (1, 1), "finish ran a check");
+        for check in ["t_a", "t_b"] {
+            let na = record_of(&t, "tabellio/docs", check);
+            let on = record_of(&t, &main_before, check);
+            assert_eq!(na.status, CheckStatus::NotApplicable, "{na:?}");
+            assert_eq!(na.reused_from.as_deref(), Some(on.digest.as_str()));
+            assert_eq!(na.scoped_tree, on.scoped_tree);
+            assert!(na.digest_is_valid());
+        }
+        // The scoped tree is the git tree of only the inputs, in the repository's hash.
+        let on = record_of(&t, &main_before, "t_a");
+        let scoped = on.scoped_tree.clone().unwrap();
+        assert_eq!(scoped, scoped_tree(&t, "main", &["a/**"]));
+        assert_eq!(scoped.len(), if init == SHA256 { 64 } else { 40 });
+        assert_eq!(
+            t.git_out(&["ls-tree", "-r", "--name-only", &scoped]),
+            "a/x",
+            "{scoped}"
+        );
+        // The passing record is noted on its scoped tree too: stock git reads it there.
+        let note = t.git_out(&["notes", "--ref=tabellio/evidence", "show", &scoped]);
+        assert!(note.contains(&on.digest), "{note}");
+
+        let (code, j) = t.tab_json(&["land", "docs", "--dry-run"]);
+        assert_eq!(code, 0, "{j}");
+        let run = &j["runs"][0];
+        assert_eq!(
+            run["checks"]["not_applicable"],
+            serde_json::json!(["t_a", "t_b"]),
+            "{j}"
+        );
+        assert_eq!(run["checks"]["run"], serde_json::json!([]), "{j}");
+        let (code, j) = t.tab_json(&["land", "docs"]);
+        assert_eq!(code, 0, "{j}");
+        assert_eq!(j["checks_run"], 0, "{j}");
+        assert_eq!(executions(&counts), (1, 1));
+        let (code, j) = t.tab_json(&["verify", "main"]);
+        assert_eq!(code, 0, "{j}");
+        assert_eq!(
+            verdicts(&j),
+            [
+                ("t_a".to_string(), "satisfied".to_string()),
+                ("t_b".to_string(), "satisfied".to_string())
+            ]
+        );
+        // The server's pre-receive accepts the not_applicable records arriving with the push.
+        t.git(&[
+            "push",
+            "--atomic",
+            "origin",
+            "main",
+            "refs/notes/tabellio/evidence",
+        ])
+        .ok();
+        assert_eq!(
+            t.git_out_in(&server, &["rev-parse", "main"]),
+            t.git_out(&["rev-parse", "main"])
+        );
+        t.tab_in(&server, &["verify", "main"]).ok();
+        t.fsck();
+    }
+}
+
+/// A `not_applicable` record of `check` for `commit`, standing on `on` and claiming the scoped
+/// tree `scoped`, sealed as a genuine one would be.
+fn forged_not_applicable(
+    t: &TestEnv,
+    on: &EvidenceRecord,
+    commit: &str,
+    scoped: &str,
+) -> EvidenceRecord {
+    EvidenceRecord {
+        commit: commit.to_string(),
+        tree: t.git_out(&["rev-parse", &format!("{commit}^{{tree}}")]),
+        status: CheckStatus::NotApplicable,
+        exit_code: None,
+        duration_ms: 0,
+        reused_from: Some(on.digest.clone()),
+        scoped_tree: Some(scoped.to_string()),
+        ..on.clone()
+    }
+    .seal()
+}
+
+/// Note `records` (replacing what is there) on `commit`, its tree and `also`.
+fn note_only(t: &TestEnv, commit: &str, also: &[&str], records: &[EvidenceRecord]) {
+    let text: Vec<String> = records.iter().map(EvidenceRecord::to_line).collect();
+    let text = text.join("\n") + "\n";
+    t.forge_evidence(commit, &text);
+    for object in also {
+        t.set_note(object, &text);
+    }
+}
+
+/// Push `forged` onto the server's `main` with the evidence notes (and `flags`): refused for
+/// `t_a`'s forged record.
+fn refused_push(t: &TestEnv, flags: &[&str]) -> Run {
+    let mut args = vec!["push", "--atomic"];
+    args.extend_from_slice(flags);
+    args.extend(["origin", "forged:main", "refs/notes/tabellio/evidence"]);
+    let r = t.git(&args);
+    assert_ne!(r.code, 0, "{}", r.desc);
+    assert!(
+        r.stderr.contains("t_a (not-applicable-refused)"),
+        "{}",
+        r.desc
+    );
+    r
+}
+
+#[test]
+fn a_forged_not_applicable_for_changed_inputs_is_refused_at_every_gate() {
+    for init in [SHA1, SHA256] {
+        let (t, counts) = scoped_repo(init);
+        let server = server_for(&t, init);
+        t.tab(&["hooks", "install"]).ok();
+        let main = t.git_out(&["rev-parse", "main"]);
+        let (on_a, on_b) = (record_of(&t, "main", "t_a"), record_of(&t, "main", "t_b"));
+
+        // A commit that changes a/ (so t_a applies), carrying forged not_applicable records
+        // for t_a: one claiming main's scoped tree, one its own; t_b's is genuine.
+        t.git(&["switch", "-q", "-c", "forged", "main"]).ok();
+        t.write("a/x", "bad\n");
+        t.commit_all("change a");
+        let x = t.git_out(&["rev-parse", "HEAD"]);
+        let own = scoped_tree(&t, &x, &["a/**"]);
+        assert_ne!(Some(own.clone()), on_a.scoped_tree);
+        let b_na = forged_not_applicable(&t, &on_b, &x, on_b.scoped_tree.as_deref().unwrap());
+        for claimed in [on_a.scoped_tree.clone().unwrap(), own.clone()] {
+            let a_na = forged_not_applicable(&t, &on_a, &x, &claimed);
+            note_only(&t, &x, &[&own], &[a_na, b_na.clone()]);
+
+            // verify
+            let (code, j) = t.tab_json(&["verify", &x]);
+            assert_eq!(code, 1, "{j}");
+            assert_eq!(
+                verdicts(&j),
+                [
+                    ("t_a".to_string(), "not-applicable-refused".to_string()),
+                    ("t_b".to_string(), "satisfied".to_string())
+                ],
+                "{j}"
+            );
+            // reference-transaction
+            let r = t.git(&["update-ref", "refs/heads/main", &x]);
+            assert_ne!(r.code, 0, "{}", r.desc);
+            assert!(
+                r.stderr.contains("t_a (not-applicable-refused)"),
+                "{}",
+                r.desc
+            );
+            // pre-push (refused before the server is asked), then pre-receive.
+            let r = refused_push(&t, &[]);
+            assert!(
+                !r.stderr.contains("pre-receive hook declined"),
+                "{}",
+                r.desc
+            );
+            let r = refused_push(&t, &["--no-verify"]);
+            assert!(r.stderr.contains("pre-receive hook declined"), "{}", r.desc);
+            assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), main);
+            assert_eq!(t.git_out(&["rev-parse", "main"]), main);
+        }
+        t.git(&["switch", "-q", "elsewhere"]).ok();
+
+        // promote and land: a completed run whose t_a evidence is swapped for a forgery.
+        finished(&t, "r", &[("a/x", "2\n")]);
+        let head = t.git_out(&["rev-parse", "tabellio/r"]);
+        let own = scoped_tree(&t, &head, &["a/**"]);
+        let a_na = forged_not_applicable(&t, &on_a, &head, on_a.scoped_tree.as_deref().unwrap());
+        let b_na = forged_not_applicable(&t, &on_b, &head, on_b.scoped_tree.as_deref().unwrap());
+        note_only(&t, &head, &[&own], &[a_na, b_na]);
+        let before = t.snapshot();
+        let (code, j) = t.tab_json(&["promote", "r"]);
+        assert_ne!(code, 0, "{j}");
+        assert!(j.to_string().contains("not-applicable-refused"), "{j}");
+        let runs_before = count(&counts, "t_a");
+        let (code, j) = t.tab_json(&["land", "r"]);
+        assert_ne!(code, 0, "{j}");
+        assert!(j.to_string().contains("t_a"), "{j}");
+        assert_eq!(count(&counts, "t_a"), runs_before);
+        assert_eq!(t.snapshot(), before);
+        assert_eq!(t.git_out(&["rev-parse", "main"]), main);
+        t.fsck();
+    }
+}
+
+#[test]
+fn a_run_narrowing_its_inputs_is_judged_by_the_target_tips_inputs() {
+    let (t, counts) = scoped_repo(SHA1);
+    let server = server_for(&t, SHA1);
+    let main = t.git_out(&["rev-parse", "main"]);
+    // The run narrows t_a to a/keep/** and breaks a/x, which t_a (on main) refuses.
+    t.tab(&["start", "narrow", "--task", "narrow", "--base", "main"])
+        .ok();
+    let wt = t.worktree("narrow");
+    write_file(
+        &wt.join(".tabellio/policy.json"),
+        &policy_text(&counts, &["a/keep/**"]),
+    );
+    write_file(&wt.join("a/x"), "bad\n");
+    write_file(&wt.join("a/keep/k"), "k\n");
+    t.commit_all_in(&wt, "narrow t_a");
+    // By its own policy it completes: t_a reads only a/keep/ there.
+    t.tab(&["finish", "narrow"]).ok();
+    let head = t.git_out(&["rev-parse", "tabellio/narrow"]);
+    let r = t.tab(&["verify", &head, "--policy-from", "main"]);
+    assert_eq!(r.code, 1, "{}", r.desc);
+    let (code, j) = t.tab_json(&["promote", "narrow"]);
+    assert_ne!(code, 0, "{j}");
+    let r = t.git(&[
+        "push",
+        "--atomic",
+        "origin",
+        &format!("{head}:refs/heads/main"),
+        "refs/notes/tabellio/evidence",
+    ]);
+    assert_ne!(r.code, 0, "{}", r.desc);
+    assert!(r.stderr.contains("t_a ("), "{}", r.desc);
+    assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), main);
+    // land judges by main's t_a (all of a/): the run's evidence does not hold there.
+    let (code, j) = t.tab_json(&["land", "narrow"]);
+    assert_eq!(code, 1, "{j}");
+    assert_eq!(j["runs"][0]["result"], "refused", "{j}");
+    let reason = j["runs"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("t_a (stale-check)"), "{reason}");
+    assert_eq!(t.git_out(&["rev-parse", "main"]), main);
+    t.fsck();
+}
+
+#[test]
+fn an_undeclared_input_fails_every_time_and_is_named() {
+    let (t, counts) = scoped_repo(SHA1);
+    // c/secret is in the tree, but not in t_sneaky's inputs: its worktree does not hold it.
+    for _ in 0..3 {
+        let r = t.tab(&["validate", "main", "--check", "t_sneaky"]);
+        assert_eq!(r.code, 1, "{}", r.desc);
+        assert!(
+            r.stdout.contains("undeclared input: c/secret"),
+            "{}",
+            r.desc
+        );
+    }
+    assert_eq!(count(&counts, "t_sneaky"), 3);
+    let rec = record_of(&t, "main", "t_sneaky");
+    assert_eq!(rec.status, CheckStatus::Failed);
+    assert_eq!(rec.undeclared_inputs, ["c/secret"]);
+    // Another tree, differing only in c/: t_sneaky runs (and fails) again, nothing reused.
+    t.git(&["switch", "-q", "-c", "secret", "main"]).ok();
+    t.write("c/secret", "other\n");
+    t.commit_all("another secret");
+    let r = t.tab(&["validate", "HEAD", "--check", "t_sneaky"]);
+    assert_eq!(r.code, 1, "{}", r.desc);
+    assert_eq!(count(&counts, "t_sneaky"), 4);
+    assert!(records_on(&t, "HEAD")
+        .iter()
+        .all(|r| r.reused_from.is_none() && r.status == CheckStatus::Failed));
+    t.fsck();
+}
+
+#[test]
+fn runs_in_disjoint_scopes_land_independently() {
+    let (t, counts) = scoped_repo(SHA1);
+    // a2 passes on its own base, and fails once a1's a/1 is under it.
+    for (id, file) in [
+        ("a1", "a/1"),
+        ("a2", "a/bad"),
+        ("a3", "a/3"),
+        ("b1", "b/1"),
+        ("b2", "b/2"),
+    ] {
+        finished(&t, id, &[(file, "x\n")]);
+    }
+    assert_eq!(executions(&counts), (4, 3));
+    let ids = ["a1", "a2", "a3", "b1", "b2"];
+    let mut args = vec!["land", "--dry-run"];
+    args.extend(ids);
+    let (code, j) = t.tab_json(&args);
+    assert_eq!(code, 0, "{j}");
+    let b2 = j["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run_id"] == "b2")
+        .unwrap();
+    assert_eq!(
+        b2["checks"]["not_applicable"],
+        serde_json::json!(["t_a"]),
+        "{j}"
+    );
+    assert_eq!(b2["checks"]["run"], serde_json::json!(["t_b"]), "{j}");
+    args.remove(1);
+    let (code, j) = t.tab_json(&args);
+    assert_eq!(code, 1, "{j}");
+    for id in ["a1", "a3", "b1", "b2"] {
+        let r = j["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["run_id"] == id)
+            .unwrap();
+        assert_eq!(r["result"], "landed", "{id}: {j}");
+    }
+    let a2 = j["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run_id"] == "a2")
+        .unwrap();
+    assert_eq!(a2["result"], "validation_failed", "{j}");
+    // t_b ran once for the b/ lane; the a/ culprit and its bisection cost t_a alone.
+    let (a, b) = executions(&counts);
+    assert_eq!(b - 3, 1, "t_b ran {} times: {j}", b - 3);
+    assert!(a - 4 <= 3, "t_a ran {} times: {j}", a - 4);
+    assert_eq!(j["checks_run"], (a - 4) + (b - 3), "{j}");
+    // Two lanes, two landings: the b/ runs were not stacked behind the a/ ones.
+    let new_of =
+        |id: &str| t.ledger_record(&format!("refs/tabellio/runs/{id}"))["promotion"]["new"].clone();
+    assert_eq!(new_of("b1"), new_of("b2"));
+    assert_eq!(new_of("a1"), new_of("a3"));
+    assert_ne!(new_of("a1"), new_of("b1"));
+    let r = t.tab(&["verify", "main"]);
+    assert_eq!(r.code, 0, "{}", r.desc);
+    t.fsck();
+}
+
+#[test]
+fn invalid_inputs_are_refused_naming_the_field_and_nothing_is_written() {
+    let (t, counts) = scoped_repo(SHA1);
+    t.git(&["switch", "-q", "-c", "bad", "main"]).ok();
+    for (inputs, needle) in [
+        (serde_json::json!([]), "checks.t_a.inputs: is empty"),
+        (serde_json::json!(["../x"]), "checks.t_a.inputs[0]"),
+        (serde_json::json!(["!a/**"]), "only exclusions"),
+        (serde_json::json!("a/**"), "checks.t_a.inputs"),
+    ] {
+        let mut policy: Value = serde_json::from_str(&policy_text(&counts, &["a/**"])).unwrap();
+        policy["checks"]["t_a"]["inputs"] = inputs;
+        t.commit_policy(&policy.to_string());
+        let before = t.snapshot();
+        let r = t.tab(&["validate", "HEAD"]);
+        assert_eq!(r.code, 2, "{}", r.desc);
+        assert!(r.stderr.contains(needle), "{}", r.desc);
+        assert_eq!(t.snapshot(), before);
+    }
+    assert_eq!(executions(&counts), (1, 1));
+}
