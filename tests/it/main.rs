@@ -41,6 +41,7 @@ mod reftable;
 mod refusals;
 mod replacements;
 mod report;
+mod rewind;
 mod runner;
 mod scratch;
 mod secrets;

@@ -36,6 +36,8 @@ mod promote;
 mod pull;
 #[path = "replacements.rs"]
 mod replacements;
+#[path = "rewind.rs"]
+mod rewind;
 #[path = "sync.rs"]
 mod sync;
 #[path = "trust.rs"]
