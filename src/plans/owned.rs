@@ -10,6 +10,10 @@ use super::markdown::{tasks, Task};
 use super::scan::{is_plan_name, rel_path};
 use super::{Folder, ScanTreeError};
 
+/// The start of [`open_items`]'s reason, and the name of what is missing (in a loop
+/// iteration's `missing_evidence`) when the run's own plan has open items.
+pub const OPEN_ITEMS: &str = "plan";
+
 /// One plan of a run at a commit, with its task lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnedPlan {
@@ -46,14 +50,30 @@ pub fn run_plans(
         if !(changed || named) {
             continue;
         }
-        let text = match repo.find_blob(id) {
-            Ok(blob) => String::from_utf8_lossy(&blob.data).into_owned(),
-            Err(source) => return Err(ScanTreeError::FindTree { id, source }),
-        };
         out.push(OwnedPlan {
             path: rel_path(folder, &name),
-            tasks: tasks(&text),
+            tasks: tasks(&read_text(repo, id)?),
         });
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// The plans at `commit` whose file name is one of `names` (in either folder), sorted by path:
+/// a run's own plans at another of its commits (a restacked copy, an earlier attempt).
+pub fn plans_named(
+    repo: &gix::Repository,
+    commit: gix::ObjectId,
+    names: &[&str],
+) -> Result<Vec<OwnedPlan>, ScanTreeError> {
+    let mut out = Vec::new();
+    for (folder, name, id) in plan_blobs(repo, commit)? {
+        if names.contains(&name.as_str()) {
+            out.push(OwnedPlan {
+                path: rel_path(folder, &name),
+                tasks: tasks(&read_text(repo, id)?),
+            });
+        }
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
@@ -85,7 +105,15 @@ pub fn open_items(
         };
         parts.push(format!("{}: {shown}{more}", plan.path));
     }
-    Ok((!parts.is_empty()).then(|| format!("plan: open items in {}", parts.join("; "))))
+    Ok((!parts.is_empty()).then(|| format!("{}: open items in {}", OPEN_ITEMS, parts.join("; "))))
+}
+
+/// A plan's text (lossy UTF-8, as the hygiene scan reads it).
+fn read_text(repo: &gix::Repository, id: gix::ObjectId) -> Result<String, ScanTreeError> {
+    match repo.find_blob(id) {
+        Ok(blob) => Ok(String::from_utf8_lossy(&blob.data).into_owned()),
+        Err(source) => Err(ScanTreeError::FindTree { id, source }),
+    }
 }
 
 /// The regular plan files of both folders at `commit`: (folder, name, blob).

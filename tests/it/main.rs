@@ -33,6 +33,7 @@ mod lifecycle;
 mod loop_agent;
 mod newer_records;
 mod output;
+mod plan_completion;
 mod plans;
 mod promote;
 mod pull;

@@ -28,6 +28,8 @@ mod hooks;
 mod land;
 #[path = "lifecycle.rs"]
 mod lifecycle;
+#[path = "plan_completion.rs"]
+mod plan_completion;
 #[path = "plans.rs"]
 mod plans;
 #[path = "promote.rs"]
