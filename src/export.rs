@@ -27,7 +27,7 @@ use crate::model::evidence::{set_digest, tool_id};
 use crate::model::run::{Attempt, AttemptCheck, Validated};
 use crate::model::{self, canonical, checkpoint, CheckpointRecord, EvidenceRecord, RunRecord};
 use crate::model::{RunState, SchemaError};
-use crate::run::views::LogEntry;
+use crate::run::views::{log_entries, LogEntry};
 use crate::run::{resolve_run, run_workspace, Env};
 use crate::store::notes::CHECKPOINTS;
 use crate::store::paths::LocalPaths;
@@ -90,7 +90,7 @@ pub fn export(env: &Env, run: &str, format: Format) -> Result<ExportOutcome> {
                 ))
                 .hint("export again"));
             }
-            let ledger_entries = history.into_iter().map(LogEntry::from).collect();
+            let ledger_entries = log_entries(history);
             tabellio_document(store, &ledger.record, ledger_entries, &paths)?
         }
         Format::InToto => in_toto_statement(store, &ledger.record)?,

@@ -20,6 +20,11 @@ pub const CHECKPOINT: &str = "Examples:
   git tabellio checkpoint -m \"parser compiles\"            in the run's worktree
   git tabellio checkpoint fix-1                            summary: the head commit's subject";
 
+pub const REWIND: &str = "Examples:
+  git tabellio rewind fix-1 2                              back to checkpoint 2 (numbered as `log` shows)
+  git tabellio rewind 3f2a9c1                              by commit prefix, in the run's worktree
+  git tabellio rewind --force fix-1 1                      save uncommitted work as a checkpoint first";
+
 pub const FINISH: &str = "Examples:
   git tabellio finish                                      the policy's required checks
   git tabellio finish fix-1 --check test                   one named policy check

@@ -50,6 +50,9 @@ pub enum Command {
     /// Record progress on the run branch's head commit.
     #[command(after_long_help = examples::CHECKPOINT)]
     Checkpoint(checkpoint::CheckpointArgs),
+    /// Put the run's worktree and branch back to a checkpoint (untracked files too).
+    #[command(after_long_help = examples::REWIND)]
+    Rewind(rewind::RewindArgs),
     /// Run the validation checks and record the evidence.
     #[command(after_long_help = examples::FINISH)]
     Finish(finish::FinishArgs),
@@ -126,6 +129,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<Output> {
     match command {
         Command::Start(a) => start::cmd_start(ctx, a),
         Command::Checkpoint(a) => checkpoint::cmd_checkpoint(ctx, a),
+        Command::Rewind(a) => rewind::cmd_rewind(ctx, a),
         Command::Finish(a) => finish::cmd_finish(ctx, a),
         Command::Promote(a) => promote::cmd_promote(ctx, a),
         Command::Land(a) => land::cmd_land(ctx, a),

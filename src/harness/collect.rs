@@ -10,13 +10,9 @@
 //! collecting is idempotent, which is what a resumed loop relies on.
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::Read;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use gix::bstr::{BString, ByteSlice};
-use gix::objs::tree::EntryKind;
 
 use crate::error::{Context, Error, Result};
 use crate::lifecycle::checkpoint::record_checkpoint;
@@ -35,47 +31,6 @@ pub struct Committed {
     pub tree: gix::ObjectId,
 }
 
-/// Every path where the worktree or the index may differ from `HEAD`: staged and unstaged
-/// changes to tracked files and untracked, not ignored files, without rename detection (a
-/// rename is its two paths).
-fn candidate_paths(repo: &gix::Repository, path: &Path) -> Result<BTreeSet<String>> {
-    let what = || format!("could not compute the status of {}", path.display());
-    let mut repo = repo.clone();
-    let head = crate::store::refs::head(&repo)?;
-    let _shadow = crate::store::worktree::shadow_head(&mut repo, &head)?;
-    let iter = repo
-        .status(gix::progress::Discard)
-        .context(what)?
-        .untracked_files(gix::status::UntrackedFiles::Files)
-        .index_worktree_rewrites(None)
-        .tree_index_track_renames(gix::status::tree_index::TrackRenames::Disabled)
-        .into_iter(None)
-        .context(what)?;
-    let mut out = BTreeSet::new();
-    for item in iter {
-        let item = item.context(what)?;
-        if let gix::status::Item::IndexWorktree(
-            gix::status::index_worktree::Item::DirectoryContents { entry, .. },
-        ) = &item
-        {
-            // Ignored entries are not reported with the options above; be explicit anyway.
-            if !matches!(entry.status, gix::dir::entry::Status::Untracked) {
-                continue;
-            }
-        }
-        let location = item.location().to_str_lossy();
-        out.insert(location.trim_end_matches('/').to_string());
-    }
-    Ok(out)
-}
-
-/// What a worktree path holds now.
-enum OnDisk {
-    Gone,
-    Blob(EntryKind, Vec<u8>),
-    Gitlink(gix::ObjectId),
-}
-
 /// Commit every change in the worktree at `path` on top of `head` (its `HEAD`, on `branch`)
 /// with `message`. Returns `None` when the worktree's content equals `head`'s tree — the index
 /// is brought in line with `head` all the same.
@@ -87,59 +42,14 @@ pub fn commit_all(
     message: &str,
 ) -> Result<Option<Committed>> {
     let repo = crate::store::repo::open_path(path)?;
-    let workdir = repo
-        .workdir()
-        .ok_or_else(|| Error::internal(format!("{} has no worktree", path.display())))?
-        .to_path_buf();
-    let candidates = candidate_paths(&repo, path)?;
+    let workdir = crate::store::repo::workdir_of(&repo, path)?;
     let head_tree = store.tree_of(head)?;
-    if candidates.is_empty() {
+    // The loop commits everything the agent left, as `git add -A` would.
+    let snap = worktree::snapshot::snapshot(&repo, path, head_tree, &|_| false)?;
+    if snap.touched.is_empty() {
         return Ok(None);
     }
-    let file_mode = repo
-        .config_snapshot()
-        .boolean("core.fileMode")
-        .unwrap_or(true);
-    let (mut pipeline, index) = repo
-        .filter_pipeline(None)
-        .context(|| "could not set up the to-git filters".into())?;
-    let mut editor = repo
-        .edit_tree(head_tree)
-        .context(|| format!("could not edit tree {head_tree}"))?;
-
-    let mut present = Vec::new();
-    for rel in &candidates {
-        match read_path(&workdir, rel, file_mode, &mut pipeline, &index)? {
-            OnDisk::Gone => {
-                editor
-                    .remove(rel.as_str())
-                    .context(|| format!("could not remove {rel} from the tree"))?;
-            }
-            other => present.push((rel, other)),
-        }
-    }
-    // Removals first: a file replaced by a directory (or the reverse) is a removal and additions.
-    for (rel, on_disk) in present {
-        let (kind, id) = match on_disk {
-            OnDisk::Blob(kind, data) => {
-                let id = repo
-                    .write_blob(&data)
-                    .context(|| format!("could not store {rel}"))?
-                    .detach();
-                (kind, id)
-            }
-            OnDisk::Gitlink(id) => (EntryKind::Commit, id),
-            OnDisk::Gone => continue,
-        };
-        editor
-            .upsert(rel.as_str(), kind, id)
-            .context(|| format!("could not add {rel} to the tree"))?;
-    }
-    let tree = editor
-        .write()
-        .context(|| "could not write the tree".into())?
-        .detach();
-
+    let (tree, candidates) = (snap.tree, snap.touched);
     let committed = if tree == head_tree {
         None
     } else {
@@ -153,79 +63,6 @@ pub fn commit_all(
     };
     write_index(&repo, &workdir, tree, &candidates)?;
     Ok(committed)
-}
-
-fn read_path(
-    workdir: &Path,
-    rel: &str,
-    file_mode: bool,
-    pipeline: &mut gix::filter::Pipeline<'_>,
-    index: &gix::index::State,
-) -> Result<OnDisk> {
-    let full = workdir.join(rel);
-    let meta = match std::fs::symlink_metadata(&full) {
-        Ok(m) => m,
-        // ENOTDIR: a parent became a file.
-        Err(e)
-            if e.kind() == std::io::ErrorKind::NotFound
-                || e.raw_os_error() == Some(libc::ENOTDIR) =>
-        {
-            return Ok(OnDisk::Gone)
-        }
-        Err(e) => return Err(Error::internal(format!("could not read {rel}: {e}"))),
-    };
-    if meta.file_type().is_symlink() {
-        let target =
-            std::fs::read_link(&full).context(|| format!("could not read the link {rel}"))?;
-        return Ok(OnDisk::Blob(
-            EntryKind::Link,
-            target.as_os_str().as_bytes().to_vec(),
-        ));
-    }
-    if meta.is_dir() {
-        // A submodule or an embedded repository: git records its checked-out commit.
-        if full.join(".git").exists() {
-            let sub = crate::store::repo::open_path(&full).map_err(|e| {
-                // The relative path only: this reason is stored in the loop's ledger.
-                Error::new(e.kind, format!("could not open the repository at {rel}"))
-            })?;
-            let head = crate::store::refs::head(&sub)
-                .map_err(|e| Error::new(e.kind, format!("could not read HEAD at {rel}")))?;
-            let id = head.id.ok_or_else(|| {
-                Error::refused(format!(
-                    "the repository embedded at {rel} has no commit to record"
-                ))
-                .hint("commit in it, or remove it")
-            })?;
-            return Ok(OnDisk::Gitlink(id));
-        }
-        // A tracked file replaced by a directory: the file is gone, the directory's files are
-        // candidates of their own.
-        return Ok(OnDisk::Gone);
-    }
-    let file = std::fs::File::open(&full).context(|| format!("could not read {rel}"))?;
-    let mut data = Vec::new();
-    pipeline
-        .convert_to_git(file, Path::new(rel), index)
-        .context(|| format!("could not filter {rel}"))?
-        .read_to_end(&mut data)
-        .context(|| format!("could not read {rel}"))?;
-    let executable = if file_mode {
-        meta.permissions().mode() & 0o111 != 0
-    } else {
-        // Without core.fileMode the executable bit on disk means nothing: keep the index's.
-        index
-            .entry_by_path(rel.as_bytes().as_bstr())
-            .is_some_and(|e| e.mode == gix::index::entry::Mode::FILE_EXECUTABLE)
-    };
-    Ok(OnDisk::Blob(
-        if executable {
-            EntryKind::BlobExecutable
-        } else {
-            EntryKind::Blob
-        },
-        data,
-    ))
 }
 
 /// Rewrite the worktree's index for `tree`: fresh stat data for the paths we read, the old

@@ -80,10 +80,17 @@ impl Driver<'_> {
             format!(
                 "{}{} (fingerprint {})",
                 status.as_str(),
-                if done_reason == DoneReason::ClaimedNotValidated {
-                    "; the agent claimed DONE but the checks did not pass"
-                } else {
-                    ""
+                match (done_reason, &evaluated.plan_gate) {
+                    (DoneReason::ClaimedNotValidated, Some(g))
+                        if crate::plans::gate::missing_name(g)
+                            == crate::plans::gate::OPEN_ITEMS =>
+                    {
+                        "; the agent claimed DONE but its plan has open items"
+                    }
+                    (DoneReason::ClaimedNotValidated, _) => {
+                        "; the agent claimed DONE but the checks did not pass"
+                    }
+                    _ => "",
                 },
                 &fp[..12]
             ),

@@ -49,7 +49,11 @@ impl Driver<'_> {
             ..CheckSelection::default()
         };
         let (checks, cap, gate) = match resolve_checks(store, head, &sel) {
-            Ok((checks, cap)) => (checks, cap, crate::plans::gate::gate(store, head)?),
+            Ok((checks, cap)) => (
+                checks,
+                cap,
+                crate::plans::gate::loop_gate(store, head, base, &rec.task.text)?,
+            ),
             Err(ResolveChecksError::Read(e)) => return Err(e),
             // The agent's commit broke the policy: the harness cannot evaluate, for good.
             Err(e) => {
@@ -214,7 +218,7 @@ fn judge(
             .map(|r| (r.check.name.as_str(), r.output.excerpt.as_str())),
     );
     if let Some(g) = &gate {
-        missing.push("plan-hygiene".into());
+        missing.push(crate::plans::gate::missing_name(g).into());
         signature.push(fingerprint::mask(g));
     }
     Ok(Evaluated {

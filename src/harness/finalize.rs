@@ -204,7 +204,7 @@ fn stop_reason(state: &LoopState, last: &LoopIteration, harness: HarnessStop) ->
                 .chain(
                     e.missing_evidence
                         .iter()
-                        .filter(|m| *m == "plan-hygiene")
+                        .filter(|m| *m == "plan-hygiene" || *m == crate::plans::gate::OPEN_ITEMS)
                         .cloned(),
                 )
                 .collect::<Vec<_>>()

@@ -148,6 +148,8 @@ pub fn abandon_unreadable(
         landed: None,
         restack: None,
         land_attempts: Vec::new(),
+        rewound: None,
+        completion: None,
         created_at: now.clone(),
         updated_at: now,
     };

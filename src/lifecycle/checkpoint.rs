@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::model::run::CheckpointEntry;
-use crate::model::{time, CheckpointRecord, RunRecord, RunState};
+use crate::model::{time, RunRecord, RunState};
 use crate::store::ledger::{self, Ledger};
 use crate::store::notes::CHECKPOINTS;
 use crate::store::Store;
@@ -56,13 +56,7 @@ pub fn checkpoint(
                 .is_ok_and(|v| v["run_id"] == rec.run_id.as_str())
         });
         if !noted {
-            let note = CheckpointRecord::new(
-                &rec.run_id,
-                &entry.commit,
-                &entry.tree,
-                &entry.summary,
-                entry.at.clone(),
-            );
+            let note = entry.note(&rec.run_id);
             let message = format!("tabellio: checkpoint {} (note restored)", rec.run_id);
             crate::store::publish::publish(
                 store,
@@ -108,21 +102,17 @@ pub fn record_checkpoint(
     let summary =
         crate::store::paths::LocalPaths::scrub(store, || run_workspace(store, ledger), summary)?;
     let at = time::now();
-    let note = CheckpointRecord::new(
-        &rec.run_id,
-        &head_hex,
-        &tree.to_string(),
-        &summary,
-        at.clone(),
-    );
-    let mut next = ledger::transition(rec, rec.state);
-    update(&mut next);
-    next.checkpoints.push(CheckpointEntry {
+    let entry = CheckpointEntry {
         commit: head_hex,
         tree: tree.to_string(),
         summary,
         at,
-    });
+        snapshot: None,
+    };
+    let note = entry.note(&rec.run_id);
+    let mut next = ledger::transition(rec, rec.state);
+    update(&mut next);
+    next.checkpoints.push(entry);
     let advanced = crate::run::advance(
         store,
         ledger,

@@ -12,7 +12,7 @@ use crate::store::repo::CommitOrTree;
 use crate::store::tx::{self, Cas};
 use crate::store::worktree;
 
-use crate::run::views::{LogEntry, UnreadableRun};
+use crate::run::views::{log_entries, LogEntry, UnreadableRun};
 use crate::run::{resolve_run, run_workspace, Env};
 
 #[derive(Debug, Serialize)]
@@ -277,7 +277,7 @@ pub fn log(env: &Env, run: &str) -> Result<(RunRecord, Vec<LogEntry>)> {
         .last()
         .map(|t| t.record.clone())
         .ok_or_else(|| Error::not_found(format!("no run {run:?}")))?;
-    Ok((run, history.into_iter().map(LogEntry::from).collect()))
+    Ok((run, log_entries(history)))
 }
 
 #[derive(Debug, Serialize)]

@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::model::run::Promotion;
 use crate::model::{time, RunRecord, RunState};
+use crate::run::completion::completion_record;
 use crate::run::promotion::plan;
 use crate::run::{resolve_run, Env};
 use crate::store::checkout;
@@ -120,6 +121,7 @@ pub fn promote(env: &Env, opts: &PromoteOptions<'_>) -> Result<PromoteOutcome> {
         drop(tx::prepare(store, probe).map_err(|e| e.into_error())?);
         return Ok(outcome(rec.clone()));
     }
+    next.completion = completion_record(store, rec, plan.validated)?;
     let ledger_commit = store.write_ledger_commit(Some(&plan.ledger), &next, "promote")?;
     let message = format!("tabellio: promote {}", rec.run_id);
     let edits = [

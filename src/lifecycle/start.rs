@@ -428,6 +428,8 @@ fn new_record(
         landed: None,
         restack: None,
         land_attempts: Vec::new(),
+        rewound: None,
+        completion: None,
         created_at: now.clone(),
         updated_at: now,
     }

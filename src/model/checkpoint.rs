@@ -15,12 +15,24 @@ pub struct CheckpointRecord {
     pub tree: String,
     pub summary: String,
     pub at: String,
+    /// The commit holding the worktree as saved, when it differed from `tree` (see
+    /// [`super::run::CheckpointEntry::snapshot`]); absent otherwise, so older records keep
+    /// their digests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
     pub digest: String,
 }
 
 impl CheckpointRecord {
     /// A record with its digest computed.
-    pub fn new(run_id: &str, commit: &str, tree: &str, summary: &str, at: String) -> Self {
+    pub fn new(
+        run_id: &str,
+        commit: &str,
+        tree: &str,
+        summary: &str,
+        at: String,
+        snapshot: Option<&str>,
+    ) -> Self {
         let mut rec = CheckpointRecord {
             schema: SCHEMA.into(),
             run_id: run_id.into(),
@@ -28,6 +40,7 @@ impl CheckpointRecord {
             tree: tree.into(),
             summary: summary.into(),
             at,
+            snapshot: snapshot.map(str::to_string),
             digest: String::new(),
         };
         rec.digest = canonical::digest_without_field(&super::to_value(&rec))

@@ -7,6 +7,7 @@
 pub mod allowed_signers;
 pub mod canonical;
 pub mod checkpoint;
+pub mod completion;
 pub mod evidence;
 pub mod ids;
 pub mod inputs;

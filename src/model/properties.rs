@@ -274,14 +274,15 @@ fn run_record() -> impl Strategy<Value = RunRecord> {
         (text(), hex(40)),
         text(),
     );
-    let checkpoint = (hex(40), hex(40), text(), text()).prop_map(|(commit, tree, summary, at)| {
-        CheckpointEntry {
+    let checkpoint = (hex(40), hex(40), text(), text(), prop::option::of(hex(40))).prop_map(
+        |(commit, tree, summary, at, snapshot)| CheckpointEntry {
             commit,
             tree,
             summary,
             at,
-        }
-    });
+            snapshot,
+        },
+    );
     let promotion = (
         text(),
         hex(40),
@@ -348,6 +349,8 @@ fn run_record() -> impl Strategy<Value = RunRecord> {
             landed: land.0,
             restack: land.1,
             land_attempts: land.2,
+            rewound: None,
+            completion: None,
             created_at: times.0,
             updated_at: times.1,
         },
@@ -375,6 +378,8 @@ fn run_objects(v: &Value) -> Vec<(Vec<String>, &'static [&'static str])> {
         "landed",
         "restack",
         "land_attempts",
+        "rewound",
+        "completion",
         "created_at",
         "updated_at",
     ];
@@ -388,7 +393,7 @@ fn run_objects(v: &Value) -> Vec<(Vec<String>, &'static [&'static str])> {
     for i in 0..list("checkpoints") {
         out.push((
             vec!["checkpoints".into(), i.to_string()],
-            &["commit", "tree", "summary", "at"],
+            &["commit", "tree", "summary", "at", "snapshot"],
         ));
     }
     for i in 0..list("attempts") {

@@ -94,6 +94,42 @@ pub struct CheckpointEntry {
     pub tree: String,
     pub summary: String,
     pub at: String,
+    /// A commit whose tree is the worktree as it was saved (tracked and untracked files, not
+    /// ignored ones), when that differed from `tree`: `rewind --force` saves uncommitted work
+    /// this way; its parent is `commit`. Absent for a checkpoint of a clean worktree, whose
+    /// snapshot is `tree` itself (docs/lifecycle.md, rewind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+}
+
+impl CheckpointEntry {
+    /// The record noted on the checkpointed commit for run `run_id`.
+    pub fn note(&self, run_id: &str) -> super::CheckpointRecord {
+        super::CheckpointRecord::new(
+            run_id,
+            &self.commit,
+            &self.tree,
+            &self.summary,
+            self.at.clone(),
+            self.snapshot.as_deref(),
+        )
+    }
+}
+
+/// The last `rewind` of a run: which checkpoint its worktree and branch went back to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rewind {
+    /// The checkpoint's number in `checkpoints` (1-based, as `log` shows it).
+    pub checkpoint: usize,
+    /// Its commit: the run branch's head after the rewind.
+    pub commit: String,
+    /// The run branch's head before the rewind.
+    pub from: String,
+    /// The checkpoint `--force` saved the uncommitted work in first, by number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved: Option<usize>,
+    pub at: String,
 }
 
 /// How a promotion or landing moved the target.
@@ -226,6 +262,14 @@ pub struct RunRecord {
     pub restack: Option<super::land::Restack>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub land_attempts: Vec<super::land::LandAttempt>,
+    /// `rewind`: the last time the run went back to a checkpoint. Absent until a rewind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewound: Option<Rewind>,
+    /// The completion record written when the run lands (`promote`, `land`): its plan's
+    /// items, done or open, and the evidence that backs each done one. Absent when the run has
+    /// no plan, and in records written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion: Option<super::completion::Completion>,
     pub created_at: String,
     pub updated_at: String,
 }

@@ -7,6 +7,7 @@ use crate::error::{Context, Result};
 use crate::store::policy::policy_at;
 use crate::store::Store;
 
+pub use super::owned::OPEN_ITEMS;
 use super::{PlanClass, PlanReport};
 
 /// The plans of a worktree, when it has any plan folder at all.
@@ -32,6 +33,32 @@ pub fn gate_report(store: &Store, commit: gix::ObjectId) -> Result<Option<PlanRe
 /// The plan-hygiene gate at `commit`: `Some(reason)` when it blocks completion.
 pub fn gate(store: &Store, commit: gix::ObjectId) -> Result<Option<String>> {
     Ok(gate_report(store, commit)?.map(|r| format!("plan-hygiene: {}", fault_summary(&r))))
+}
+
+/// What holds a looping run back at `commit` (its base `base`, its task text `task`): the
+/// plan-hygiene gate above, then the run's own plans (see [`super::owned`]): an open item in
+/// one keeps the run from completing, whether or not the agent claims DONE. The reason starts
+/// `plan-hygiene:` or [`OPEN_ITEMS`]`:`.
+pub fn loop_gate(
+    store: &Store,
+    commit: gix::ObjectId,
+    base: gix::ObjectId,
+    task: &str,
+) -> Result<Option<String>> {
+    if let Some(reason) = gate(store, commit)? {
+        return Ok(Some(reason));
+    }
+    super::owned::open_items(&store.repo, base, commit, task)
+        .context(|| format!("could not read the run's plans at {commit}"))
+}
+
+/// The name of what a gate's `reason` says is missing: `plan` or `plan-hygiene`.
+pub fn missing_name(reason: &str) -> &'static str {
+    if reason.starts_with(&format!("{OPEN_ITEMS}:")) {
+        OPEN_ITEMS
+    } else {
+        "plan-hygiene"
+    }
 }
 
 /// The plans at fault, in a line.

@@ -11,8 +11,36 @@ pub struct TaskCount {
 
 /// Count the task lines of a plan's text; see the module docs for what counts.
 pub fn count_tasks(text: &str) -> TaskCount {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut count = TaskCount::default();
+    each_task(text, |mark, _| match mark {
+        TaskMark::Open => count.open += 1,
+        TaskMark::Done => count.done += 1,
+    });
+    count
+}
+
+/// One task line of a plan: its text after the checkbox, and whether it is done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Task {
+    pub text: String,
+    pub done: bool,
+}
+
+/// The task lines of a plan's text, in order, by the rules [`count_tasks`] counts them.
+pub fn tasks(text: &str) -> Vec<Task> {
+    let mut out = Vec::new();
+    each_task(text, |mark, rest| {
+        out.push(Task {
+            text: rest.trim().to_string(),
+            done: matches!(mark, TaskMark::Done),
+        })
+    });
+    out
+}
+
+/// Call `f` with each task line's mark and the text after its checkbox.
+fn each_task(text: &str, mut f: impl FnMut(TaskMark, &str)) {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut fence: Option<Fence> = None;
     for line in text.lines() {
         if let Some(open) = fence {
@@ -25,13 +53,10 @@ pub fn count_tasks(text: &str) -> TaskCount {
             fence = Some(open);
             continue;
         }
-        match task_mark(line) {
-            Some(TaskMark::Open) => count.open += 1,
-            Some(TaskMark::Done) => count.done += 1,
-            None => {}
+        if let Some((mark, rest)) = task_mark(line) {
+            f(mark, rest);
         }
     }
-    count
 }
 
 enum TaskMark {
@@ -39,7 +64,7 @@ enum TaskMark {
     Done,
 }
 
-fn task_mark(line: &str) -> Option<TaskMark> {
+fn task_mark(line: &str) -> Option<(TaskMark, &str)> {
     let rest = line.trim_start_matches([' ', '\t']).strip_prefix("- [")?;
     let mut chars = rest.chars();
     let mark = chars.next()?;
@@ -48,8 +73,8 @@ fn task_mark(line: &str) -> Option<TaskMark> {
         return None;
     }
     match mark {
-        ' ' => Some(TaskMark::Open),
-        'x' | 'X' | '~' => Some(TaskMark::Done),
+        ' ' => Some((TaskMark::Open, after)),
+        'x' | 'X' | '~' => Some((TaskMark::Done, after)),
         _ => None,
     }
 }

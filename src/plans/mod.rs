@@ -70,6 +70,7 @@
 
 pub mod gate;
 mod markdown;
+pub mod owned;
 mod reconcile;
 mod report;
 mod scan;
@@ -77,7 +78,7 @@ mod staged;
 #[cfg(test)]
 mod tests;
 
-pub use markdown::{count_tasks, TaskCount};
+pub use markdown::{count_tasks, tasks, Task, TaskCount};
 pub use reconcile::{reconcile, Move, ReconcileError, ReconcileOutcome};
 pub use report::{PathKind, PlanClass, PlanCounts, PlanError, PlanFile, PlanReport};
 pub use scan::{scan_dir, scan_tree, ScanTreeError};

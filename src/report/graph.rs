@@ -120,7 +120,7 @@ mod tests {
             "1",
             &[
                 (EventKind::Start, Some("1"), "start from main: t"),
-                (EventKind::Checkpoint, Some("a"), "checkpoint: wip"),
+                (EventKind::Checkpoint, Some("a"), "checkpoint 1: wip"),
             ],
         );
         let b = run(
@@ -143,7 +143,7 @@ mod tests {
         assert_eq!(
             render(&[a, b, c]),
             "\
-* aaaaaaa (a: active) checkpoint: wip
+* aaaaaaa (a: active) checkpoint 1: wip
 * start from main: t
 | * (b: active) abandoned: no longer \u{fffd}[1mneeded
 | * start from main: t

@@ -31,6 +31,8 @@ pub enum EventKind {
     Attempt,
     /// A landing that a conflict refused.
     LandRefused,
+    /// `rewind`: the run went back to a checkpoint (the event's commit is the checkpoint's).
+    Rewind,
     /// `land` replayed or squashed the run onto the target's tip.
     Restack,
     /// The target moved to the run's commit (`promote`, or `land` for a restacked run).
@@ -141,13 +143,15 @@ fn events_between(
         out.push(start_event(after));
     }
     let count = |f: fn(&RunRecord) -> usize| before.map_or(0, f);
-    for c in after
+    for (i, c) in after
         .checkpoints
         .iter()
+        .enumerate()
         .skip(count(|r| r.checkpoints.len()))
     {
-        out.push(checkpoint_event(c));
+        out.push(checkpoint_event(i + 1, c));
     }
+    out.extend(rewind_event(before, after));
     for a in after.attempts.iter().skip(count(|r| r.attempts.len())) {
         out.push(attempt_event(a));
     }
@@ -322,14 +326,36 @@ fn state_event(
     Some(event(kind, None, &after.updated_at, text))
 }
 
-fn checkpoint_event(c: &CheckpointEntry) -> Event {
+/// Checkpoint `n` (1-based: the number `rewind` takes).
+fn checkpoint_event(n: usize, c: &CheckpointEntry) -> Event {
     Event {
         kind: EventKind::Checkpoint,
         commit: Some(c.commit.clone()),
         status: None,
         at: c.at.clone(),
-        text: format!("checkpoint: {}", c.summary),
+        text: format!("checkpoint {n}: {}", c.summary),
     }
+}
+
+/// A new rewind of the run.
+fn rewind_event(before: Option<&RunRecord>, after: &RunRecord) -> Option<Event> {
+    let r = after.rewound.as_ref()?;
+    if before.is_some_and(|b| b.rewound.as_ref() == Some(r)) {
+        return None;
+    }
+    let saved = r.saved.map_or(String::new(), |n| {
+        format!("; uncommitted work saved as checkpoint {n}")
+    });
+    Some(event(
+        EventKind::Rewind,
+        Some(&r.commit),
+        &r.at,
+        format!(
+            "rewound to checkpoint {} from {}{saved}",
+            r.checkpoint,
+            oneline(&r.from)
+        ),
+    ))
 }
 
 fn attempt_event(a: &Attempt) -> Event {
@@ -396,6 +422,7 @@ mod tests {
             tree: "b".repeat(40),
             summary: "wip".into(),
             at: "2026-01-01T00:01:00Z".into(),
+            snapshot: None,
         });
         let mut failed = checkpointed.clone();
         failed.state = RunState::ValidationFailed;
@@ -431,7 +458,7 @@ mod tests {
             texts,
             [
                 "start from main: t (human:me)",
-                "checkpoint: wip",
+                "checkpoint 1: wip",
                 "attempt 1 failed: test failed (exit 1)",
                 "abandoned: superseded",
             ]

@@ -46,17 +46,39 @@ pub struct LogEntry {
     pub state: RunState,
     pub previous_state: Option<RunState>,
     pub at: String,
+    /// The number of the checkpoint this transition recorded (1-based: what `rewind` takes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<usize>,
+    /// The checkpoint this transition rewound the run to, by number.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rewound_to: Option<usize>,
 }
 
-impl From<Transition> for LogEntry {
-    /// One ledger commit as `log` and `export` show it.
-    fn from(t: Transition) -> Self {
-        LogEntry {
-            commit: t.commit.to_string(),
-            message: t.message,
-            state: t.record.state,
-            previous_state: t.record.previous_state,
-            at: t.record.updated_at,
-        }
-    }
+/// A ledger's transitions (oldest first) as `log` and `export` show them, each with the
+/// checkpoint it recorded or rewound to.
+pub fn log_entries(history: Vec<Transition>) -> Vec<LogEntry> {
+    let mut checkpoints = 0;
+    let mut rewound = None;
+    history
+        .into_iter()
+        .map(|t| {
+            let count = t.record.checkpoints.len();
+            let checkpoint = (count > checkpoints).then_some(count);
+            checkpoints = count;
+            let rewind = t.record.rewound.clone();
+            let rewound_to = (rewind.is_some() && rewind != rewound)
+                .then(|| rewind.as_ref().map(|r| r.checkpoint))
+                .flatten();
+            rewound = rewind;
+            LogEntry {
+                commit: t.commit.to_string(),
+                message: t.message,
+                state: t.record.state,
+                previous_state: t.record.previous_state,
+                at: t.record.updated_at,
+                checkpoint,
+                rewound_to,
+            }
+        })
+        .collect()
 }

@@ -23,18 +23,7 @@ pub fn clean_workspace(env: &Env, ledger: &Ledger) -> Result<(std::path::PathBuf
     // Before anything in it is judged: a worktree of another repository is not the run's, even
     // when its branch has the run branch's name.
     let ws = env.store.inspect_own(&path)?;
-    if ws.branch.as_deref() != Some(run.branch.as_str()) {
-        return Err(Error::refused(format!(
-            "the run worktree has {} checked out instead of the run branch {}",
-            ws.branch.as_deref().unwrap_or("a detached HEAD"),
-            run.branch
-        ))
-        .hint(format!(
-            "switch back with `git -C {} switch {}`",
-            path.display(),
-            run.branch.trim_start_matches("refs/heads/")
-        )));
-    }
+    refuse_switched_branch(run, &ws, &path)?;
     if !ws.changed.is_empty() || !ws.untracked.is_empty() {
         let mut paths: Vec<String> = ws
             .changed
@@ -62,6 +51,28 @@ pub fn clean_workspace(env: &Env, ledger: &Ledger) -> Result<(std::path::PathBuf
         .hint("the worktree is not this repository's checkout of the run branch"));
     }
     Ok((path, head))
+}
+
+/// The run worktree at `path` (as `ws` found it) must have the run branch checked out (exit 3,
+/// with the `git switch` back).
+pub fn refuse_switched_branch(
+    run: &RunRecord,
+    ws: &crate::store::worktree::WorkspaceState,
+    path: &Path,
+) -> Result<()> {
+    if ws.branch.as_deref() == Some(run.branch.as_str()) {
+        return Ok(());
+    }
+    Err(Error::refused(format!(
+        "the run worktree has {} checked out instead of the run branch {}",
+        ws.branch.as_deref().unwrap_or("a detached HEAD"),
+        run.branch
+    ))
+    .hint(format!(
+        "switch back with `git -C {} switch {}`",
+        path.display(),
+        run.branch.trim_start_matches("refs/heads/")
+    )))
 }
 
 /// [`clean_workspace`], and a head with work on it: beyond the base, and descending from it.

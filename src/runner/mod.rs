@@ -44,7 +44,9 @@ use std::time::{Duration, SystemTime};
 pub use capture::{excerpt_of, omission_marker, OutputCapture, TailRing};
 pub use escapes::strip_escapes;
 pub use observe::{Observer, Progress};
-pub use redact::{is_secret_name, Redactor, Rule, MIN_SECRET_CHARS, REDACTED, RULES};
+pub use redact::{
+    is_secret_name, is_secret_path, Redactor, Rule, MIN_SECRET_CHARS, REDACTED, RULES,
+};
 pub use spawn::run_command;
 
 /// Default excerpt cap: 16 KiB, as the design's policy default.

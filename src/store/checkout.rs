@@ -193,6 +193,96 @@ pub fn additions_are_free(worktree: &Path, moved: &[PathChange]) -> bool {
     true
 }
 
+/// The paths where the move `moved` (from a tree that holds everything of the worktree at
+/// `worktree` but its ignored files) would write over something on disk: an ignored file at a
+/// path it adds, or one where it needs a directory. A path the move itself removes first is
+/// not in the way. Sorted.
+pub fn ignored_in_the_way(worktree: &Path, moved: &[PathChange]) -> Vec<String> {
+    let removed: std::collections::HashSet<&[u8]> = moved
+        .iter()
+        .filter(|c| c.old.is_some())
+        .map(|c| c.path.as_slice())
+        .collect();
+    let exists = |rel: &[u8]| -> Option<bool> {
+        let rel = gix::path::from_bstr(rel.as_bstr()).ok()?;
+        std::fs::symlink_metadata(worktree.join(rel))
+            .ok()
+            .map(|m| m.file_type().is_dir())
+    };
+    let mut out = std::collections::BTreeSet::new();
+    for change in moved.iter().filter(|c| c.old.is_none() && c.new.is_some()) {
+        let path = change.path.as_slice();
+        for (at, _) in path.iter().enumerate().filter(|(_, b)| **b == b'/') {
+            let dir = &path[..at];
+            if exists(dir) == Some(false) && !removed.contains(dir) {
+                out.insert(dir.to_str_lossy().into_owned());
+            }
+        }
+        let emptied = |dir: &[u8]| {
+            removed
+                .iter()
+                .any(|r| r.len() > dir.len() && r.starts_with(dir) && r[dir.len()] == b'/')
+        };
+        match exists(path) {
+            Some(false) => {
+                out.insert(change.path.to_str_lossy().into_owned());
+            }
+            Some(true) if !emptied(path) => {
+                out.insert(change.path.to_str_lossy().into_owned());
+            }
+            _ => {}
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Move the files of the worktree at `path` from `from_tree` (what they hold now) to
+/// `files_tree`, and rewrite its index for `index_tree`: an entry whose file holds the same
+/// content gets the file's stat data, the others none, so git sees exactly the difference
+/// between `index_tree` and the files as unstaged changes (untracked where `index_tree` has no
+/// entry). What neither tree holds (ignored files) is not touched. The index is locked while
+/// the files move and written last; on failure the files are moved back and the index is left
+/// as it was.
+pub fn restore_worktree(
+    path: &Path,
+    from_tree: gix::ObjectId,
+    files_tree: gix::ObjectId,
+    index_tree: gix::ObjectId,
+) -> Result<()> {
+    let repo = crate::store::repo::open_path(path)?;
+    let workdir = crate::store::repo::workdir_of(&repo, path)?;
+    let lock = lock_index(&repo, path)?;
+    let changes = tree_changes(&repo, from_tree, files_tree)?;
+    let moved = remove_deleted(&workdir, &changes)
+        .and_then(|()| write_changed(&repo, &workdir, &changes, path, files_tree));
+    if let Err(e) = moved {
+        return Err(move_back(path, files_tree, from_tree, e));
+    }
+    let differ: std::collections::HashSet<BString> = tree_changes(&repo, index_tree, files_tree)?
+        .into_iter()
+        .map(|c| c.path)
+        .collect();
+    let mut index = repo
+        .index_from_tree(&index_tree)
+        .context(|| format!("could not read tree {index_tree}"))?;
+    let (entries, backing) = index.entries_mut_and_pathbacking();
+    for e in entries.iter_mut() {
+        let p = e.path_in(backing);
+        if differ.contains(p) {
+            continue;
+        }
+        let Ok(rel) = gix::path::from_bstr(p) else {
+            continue;
+        };
+        if let Ok(meta) = gix::index::fs::Metadata::from_path_no_follow(&workdir.join(rel)) {
+            if let Ok(stat) = gix::index::entry::Stat::from_fs(&meta) {
+                e.stat = stat;
+            }
+        }
+    }
+    write_locked(&index, lock, path)
+}
+
 /// The `untracked` files of the worktree that the move `moved` (its [`tree_changes`]) would
 /// overwrite.
 pub fn untracked_in_the_way(moved: &[PathChange], untracked: &[String]) -> Vec<String> {
@@ -261,21 +351,30 @@ pub fn refuse_unmovable(
 pub fn move_worktree(path: &Path, old_tree: gix::ObjectId, new_tree: gix::ObjectId) -> Result<()> {
     match try_move(path, old_tree, new_tree, true) {
         Ok(()) => Ok(()),
-        Err(e) => {
-            if let Err(undo) = try_move(path, new_tree, old_tree, false) {
-                return Err(Error::internal(format!(
-                    "{}; moving {} back to {old_tree} failed too: {}",
-                    e.message,
-                    path.display(),
-                    undo.message
-                ))
-                .hint(format!(
-                    "inspect {} with `git status` and restore it with `git checkout -f`",
-                    path.display()
-                )));
-            }
-            Err(e)
-        }
+        Err(e) => Err(move_back(path, new_tree, old_tree, e)),
+    }
+}
+
+/// After `failed`, put back the files a move from `old_tree` to `new_tree` touched; the error
+/// to return, which says so when putting them back failed too.
+fn move_back(
+    path: &Path,
+    new_tree: gix::ObjectId,
+    old_tree: gix::ObjectId,
+    failed: Error,
+) -> Error {
+    match try_move(path, new_tree, old_tree, false) {
+        Ok(()) => failed,
+        Err(undo) => Error::internal(format!(
+            "{}; moving {} back to {old_tree} failed too: {}",
+            failed.message,
+            path.display(),
+            undo.message
+        ))
+        .hint(format!(
+            "inspect {} with `git status` and restore it with `git checkout -f`",
+            path.display()
+        )),
     }
 }
 
@@ -286,10 +385,7 @@ fn try_move(
     write_index: bool,
 ) -> Result<()> {
     let repo = crate::store::repo::open_path(path)?;
-    let workdir = repo
-        .workdir()
-        .ok_or_else(|| Error::internal(format!("{} has no worktree", path.display())))?
-        .to_path_buf();
+    let workdir = crate::store::repo::workdir_of(&repo, path)?;
     // As git's checkout does, hold `index.lock` while the files move, then read, edit and
     // write the index through it: a `git add` meanwhile fails on the lock instead of being
     // lost when the index is written.
@@ -490,6 +586,11 @@ fn update_index(
     }
     index.sort_entries();
     index.remove_tree();
+    write_locked(&index, lock, path)
+}
+
+/// Write `index` through its `lock` (then renamed into place) for the worktree at `path`.
+fn write_locked(index: &gix::index::File, lock: gix::lock::File, path: &Path) -> Result<()> {
     let failed = |e: &dyn std::fmt::Display| {
         Error::internal(format!(
             "could not write the index of {}: {e}",

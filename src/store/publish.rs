@@ -28,6 +28,17 @@ pub fn publish(
     notes: &[NotesAdditions],
     notes_message: &str,
 ) -> Result<()> {
+    publish_with(store, ledger_cas.as_slice(), notes, notes_message)
+}
+
+/// [`publish`], with several compare-and-swap edits beside the notes (the ledger and the run
+/// branch of a `rewind`), applied after the notes in the order given. None of them is retried.
+pub fn publish_with(
+    store: &Store,
+    edits_after: &[Cas],
+    notes: &[NotesAdditions],
+    notes_message: &str,
+) -> Result<()> {
     let mut attempt = 0;
     loop {
         // Notes first, the ledger last: gix commits loose refs one after the other, so a
@@ -46,7 +57,7 @@ pub fn publish(
                 ));
             }
         }
-        edits.extend(ledger_cas.iter().cloned());
+        edits.extend(edits_after.iter().cloned());
         if edits.is_empty() {
             return Ok(());
         }

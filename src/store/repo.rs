@@ -571,6 +571,14 @@ pub fn open_path(path: &Path) -> Result<gix::Repository> {
         .to_thread_local())
 }
 
+/// The worktree's directory of `repo`, opened at `path` (a bare repository has none: an
+/// internal error, since only worktrees are handed here).
+pub fn workdir_of(repo: &gix::Repository, path: &Path) -> Result<std::path::PathBuf> {
+    repo.workdir()
+        .map(Path::to_path_buf)
+        .ok_or_else(|| crate::error::Error::internal(format!("{} has no worktree", path.display())))
+}
+
 /// `options` with the `GIT_*` environment overrides denied (see [`open_path`]).
 fn path_options(options: gix::open::Options) -> gix::open::Options {
     let mut permissions = gix::open::Permissions::default();

@@ -115,6 +115,7 @@ pub fn promote_remote(
             remote: Some(remote.to_string()),
             at: time::now(),
         });
+        next.completion = crate::run::completion::completion_record(store, rec, validated)?;
         let ledger_commit = store.write_ledger_commit(Some(&ledger), &next, "promote")?;
         let mut pushes = vec![
             PushRef {

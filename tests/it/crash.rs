@@ -343,3 +343,51 @@ fn a_landing_torn_between_its_ref_writes_is_finished_by_landing_again() {
         t.fsck();
     }
 }
+
+/// `rewind --force` killed (SIGKILL) anywhere loses nothing: the uncommitted work is on disk or
+/// in the snapshot of a checkpoint the ledger keeps, and the same command, run again (after the
+/// documented `rm` of a lock the kill left), finishes the rewind.
+#[test]
+fn a_rewind_killed_anywhere_loses_nothing_and_finishes_when_run_again() {
+    let t = TestEnv::new();
+    t.tab(&["start", "r1", "--task", "t"]).ok();
+    let wt = t.worktree("r1");
+    for value in ["one", "two"] {
+        write_file(&wt.join("a.txt"), &format!("{value}\n"));
+        t.commit_all_in(&wt, value);
+        t.tab(&["checkpoint", "r1"]).ok();
+    }
+    for round in 0..ROUNDS {
+        let work = format!("work {round}\n");
+        let new = format!("new{round}.txt");
+        write_file(&wt.join("a.txt"), &work);
+        write_file(&wt.join(&new), &work);
+        let (target, content) = [("1", "one\n"), ("2", "two\n")][round as usize % 2];
+        killed(&t, &["rewind", "--force", "r1", target], round);
+        with_stale_locks_removed(&t, &["rewind", "--force", "r1", target]).ok();
+        let run = t.ledger_record("refs/tabellio/runs/r1");
+        let kept = run["checkpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["snapshot"].as_str())
+            .any(|s| {
+                let shown = t.git(&["show", &format!("{s}:{new}")]);
+                shown.code == 0 && shown.stdout == work
+            });
+        assert!(
+            kept,
+            "round {round}: the uncommitted work is in no snapshot"
+        );
+        let a = std::fs::read_to_string(wt.join("a.txt")).unwrap();
+        assert_eq!(a, content, "round {round}");
+        assert!(!wt.join(&new).exists(), "round {round}");
+        assert_eq!(
+            t.git_out_in(&wt, &["status", "--porcelain"]),
+            "",
+            "round {round}"
+        );
+    }
+    no_lock_files_left(&t);
+    t.fsck();
+}

@@ -22,7 +22,7 @@ fn repo_with_check(check: &str) -> TestEnv {
 }
 
 /// Write an executable python3 script at `<test dir>/<name>` (outside every worktree).
-fn agent(t: &TestEnv, name: &str, body: &str) -> PathBuf {
+pub(crate) fn agent(t: &TestEnv, name: &str, body: &str) -> PathBuf {
     let path = t.path().join(name);
     write_file(
         &path,

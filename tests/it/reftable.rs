@@ -30,6 +30,8 @@ mod inputs;
 mod land;
 #[path = "lifecycle.rs"]
 mod lifecycle;
+#[path = "plan_completion.rs"]
+mod plan_completion;
 #[path = "plans.rs"]
 mod plans;
 #[path = "promote.rs"]
@@ -38,6 +40,8 @@ mod promote;
 mod pull;
 #[path = "replacements.rs"]
 mod replacements;
+#[path = "rewind.rs"]
+mod rewind;
 #[path = "sync.rs"]
 mod sync;
 #[path = "trust.rs"]

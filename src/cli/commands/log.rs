@@ -41,7 +41,16 @@ pub fn cmd_log(ctx: &Ctx, args: &LogArgs) -> Result<Output> {
     let (run, entries) = manage::log(ctx.env()?, run)?;
     let human = entries
         .iter()
-        .map(|e| format!("{} {} {}", short(&e.commit), e.at, e.message))
+        .map(|e| {
+            let mut line = format!("{} {} {}", short(&e.commit), e.at, e.message);
+            if let Some(n) = e.checkpoint {
+                line.push_str(&format!(" [checkpoint {n}]"));
+            }
+            if let Some(n) = e.rewound_to {
+                line.push_str(&format!(" [to checkpoint {n}]"));
+            }
+            line
+        })
         .collect::<Vec<_>>()
         .join("\n");
     Ok(Output::new(

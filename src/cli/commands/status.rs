@@ -53,6 +53,31 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
     if let Some(landed) = &o.run.landed {
         human.push_str(&format!("landed as: {}\n", short(landed)));
     }
+    if let Some(c) = &o.run.completion {
+        human.push_str(&format!(
+            "completion: {}/{} plan items done ({})\n",
+            c.done,
+            c.done + c.open,
+            c.plans.join(", ")
+        ));
+        for item in &c.items {
+            let backed = match &item.backed_by {
+                Some(b) => format!(
+                    " (evidence on {}: {})",
+                    short(&b.commit),
+                    b.evidence
+                        .iter()
+                        .map(|e| format!("{} {}", e.check, short(&e.record)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None if item.done => " (no validated commit had it done)".into(),
+                None => String::new(),
+            };
+            let mark = if item.done { "x" } else { " " };
+            human.push_str(&format!("  [{mark}] {}{backed}\n", printable(&item.task)));
+        }
+    }
     if let Some(bar) = o.plans.as_ref().and_then(|p| p["bar"].as_str()) {
         human.push_str(&format!("plans: {bar}\n"));
     }

@@ -8,6 +8,7 @@
 //! one that was landed on).
 
 use crate::error::{Error, Result};
+use crate::run::completion::completion_record;
 use crate::store::git_cli as git;
 use crate::store::ledger;
 use crate::store::remote::fetch::{self, Tracking};
@@ -111,13 +112,14 @@ fn push_settled(
     let mut local: Vec<Cas> = Vec::new();
     for s in &settled.accepted {
         let c = &s.candidate;
-        let next = promoted(
+        let mut next = promoted(
             target,
             tip,
             top,
             (crate::model::run::PromotionMode::Remote, Some(remote)),
             s,
         );
+        next.completion = completion_record(store, &c.ledger.record, s.head)?;
         let commit = store.write_ledger_commit(Some(&c.ledger), &next, "land")?;
         let name = ledger::ref_name(c.run_id());
         pushes.push(PushRef {

@@ -89,6 +89,7 @@ pub fn finish_interrupted(
         at: time::now(),
     });
     next.landed = Some(landed.to_string());
+    next.completion = crate::run::completion::completion_record(store, rec, landed)?;
     next.restack = Some(Restack {
         mode,
         base_before: rec.base.commit.clone(),

@@ -8,6 +8,7 @@ use crate::model::land::{LandAttempt, Restack};
 use crate::model::run::{Promotion, PromotionMode};
 use crate::model::{time, RunState};
 use crate::run::advance;
+use crate::run::completion::completion_record;
 use crate::run::promotion::check_target_worktree;
 use crate::store::checkout;
 use crate::store::ledger::{self, Ledger};
@@ -84,7 +85,8 @@ pub fn land_settled(
             ));
             moves.extend(run_worktree_moves(store, s)?);
         }
-        let next = promoted(target, tip, top, (mode, None), s);
+        let mut next = promoted(target, tip, top, (mode, None), s);
+        next.completion = completion_record(store, &c.ledger.record, s.head)?;
         let commit = store.write_ledger_commit(Some(&c.ledger), &next, "land")?;
         edits.push(Cas::update(
             ledger::ref_name(c.run_id()),

@@ -12,6 +12,7 @@
 
 use std::os::unix::ffi::OsStringExt;
 
+pub use names::is_secret_path;
 use names::SECRET_WORDS;
 use patterns::orphan_pem_end;
 pub use rules::{Rule, RULES};

@@ -225,6 +225,7 @@ mod tests {
             tree: "5".repeat(40),
             summary: format!("step {i}"),
             at: "2026-01-01T00:00:00Z".into(),
+            snapshot: None,
         }
     }
 

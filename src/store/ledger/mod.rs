@@ -105,13 +105,26 @@ impl Store {
         record: &RunRecord,
         command: &str,
     ) -> Result<gix::ObjectId> {
+        self.write_ledger_commit_keeping(previous, record, command, None)
+    }
+
+    /// [`Store::write_ledger_commit`], with `keep` as a second parent: a commit of the run's
+    /// work the transition must keep reachable (the head a `rewind` left, the worktree
+    /// `rewind --force` saved). The ledger's transitions stay its first-parent chain.
+    pub fn write_ledger_commit_keeping(
+        &self,
+        previous: Option<&Ledger>,
+        record: &RunRecord,
+        command: &str,
+        keep: Option<gix::ObjectId>,
+    ) -> Result<gix::ObjectId> {
         let from = previous.map_or("(none)".to_string(), |p| p.record.state.to_string());
         let message = format!(
             "tabellio: {command} {}: {from} -> {}\n",
             record.run_id, record.state
         );
         let tree = self.write_ledger_tree(record)?;
-        let parents: Vec<gix::ObjectId> = previous.map(|p| p.tip).into_iter().collect();
+        let parents: Vec<gix::ObjectId> = previous.map(|p| p.tip).into_iter().chain(keep).collect();
         self.write_commit(&message, tree, parents)
             .context(|| "could not write the ledger commit".into())
     }

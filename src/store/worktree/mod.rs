@@ -10,6 +10,7 @@ use super::Store;
 
 mod add;
 mod heads;
+pub mod snapshot;
 mod status;
 
 use heads::ListedHeads;
