@@ -126,6 +126,7 @@ fn policy() -> impl Strategy<Value = Policy> {
                                 distinct_from_actor,
                             }),
                             land: LandPolicy { squash },
+                            retention: None,
                         }
                     },
                 )

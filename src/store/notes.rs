@@ -187,6 +187,80 @@ impl Store {
                 changed,
             });
         }
+        self.commit_notes(notes_ref, &mut state, previous, message)
+    }
+}
+
+impl Store {
+    /// Every note of `notes_ref`: annotated object → note blob (empty without the ref).
+    pub fn all_notes(
+        &self,
+        notes_ref: &str,
+    ) -> Result<std::collections::BTreeMap<gix::ObjectId, gix::ObjectId>> {
+        let Some((_, tree)) = self.notes_tree(notes_ref)? else {
+            return Ok(Default::default());
+        };
+        Ok(super::remote::notes_merge::diff(self, None, Some(tree))?
+            .into_iter()
+            .filter_map(|(object, (_, blob))| Some((object, blob?)))
+            .collect())
+    }
+
+    /// Build (but do not publish) a notes commit without the notes on `remove`'s objects, each
+    /// removed only while it is still the blob given (a note another writer changed since it
+    /// was chosen is kept).
+    pub fn prepare_notes_removal(
+        &self,
+        notes_ref: &'static str,
+        remove: &std::collections::BTreeMap<gix::ObjectId, gix::ObjectId>,
+        message: &str,
+    ) -> Result<(PreparedNotes, usize)> {
+        let existing = self.notes_tree(notes_ref)?;
+        let previous = existing.map(|(tip, _)| tip);
+        let unchanged = PreparedNotes {
+            notes_ref,
+            previous,
+            commit: previous.unwrap_or_else(|| gix::ObjectId::null(self.object_hash())),
+            changed: false,
+        };
+        let Some((_, root)) = existing else {
+            return Ok((unchanged, 0));
+        };
+        let mut state =
+            State::new(root, &self.objects()).context(|| format!("could not read {notes_ref}"))?;
+        let mut removed = 0;
+        for (object, blob) in remove {
+            let now = state
+                .get(object, &self.objects())
+                .context(|| format!("could not look up the note on {object} in {notes_ref}"))?;
+            if now != Some(*blob) {
+                continue;
+            }
+            state
+                .remove(*object, &self.objects())
+                .context(|| format!("could not remove the note on {object} from {notes_ref}"))?;
+            removed += 1;
+        }
+        if removed == 0 {
+            return Ok((unchanged, 0));
+        }
+        Ok((
+            self.commit_notes(notes_ref, &mut state, previous, message)?,
+            removed,
+        ))
+    }
+}
+
+impl Store {
+    /// The notes commit of the edited `state` on top of `previous`, ready to be put on
+    /// `notes_ref`.
+    fn commit_notes(
+        &self,
+        notes_ref: &'static str,
+        state: &mut State,
+        previous: Option<gix::ObjectId>,
+        message: &str,
+    ) -> Result<PreparedNotes> {
         let tree = state
             .write(&self.objects())
             .context(|| format!("could not write the {notes_ref} tree"))?;
@@ -197,7 +271,7 @@ impl Store {
             notes_ref,
             previous,
             commit,
-            changed,
+            changed: true,
         })
     }
 }

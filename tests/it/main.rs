@@ -18,6 +18,7 @@ mod docs;
 mod exit_codes;
 mod export;
 mod fixtures;
+mod gc;
 mod git_environment;
 mod harness;
 mod help;
