@@ -171,6 +171,7 @@ pub fn gc(env: &Env, opts: &GcOptions) -> Result<GcOutcome> {
         }
     }
     let edits = transaction(store, &ready, &leftovers)?;
+    refuse_held_locks(store, &edits)?;
     if !edits.is_empty() {
         tx::apply(store, &edits).map_err(TxError::into_error)?;
     }
@@ -419,6 +420,37 @@ fn transaction(store: &Store, ready: &[Chosen], leftovers: &Leftovers) -> Result
         ));
     }
     Ok(edits)
+}
+
+/// Refuse (exit 4) when lock files are in the way of `edits`, naming them all at once: a `gc`
+/// killed inside its transaction leaves one per ref it locked, and the repair is one `rm`.
+fn refuse_held_locks(store: &Store, edits: &[Cas]) -> Result<()> {
+    let mut locks: Vec<PathBuf> = Vec::new();
+    for edit in edits {
+        if let Some((_, lock)) = tx::held_lock(store, &[edit.name.as_str()]) {
+            if !locks.contains(&lock) {
+                locks.push(lock);
+            }
+        }
+    }
+    if locks.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<String> = locks
+        .iter()
+        .map(|l| crate::error::shell_path(&std::fs::canonicalize(l).unwrap_or_else(|_| l.clone())))
+        .collect();
+    Err(Error::conflict(format!(
+        "{} lock file{} in the way of gc: {}",
+        locks.len(),
+        if locks.len() == 1 { " is" } else { "s are" },
+        shown.join(" ")
+    ))
+    .hint(format!(
+        "another git process may be running; if none is, they were left by a killed process (an \
+         interrupted gc): remove them with `rm {}` and run gc again",
+        shown.join(" ")
+    )))
 }
 
 /// How many times a lost race on a notes ref is re-read and pruned again.

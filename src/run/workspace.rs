@@ -202,13 +202,20 @@ pub fn retire_worktree(store: &Store, path: &Path, run_id: &str) -> Result<()> {
         std::fs::remove_dir_all(&retired)
             .context(|| format!("could not remove {}", retired.display()))?;
     }
-    std::fs::rename(path, &retired).context(|| {
-        format!(
-            "could not move the worktree {} to {}",
-            path.display(),
-            retired.display()
-        )
-    })?;
+    match std::fs::rename(path, &retired) {
+        Ok(()) => {}
+        // Gone since it was checked (another gc removed it): nothing left to remove here.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(e).context(|| {
+                format!(
+                    "could not move the worktree {} to {}",
+                    path.display(),
+                    retired.display()
+                )
+            })
+        }
+    }
     finish_retiring(store, path, &retired)
 }
 
