@@ -7,7 +7,7 @@
 
 use gix::note::plumbing::State;
 
-use crate::error::{Context, Result};
+use crate::error::{Context, Error, Result};
 
 use super::Store;
 
@@ -20,6 +20,11 @@ pub const APPROVALS: &str = "refs/notes/tabellio/approvals";
 /// 16 MiB. A record's output excerpt is at most 1 MiB (`output.excerpt_bytes`), so a note this
 /// large is not the tool's writing, and one runaway note would otherwise reach every clone.
 pub const NOTE_CAP_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The largest one record (one line of a note) may be when it is written: 4 MiB. An evidence
+/// record's excerpt takes at most 2 MiB as stored, the rest is a few KiB; a larger line is not
+/// a record of ours.
+pub const RECORD_CAP_BYTES: usize = 4 * 1024 * 1024;
 
 /// The notes blobs a move of the notes ref `name` from the commit `old` (`None`: created) to
 /// `new` adds or changes that are larger than [`NOTE_CAP_BYTES`]: their path in the notes tree
@@ -167,10 +172,24 @@ impl Store {
             State::new(root, &self.objects()).context(|| format!("could not read {notes_ref}"))?;
         let mut changed = false;
         for (object, lines) in additions {
+            if let Some(line) = lines.iter().find(|l| l.len() > RECORD_CAP_BYTES) {
+                return Err(Error::refused(format!(
+                    "a record for {object} in {notes_ref} is {} bytes, over the cap of {RECORD_CAP_BYTES} bytes (4 MiB) for one record",
+                    line.len()
+                ))
+                .hint("nothing was written; the size caps are in docs/storage.md (\"Size caps\")"));
+            }
             let current = self.lines_in(&mut state, notes_ref, *object)?.join("\n");
             let merged = merge_lines(&current, lines);
             if merged == merge_lines(&current, &[]) {
                 continue;
+            }
+            if merged.len() as u64 > NOTE_CAP_BYTES {
+                return Err(Error::refused(format!(
+                    "the note on {object} in {notes_ref} would be {} bytes, over the cap of {NOTE_CAP_BYTES} bytes (16 MiB) for one note",
+                    merged.len()
+                ))
+                .hint("nothing was written: a server refuses a note this large; the records already on that object are many or large (docs/storage.md, \"Size caps\")"));
             }
             let blob = self.write_blob(merged.as_bytes())?;
             state

@@ -11,6 +11,7 @@ mod hermetic;
 
 mod advice;
 mod approvals;
+mod caps;
 mod completion;
 mod corruption;
 mod crash;
