@@ -77,7 +77,7 @@ pub enum Command {
     /// Remove the worktree and branch of a promoted or abandoned run.
     #[command(after_long_help = examples::CLEANUP)]
     Cleanup(cleanup::CleanupArgs),
-    /// Archive runs that ended long ago: ledgers into refs/tabellio/archive/, branches and worktrees removed.
+    /// Archive runs that ended long ago, removing their branches and worktrees.
     #[command(after_long_help = examples::GC)]
     Gc(gc::GcArgs),
     /// Show the evidence records on a commit (and its tree), or on a tree.
