@@ -204,13 +204,23 @@ impl Bench {
         self.run_with_input("git", &self.repo, &args, &script).0
     }
 
+    /// [`Bench::fast_import`], reading and writing the marks in `marks`.
+    fn fast_import_with_marks(&self, script: &str, marks: &Path) {
+        let import = format!("--import-marks-if-exists={}", marks.display());
+        let export = format!("--export-marks={}", marks.display());
+        self.fast_import_args(script, &["fast-import", "--quiet", &import, &export]);
+    }
+
     /// Feed `script` to `git fast-import` in the repository.
     fn fast_import(&self, script: &str) {
+        self.fast_import_args(script, &["fast-import", "--quiet"]);
+    }
+
+    /// Feed `script` to `git <args>` (a fast-import) in the repository.
+    fn fast_import_args(&self, script: &str, args: &[&str]) {
         use std::io::Write;
         let mut cmd = Command::new("git");
-        cmd.args(["fast-import", "--quiet"])
-            .current_dir(&self.repo)
-            .stdin(Stdio::piped());
+        cmd.args(args).current_dir(&self.repo).stdin(Stdio::piped());
         hermetic::apply(&mut cmd, self.dir.path());
         let mut child = cmd.spawn().expect("fast-import");
         child
@@ -572,6 +582,175 @@ fn populate_scale(b: &Bench) {
         script.push_str(&format!("N inline :{m}\ndata {}\n{note}\n", note.len()));
     }
     b.fast_import(&script);
+}
+
+/// The run record of an ended run `id` off `head` (abandoned), as fast-import writes it.
+fn ended_run_json(id: &str, head: &str) -> String {
+    format!(
+        "{{\"schema\":\"tabellio.run/v1\",\"run_id\":\"{id}\",\"state\":\"abandoned\",\"previous_state\":\"active\",\"task\":{{\"summary\":\"s\",\"text\":\"s\",\"sha256\":\"{z}\"}},\"actor\":{{\"type\":\"agent\",\"id\":\"b\"}},\"repository\":\"local/bench\",\"base\":{{\"ref\":\"refs/heads/main\",\"commit\":\"{head}\"}},\"branch\":\"refs/heads/tabellio/{id}\",\"checkpoints\":[],\"attempts\":[],\"validated\":null,\"promotion\":null,\"loop\":null,\"reason\":null,\"created_at\":\"2026-01-01T00:00:00Z\",\"updated_at\":\"2026-01-01T00:00:00Z\"}}\n",
+        z = "0".repeat(64)
+    )
+}
+
+/// `live` ledgers of ended runs `l<i>` and `archived` runs `a<i>` folded into ten months of
+/// archive (as `gc` writes it: each archive commit has up to 100 ledger tips as parents and
+/// adds their `runs/<xx>/<id>.json` entries), all by one `git fast-import`.
+fn populate_archive(b: &Bench, live: usize, archived: usize) {
+    use sha2::Digest as _;
+    let head = b.git(&["rev-parse", "main"]);
+    let now = 1_767_225_600;
+    let mut script = String::new();
+    let mut mark = 1;
+    let mut ledger = |script: &mut String, id: &str, refname: &str| -> usize {
+        let run = ended_run_json(id, &head);
+        script.push_str(&format!("blob\nmark :{mark}\ndata {}\n{run}\n", run.len()));
+        let msg = format!("tabellio: abandon {id}: active -> abandoned\n");
+        script.push_str(&format!(
+            "commit {refname}\nmark :{}\ncommitter bench <bench@example.com> {now} +0000\ndata {}\n{msg}M 100644 :{mark} run.json\n\n",
+            mark + 1,
+            msg.len()
+        ));
+        mark += 2;
+        mark - 1
+    };
+    for i in 0..live {
+        let id = format!("l{i}");
+        ledger(&mut script, &id, &format!("refs/tabellio/runs/{id}"));
+    }
+    let months = 10;
+    let per_month = archived.div_ceil(months).max(1);
+    let mut tips = Vec::new();
+    for i in 0..archived {
+        let id = format!("a{i}");
+        let tip = ledger(&mut script, &id, "refs/bench/ledgers");
+        tips.push((id, tip));
+        // Each ledger its own root commit: the scratch ref is reset after every one.
+        script.push_str("reset refs/bench/ledgers\n\n");
+    }
+    // The entries name their ledger tips by id: the ledgers go in first, and the archive is
+    // written once fast-import has said their ids.
+    let marks = b.dir.path().join("marks");
+    b.fast_import_with_marks(&script, &marks);
+    let ids: std::collections::HashMap<usize, String> = std::fs::read_to_string(&marks)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter_map(|(m, id)| Some((m.trim_start_matches(':').parse().ok()?, id.to_string())))
+        .collect();
+    let mut script = String::new();
+    for (m, month_runs) in tips.chunks(per_month).enumerate() {
+        let refname = format!("refs/tabellio/archive/2026-{:02}", m + 1);
+        for chunk in month_runs.chunks(100) {
+            // The month's previous archive commit is the first parent (fast-import continues
+            // the ref), the ledger tips the others.
+            let msg = "tabellio: gc bench\n";
+            script.push_str(&format!(
+                "commit {refname}\ncommitter bench <bench@example.com> {now} +0000\ndata {}\n{msg}",
+                msg.len()
+            ));
+            for (_, tip) in chunk {
+                script.push_str(&format!("merge :{tip}\n"));
+            }
+            for (id, tip) in chunk {
+                let bucket = &format!("{:x}", sha2::Sha256::digest(id.as_bytes()))[..2];
+                let entry = format!(
+                    "{{\"schema\":\"tabellio.archived-run/v1\",\"run_id\":\"{id}\",\"ledger\":\"{}\",\"state\":\"abandoned\",\"branch\":\"refs/heads/tabellio/{id}\",\"head\":null,\"base\":\"refs/heads/main\",\"summary\":\"s\",\"created_at\":\"2026-01-01T00:00:00Z\",\"updated_at\":\"2026-01-01T00:00:00Z\",\"archived_at\":\"2026-06-01T00:00:00Z\"}}\n",
+                    ids[tip]
+                );
+                script.push_str(&format!(
+                    "M 100644 inline runs/{bucket}/{id}.json\ndata {}\n{entry}\n",
+                    entry.len()
+                ));
+            }
+            script.push('\n');
+        }
+    }
+    if !script.is_empty() {
+        b.fast_import_with_marks(&script, &marks);
+    }
+}
+
+/// 1,000 live ended runs beside 100,000 archived ones, against the same 1,000 alone: `list`,
+/// `status` of a live run, `start` (which also makes sure the id is not archived), `log` of an
+/// archived run against a live one, and `gc --dry-run`.
+fn retention(n: usize) {
+    let alone = Bench::new();
+    populate_archive(&alone, 1_000, 0);
+    let with = Bench::new();
+    populate_archive(&with, 1_000, 100_000);
+    let live_refs = with
+        .git(&["for-each-ref", "--format=x", "refs/tabellio/"])
+        .lines()
+        .count();
+    println!("live refs under refs/tabellio/ beside 100,000 archived runs: {live_refs}");
+    let times = |b: &Bench, args: &[&str]| -> Vec<Duration> {
+        (0..n).map(|_| b.tab(&b.repo, args)).collect()
+    };
+    // `verify` exits 1 on a commit without evidence: any exit code counts.
+    let any = |b: &Bench, args: &[&str]| -> Vec<Duration> {
+        (0..n).map(|_| b.run_any(BIN, &b.repo, args, "")).collect()
+    };
+    let list = report_unpaired(
+        "list, +100k archived",
+        times(&with, &["list"]),
+        times(&alone, &["list"]),
+        "list, 1k live runs only",
+    );
+    goal("list with 100k archived / 1k live only", list, 1.2);
+    let status = report_unpaired(
+        "status <run>, +100k archived",
+        times(&with, &["status", "l7"]),
+        times(&alone, &["status", "l7"]),
+        "status <run>, 1k live only",
+    );
+    goal(
+        "status <run> with 100k archived / 1k live only",
+        status,
+        1.2,
+    );
+    let start_times = |b: &Bench| -> Vec<Duration> {
+        (0..n)
+            .map(|i| {
+                b.tab(
+                    &b.repo,
+                    &[
+                        "start",
+                        &format!("n{i}"),
+                        "--task",
+                        "bench",
+                        "--base",
+                        "main",
+                    ],
+                )
+            })
+            .collect()
+    };
+    let start = report_unpaired(
+        "start, +100k archived",
+        start_times(&with),
+        start_times(&alone),
+        "start, 1k live only",
+    );
+    goal("start with 100k archived / 1k live only", start, 1.2);
+    let log = report_unpaired(
+        "log <archived run>",
+        times(&with, &["log", "a99999"]),
+        times(&with, &["log", "l7"]),
+        "log <live run>",
+    );
+    goal("log of an archived run / a live one", log, 2.0);
+    report_unpaired(
+        "verify main, +100k archived",
+        any(&with, &["verify", "main"]),
+        any(&alone, &["verify", "main"]),
+        "verify main, 1k live only",
+    );
+    report_unpaired(
+        "gc --dry-run, +100k archived",
+        times(&with, &["gc", "--dry-run", "--archive-after", "0"]),
+        times(&alone, &["gc", "--dry-run", "--archive-after", "0"]),
+        "gc --dry-run, 1k live only",
+    );
 }
 
 /// `verify` of one validated commit and of a 1,000-commit range, and the
@@ -1380,6 +1559,13 @@ fn main() {
         "git-tabellio vs git plumbing: medians of {n} runs each (whole processes); the ratio is \
          the median of the ratios of runs taken in turn, else (10,000 runs against none) of the medians\n"
     );
+    // The retention rows alone: building 100,000 archived runs takes a while.
+    if std::env::var("TABELLIO_BENCH_ARCHIVE").is_ok_and(|v| v == "1") {
+        println!("retention: 1,000 live runs beside 100,000 archived ones:");
+        retention(n);
+        print_goals();
+        return;
+    }
     println!("small repository:");
     let b = Bench::new();
     lifecycle(&b, n, "r");

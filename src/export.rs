@@ -28,7 +28,7 @@ use crate::model::run::{Attempt, AttemptCheck, Validated};
 use crate::model::{self, canonical, checkpoint, CheckpointRecord, EvidenceRecord, RunRecord};
 use crate::model::{RunState, SchemaError};
 use crate::run::views::{log_entries, LogEntry};
-use crate::run::{resolve_run, run_workspace, Env};
+use crate::run::{run_workspace, Env};
 use crate::store::notes::CHECKPOINTS;
 use crate::store::paths::LocalPaths;
 use crate::store::Store;
@@ -76,12 +76,12 @@ pub struct ExportOutcome {
 /// Export run `run` (an id: export never guesses the run from the current directory).
 pub fn export(env: &Env, run: &str, format: Format) -> Result<ExportOutcome> {
     let store = &env.store;
-    let ledger = resolve_run(env, Some(run))?;
+    let ledger = crate::run::find_readable(store, run)?.ledger;
     let workspace = run_workspace(store, &ledger)?;
     let paths = LocalPaths::new(store, workspace.as_deref());
     let mut document = match format {
         Format::Tabellio => {
-            let history = store.ledger_history(&ledger.record.run_id)?;
+            let history = store.ledger_history_from(ledger.tip)?;
             // The ledger read twice must be one ledger: `run` and `ledger` describe one state.
             if history.last().map(|t| t.commit) != Some(ledger.tip) {
                 return Err(Error::conflict(format!(

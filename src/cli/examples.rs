@@ -69,6 +69,12 @@ pub const CLEANUP: &str = "Examples:
   git tabellio cleanup fix-1                               from the main worktree, not the run's
   git tabellio cleanup fix-1 --force                       also discard an abandoned run's work";
 
+pub const GC: &str = "Examples:
+  git tabellio gc --dry-run                                what would be archived, and why runs are kept
+  git tabellio gc                                          archive runs that ended 90 days ago (or the policy's age)
+  git tabellio gc --archive-after 2w                       runs that ended two weeks ago
+  git -C /srv/git/repo.git tabellio gc                     on a server, from cron (see hooks install --server)";
+
 pub const EVIDENCE: &str = "Examples:
   git tabellio evidence                                    on HEAD (and its tree)
   git tabellio evidence main

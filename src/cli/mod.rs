@@ -80,6 +80,9 @@ pub enum Command {
     /// Remove the worktree and branch of a promoted or abandoned run.
     #[command(after_long_help = examples::CLEANUP)]
     Cleanup(cleanup::CleanupArgs),
+    /// Archive runs that ended long ago, removing their branches and worktrees.
+    #[command(after_long_help = examples::GC)]
+    Gc(gc::GcArgs),
     /// Show the evidence records on a commit (and its tree), or on a tree.
     #[command(after_long_help = examples::EVIDENCE)]
     Evidence(evidence::EvidenceArgs),
@@ -139,6 +142,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<Output> {
         Command::Log(a) => log::cmd_log(ctx, a),
         Command::Abandon(a) => abandon::cmd_abandon(ctx, a),
         Command::Cleanup(a) => cleanup::cmd_cleanup(ctx, a),
+        Command::Gc(a) => gc::cmd_gc(ctx, a),
         Command::Evidence(a) => evidence::cmd_evidence(ctx, a),
         Command::Demo(a) => demo::cmd_demo(ctx, a),
         Command::Plans(a) => plans::cmd_plans(ctx, a),

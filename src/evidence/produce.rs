@@ -324,13 +324,62 @@ fn mark_mutated(mut rec: EvidenceRecord, mutated: bool) -> EvidenceRecord {
 pub fn output_record(output: &OutputSummary, argv: &[String], paths: &LocalPaths) -> OutputRecord {
     let (argv_secrets_out, argv_redactions) =
         runner::Redactor::for_argv(argv).redact(&output.excerpt);
+    let (excerpt, cut) = within_stored_cap(paths.apply(&argv_secrets_out), EXCERPT_STORED_CAP);
     OutputRecord {
         bytes: output.bytes,
         sha256: output.sha256.clone(),
-        excerpt: paths.apply(&argv_secrets_out),
-        truncated: output.truncated,
+        excerpt,
+        truncated: output.truncated || cut,
         redactions: output.redactions + argv_redactions,
     }
+}
+
+/// The most an output excerpt may take in a record as stored (JSON-escaped): 2 MiB. The runner
+/// keeps at most `output.excerpt_bytes` (≤ 1 MiB) of output, but a control character is stored
+/// as six (`\u0001`), so a megabyte of them would be six in the note.
+pub const EXCERPT_STORED_CAP: usize = 2 * 1024 * 1024;
+
+/// How many bytes `c` takes in canonical JSON.
+fn escaped_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\u{8}' | '\u{c}' | '\n' | '\r' | '\t' => 2,
+        c if (c as u32) < 0x20 => 6,
+        c => c.len_utf8(),
+    }
+}
+
+/// `excerpt`, middle-truncated (⅓ head, ⅔ tail, as the runner cuts) until it takes at most
+/// `cap` bytes as stored; whether it was cut.
+pub fn within_stored_cap(excerpt: String, cap: usize) -> (String, bool) {
+    let total: usize = excerpt.chars().map(escaped_len).sum();
+    if total <= cap {
+        return (excerpt, false);
+    }
+    let budget = cap.saturating_sub(runner::omission_marker(u64::MAX).len() + 16);
+    let (mut head_end, mut used) = (0, 0);
+    for (i, c) in excerpt.char_indices() {
+        if used + escaped_len(c) > budget / 3 {
+            break;
+        }
+        used += escaped_len(c);
+        head_end = i + c.len_utf8();
+    }
+    let (mut tail_start, mut used) = (excerpt.len(), 0);
+    for (i, c) in excerpt.char_indices().rev() {
+        if i < head_end || used + escaped_len(c) > budget - budget / 3 {
+            break;
+        }
+        used += escaped_len(c);
+        tail_start = i;
+    }
+    let omitted = (tail_start - head_end) as u64;
+    let cut = format!(
+        "{}{}{}",
+        &excerpt[..head_end],
+        runner::omission_marker(omitted),
+        &excerpt[tail_start..]
+    );
+    (cut, true)
 }
 
 /// Did the check commit, switch branches, or remove the worktree? Read without a scan; the
@@ -350,4 +399,28 @@ fn head_moved(ctx: &CheckContext<'_>, opened: &mut Option<gix::Repository>) -> R
     // Through the ref seam: with reftable, HEAD lives in the worktree's own stack.
     let head = ctx.store.head_of(repo).unwrap_or_default();
     Ok(head.branch.as_deref() != ctx.branch || head.id != Some(ctx.commit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::within_stored_cap;
+
+    fn stored_len(s: &str) -> usize {
+        serde_json::to_string(s).expect("a string serializes").len() - 2
+    }
+
+    /// An excerpt of control characters (six bytes each as stored) is cut to the stored cap,
+    /// keeping its head and tail; one within the cap is kept as it is.
+    #[test]
+    fn an_excerpt_is_cut_to_its_stored_size() {
+        let controls = format!("start{}end", "\u{1}".repeat(100_000));
+        assert!(stored_len(&controls) > 600_000);
+        let (cut, was_cut) = within_stored_cap(controls.clone(), 64 * 1024);
+        assert!(was_cut);
+        assert!(stored_len(&cut) <= 64 * 1024, "{}", stored_len(&cut));
+        assert!(cut.starts_with("start\u{1}") && cut.ends_with("\u{1}end"));
+        assert!(cut.contains("bytes omitted"));
+        let plain = "é".repeat(1000);
+        assert_eq!(within_stored_cap(plain.clone(), 64 * 1024), (plain, false));
+    }
 }

@@ -516,8 +516,12 @@ pub fn pre_receive<S: std::ops::Deref<Target = Store>>(
 ) -> Result<HookOutcome> {
     let updates = parse_old_new_ref(input)?;
     let mut out = HookOutcome::default();
-    let rewrites_notes =
-        |u: &RefUpdate| u.name.starts_with("refs/notes/tabellio/") && u.old.is_some();
+    // Notes and the archive only grow: each holds records (archived ledgers) nothing else has.
+    let rewrites_notes = |u: &RefUpdate| {
+        (u.name.starts_with("refs/notes/tabellio/")
+            || u.name.starts_with(crate::store::ledger::archive::PREFIX))
+            && u.old.is_some()
+    };
     let notes_pushed =
         |u: &RefUpdate| u.name.starts_with("refs/notes/tabellio/") && u.new.is_some();
     if !updates
@@ -560,11 +564,20 @@ pub fn pre_receive<S: std::ops::Deref<Target = Store>>(
             out.refused.push(Refusal {
                 refname: u.name.clone(),
                 commit: new.map_or_else(|| "(deletion)".to_string(), |n| n.to_string()),
-                reason: format!(
-                    "the push would drop records of {}: notes are only ever added; merge them \
-                     with `git tabellio sync` (which keeps both sides' records) and push again",
-                    u.name
-                ),
+                reason: if u.name.starts_with(crate::store::ledger::archive::PREFIX) {
+                    format!(
+                        "the push would drop archived runs of {}: an archive is only ever added \
+                         to; merge it with `git tabellio sync` (which keeps both sides' runs) and \
+                         push again",
+                        u.name
+                    )
+                } else {
+                    format!(
+                        "the push would drop records of {}: notes are only ever added; merge them \
+                         with `git tabellio sync` (which keeps both sides' records) and push again",
+                        u.name
+                    )
+                },
                 missing: Vec::new(),
                 from_remote: None,
             });

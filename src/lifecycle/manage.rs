@@ -218,7 +218,13 @@ pub struct ListEntry {
     /// The commit a run landed as (`land`), when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub landed: Option<String>,
+    /// The archive ref holding the run, when `gc` archived it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archived: Option<String>,
 }
+
+/// `list --state archived`: every archived run, whatever state it ended in.
+pub const ARCHIVED: &str = "archived";
 
 #[derive(Debug, Serialize)]
 pub struct ListOutcome {
@@ -226,12 +232,17 @@ pub struct ListOutcome {
     pub unreadable: Vec<UnreadableRun>,
 }
 
+/// The runs: the live ones, and with `--state` the archived ones in that state too (every
+/// archived one for `--state archived`), each saying where it is archived. Without `--state`
+/// the archive is not read: it may hold a hundred thousand runs.
 pub fn list(env: &Env, state: Option<&str>) -> Result<ListOutcome> {
+    let archived_only = state == Some(ARCHIVED);
     let filter = match state {
         None => None,
+        Some(ARCHIVED) => None,
         Some(s) => Some(RunState::parse(s).ok_or_else(|| {
             Error::usage(format!("unknown state {s:?}")).hint(format!(
-                "states: {}",
+                "states: {}, or {ARCHIVED} for every archived run",
                 RunState::ALL
                     .iter()
                     .map(|s| s.as_str())
@@ -244,7 +255,12 @@ pub fn list(env: &Env, state: Option<&str>) -> Result<ListOutcome> {
         runs: Vec::new(),
         unreadable: Vec::new(),
     };
-    for (id, tip) in env.store.list_ledgers()? {
+    let live = if archived_only {
+        Vec::new()
+    } else {
+        env.store.list_ledgers()?
+    };
+    for (id, tip) in live {
         // One unreadable ledger must not hide every other run.
         let rec = match env.store.read_ledger_record(&id, tip) {
             Ok(rec) => rec,
@@ -265,14 +281,37 @@ pub fn list(env: &Env, state: Option<&str>) -> Result<ListOutcome> {
             summary: rec.task.summary,
             updated_at: rec.updated_at,
             landed: rec.landed,
+            archived: None,
         });
+    }
+    if state.is_some() {
+        let live: std::collections::HashSet<String> =
+            out.runs.iter().map(|r| r.run_id.clone()).collect();
+        for found in env.store.archived_runs()? {
+            let e = found.entry;
+            // A run synced back to life is listed as the live run it is.
+            if live.contains(&e.run_id) || filter.is_some_and(|f| f != e.state) {
+                continue;
+            }
+            out.runs.push(ListEntry {
+                run_id: e.run_id,
+                state: e.state,
+                branch: e.branch,
+                base: e.base,
+                summary: e.summary,
+                updated_at: e.updated_at,
+                landed: e.landed,
+                archived: Some(found.archive_ref),
+            });
+        }
+        out.runs.sort_by(|a, b| a.run_id.cmp(&b.run_id));
     }
     Ok(out)
 }
 
 pub fn log(env: &Env, run: &str) -> Result<(RunRecord, Vec<LogEntry>)> {
-    crate::run::valid_run_id(run)?;
-    let history = env.store.ledger_history(run)?;
+    let found = crate::run::find_readable(&env.store, run)?;
+    let history = env.store.ledger_history_from(found.ledger.tip)?;
     let run = history
         .last()
         .map(|t| t.record.clone())

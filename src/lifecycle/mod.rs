@@ -10,6 +10,7 @@ pub mod abandon;
 pub mod approve;
 pub mod checkpoint;
 pub mod finish;
+pub mod gc;
 pub mod land;
 pub mod manage;
 pub mod plans;

@@ -44,13 +44,15 @@ pub struct StartOutcome {
 /// way to go on after the target moved under a run that does not replay onto it). The text must
 /// still match the SHA-256 pinned beside it.
 pub fn task_of(env: &Env, run: &str) -> Result<String> {
-    let ledger = crate::run::resolve_run(env, Some(run)).map_err(|e| {
-        let hint = e.hint.clone();
-        e.hint(match hint {
-            Some(h) => format!("{h}; --task-from names the run whose task to take"),
-            None => "--task-from names the run whose task to take".to_string(),
-        })
-    })?;
+    let ledger = crate::run::find_readable(&env.store, run)
+        .map(|r| r.ledger)
+        .map_err(|e| {
+            let hint = e.hint.clone();
+            e.hint(match hint {
+                Some(h) => format!("{h}; --task-from names the run whose task to take"),
+                None => "--task-from names the run whose task to take".to_string(),
+            })
+        })?;
     let task = ledger.record.task;
     if sha256_hex(task.text.as_bytes()) != task.sha256 {
         return Err(Error::refused(format!(
@@ -234,6 +236,15 @@ fn preconditions(env: &Env, opts: &StartOptions) -> Result<Checked> {
             }
         },
     };
+    if torn.is_none() {
+        if let Some(found) = store.try_find_archived(&run_id)? {
+            return Err(Error::usage(format!(
+                "run {run_id:?} already exists: it ended ({}) and is archived in {}",
+                found.entry.state, found.archive_ref
+            ))
+            .hint("choose another run id, or omit it to have one generated"));
+        }
+    }
     if let Some(torn) = &torn {
         if torn.branch != branch {
             return Err(Error::usage(format!(

@@ -101,6 +101,32 @@ pub struct Policy {
     /// How `land` puts runs on the target (docs/land.md).
     #[serde(default, skip_serializing_if = "LandPolicy::is_default")]
     pub land: LandPolicy,
+    /// What `gc` archives and prunes (docs/lifecycle.md, "Retention").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<RetentionPolicy>,
+}
+
+/// `"retention": {"archive_after": "<age>", "notes": "keep" | "prune"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionPolicy {
+    /// How long after a run ended (`90d`, `12w`, `36h`, `0`) `gc` archives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive_after: Option<String>,
+    /// What `gc` does with the notes of commits nothing reaches any more.
+    #[serde(default)]
+    pub notes: NotesRetention,
+}
+
+/// The notes of commits (and trees) that no ref reaches any more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum NotesRetention {
+    /// Kept (the default).
+    #[default]
+    Keep,
+    /// Removed from the notes trees by `gc`.
+    Prune,
 }
 
 /// `"trust": {"allowed_signers": "<path in the repository>", "require_signed": [names] | "*"}`.
@@ -305,6 +331,14 @@ impl Policy {
             }
         }
         policy.validate_trust()?;
+        if let Some(age) = policy
+            .retention
+            .as_ref()
+            .and_then(|r| r.archive_after.as_deref())
+        {
+            super::time::parse_age(age)
+                .map_err(|why| PolicyError(format!("retention.archive_after: {why}")))?;
+        }
         Ok(policy)
     }
 

@@ -131,6 +131,7 @@ fn policy() -> impl Strategy<Value = Policy> {
                                 distinct_from_actor,
                             }),
                             land: LandPolicy { squash },
+                            retention: None,
                         }
                     },
                 )

@@ -45,7 +45,7 @@ pub fn report(env: &Env, timelines: Timelines) -> Result<String> {
     let store = &env.store;
     let mut pages = Vec::with_capacity(timelines.runs.len());
     for timeline in timelines.runs {
-        let ledger = store.find_ledger(&timeline.run.run_id)?;
+        let ledger = crate::run::find_readable(store, &timeline.run.run_id)?.ledger;
         let workspace = run_workspace(store, &ledger)?;
         let paths = LocalPaths::new(store, workspace.as_deref());
         let attempts = timeline

@@ -112,7 +112,8 @@ pub fn timelines(env: &Env, runs: &[String]) -> Result<Timelines> {
 
 /// The timeline of run `id` from its ledger.
 fn timeline(env: &Env, id: &str) -> Result<RunTimeline> {
-    let history = env.store.ledger_history(id)?;
+    let found = crate::run::find_readable(&env.store, id)?;
+    let history = env.store.ledger_history_from(found.ledger.tip)?;
     timeline_of(&history).ok_or_else(|| {
         Error::not_found(format!("no run {id:?} in this repository"))
             .hint("`git tabellio list` shows the runs there are")

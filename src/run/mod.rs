@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::model::ids::check_run_id;
 use crate::model::RunRecord;
+use crate::store::ledger::archive::Archived;
 use crate::store::ledger::Ledger;
 use crate::store::publish::{publish, NotesAdditions};
 use crate::store::tx::Cas;
@@ -91,6 +92,37 @@ pub fn resolve_run(env: &Env, run: Option<&str>) -> Result<Ledger> {
         }
     }
     Err(no_run())
+}
+
+/// A run as the commands that only read it find it: its live ledger, else the ledger `gc`
+/// archived.
+#[derive(Debug, Clone)]
+pub struct ReadableRun {
+    pub ledger: Ledger,
+    /// Where the run is archived; `None` for a live run.
+    pub archived: Option<Archived>,
+}
+
+/// The run `id` for `log`, `export`, `status <run>` and `start --task-from`: the live ledger
+/// first (a run synced back to life is that one), then the archive; neither is exit 5.
+pub fn find_readable(store: &Store, id: &str) -> Result<ReadableRun> {
+    valid_run_id(id)?;
+    if let Some(ledger) = store.try_find_ledger(id)? {
+        return Ok(ReadableRun {
+            ledger,
+            archived: None,
+        });
+    }
+    match store.try_find_archived_ledger(id)? {
+        Some((ledger, archived)) => Ok(ReadableRun {
+            ledger,
+            archived: Some(archived),
+        }),
+        None => store.find_ledger(id).map(|ledger| ReadableRun {
+            ledger,
+            archived: None,
+        }),
+    }
 }
 
 /// The name of the linked worktree the repository was opened in (`None` in the main one).

@@ -196,3 +196,70 @@ pub(crate) fn run_it_elsewhere(store: &Store, id: &str, force: bool) -> String {
         cleanup_command(Some(&main_dir(store)), id, force)
     )
 }
+
+/// How a run worktree that `gc` removes is named while it goes: the directory is first renamed
+/// to `.tabellio-gc-<run-id>` beside it (no run id starts with `.`), then its registration and
+/// the directory are removed. A `gc` killed half-way leaves either the worktree as it was
+/// (checked again next time) or a directory of this name, which the next `gc` removes
+/// ([`sweep_retired_worktrees`]): it was clean when it was renamed, so nothing of anyone's is
+/// in it that is not in git.
+pub const RETIRED_PREFIX: &str = ".tabellio-gc-";
+
+/// Remove the clean run worktree `path` of run `run_id` (the caller checked it is clean, on the
+/// run branch, and not where the command runs): rename, forget, delete.
+pub fn retire_worktree(store: &Store, path: &Path, run_id: &str) -> Result<()> {
+    let retired = path.with_file_name(format!("{RETIRED_PREFIX}{run_id}"));
+    if std::fs::symlink_metadata(&retired).is_ok() {
+        std::fs::remove_dir_all(&retired)
+            .context(|| format!("could not remove {}", retired.display()))?;
+    }
+    match std::fs::rename(path, &retired) {
+        Ok(()) => {}
+        // Gone since it was checked (another gc removed it): nothing left to remove here.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(e).context(|| {
+                format!(
+                    "could not move the worktree {} to {}",
+                    path.display(),
+                    retired.display()
+                )
+            })
+        }
+    }
+    finish_retiring(store, path, &retired)
+}
+
+/// The worktree of a run that was renamed to `retired`: its registration (still naming
+/// `path`) and the directory go.
+fn finish_retiring(store: &Store, path: &Path, retired: &Path) -> Result<()> {
+    store.prune_missing_worktree(path)?;
+    std::fs::remove_dir_all(retired).context(|| format!("could not remove {}", retired.display()))
+}
+
+/// Finish removing the worktrees a killed `gc` renamed (see [`RETIRED_PREFIX`]); the paths the
+/// runs' worktrees had.
+pub fn sweep_retired_worktrees(store: &Store) -> Result<Vec<PathBuf>> {
+    let root = store.worktree_root()?;
+    let Ok(entries) = std::fs::read_dir(&root) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(run_id) = name.to_str().and_then(|n| n.strip_prefix(RETIRED_PREFIX)) else {
+            continue;
+        };
+        if crate::model::ids::check_run_id(run_id).is_err() {
+            continue;
+        }
+        // Only a directory, never through a link.
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let path = root.join(run_id);
+        finish_retiring(store, &path, &entry.path())?;
+        out.push(path);
+    }
+    Ok(out)
+}

@@ -89,6 +89,36 @@ pub fn first_parent_chain_within(
     Ok(chain)
 }
 
+/// The commits reachable from `tips` and their root trees: what a note may annotate and still
+/// be worth keeping. A commit that cannot be read (a shallow or partial clone) is an error, so
+/// a caller never takes "not reached" for "not read".
+pub fn reachable_commits_and_trees(
+    store: &Store,
+    tips: Vec<gix::ObjectId>,
+) -> Result<std::collections::HashSet<gix::ObjectId>> {
+    let mut out = std::collections::HashSet::new();
+    if tips.is_empty() {
+        return Ok(out);
+    }
+    let walk = store
+        .repo
+        .rev_walk(tips)
+        .all()
+        .context(|| "could not walk the history of the refs".into())?;
+    for info in walk {
+        let info = info.context(|| "could not walk the history of the refs".into())?;
+        let commit = store
+            .commit(info.id)
+            .context(|| format!("could not read commit {}", info.id))?;
+        let tree = commit
+            .tree_id()
+            .context(|| format!("could not read the tree of {}", info.id))?;
+        out.insert(tree.detach());
+        out.insert(info.id);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use crate::store::test_git as git;

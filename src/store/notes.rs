@@ -7,7 +7,7 @@
 
 use gix::note::plumbing::State;
 
-use crate::error::{Context, Result};
+use crate::error::{Context, Error, Result};
 
 use super::Store;
 
@@ -20,6 +20,11 @@ pub const APPROVALS: &str = "refs/notes/tabellio/approvals";
 /// 16 MiB. A record's output excerpt is at most 1 MiB (`output.excerpt_bytes`), so a note this
 /// large is not the tool's writing, and one runaway note would otherwise reach every clone.
 pub const NOTE_CAP_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The largest one record (one line of a note) may be when it is written: 4 MiB. An evidence
+/// record's excerpt takes at most 2 MiB as stored, the rest is a few KiB; a larger line is not
+/// a record of ours.
+pub const RECORD_CAP_BYTES: usize = 4 * 1024 * 1024;
 
 /// The notes blobs a move of the notes ref `name` from the commit `old` (`None`: created) to
 /// `new` adds or changes that are larger than [`NOTE_CAP_BYTES`]: their path in the notes tree
@@ -167,10 +172,24 @@ impl Store {
             State::new(root, &self.objects()).context(|| format!("could not read {notes_ref}"))?;
         let mut changed = false;
         for (object, lines) in additions {
+            if let Some(line) = lines.iter().find(|l| l.len() > RECORD_CAP_BYTES) {
+                return Err(Error::refused(format!(
+                    "a record for {object} in {notes_ref} is {} bytes, over the cap of {RECORD_CAP_BYTES} bytes (4 MiB) for one record",
+                    line.len()
+                ))
+                .hint("nothing was written; the size caps are in docs/storage.md (\"Size caps\")"));
+            }
             let current = self.lines_in(&mut state, notes_ref, *object)?.join("\n");
             let merged = merge_lines(&current, lines);
             if merged == merge_lines(&current, &[]) {
                 continue;
+            }
+            if merged.len() as u64 > NOTE_CAP_BYTES {
+                return Err(Error::refused(format!(
+                    "the note on {object} in {notes_ref} would be {} bytes, over the cap of {NOTE_CAP_BYTES} bytes (16 MiB) for one note",
+                    merged.len()
+                ))
+                .hint("nothing was written: a server refuses a note this large; the records already on that object are many or large (docs/storage.md, \"Size caps\")"));
             }
             let blob = self.write_blob(merged.as_bytes())?;
             state
@@ -187,6 +206,80 @@ impl Store {
                 changed,
             });
         }
+        self.commit_notes(notes_ref, &mut state, previous, message)
+    }
+}
+
+impl Store {
+    /// Every note of `notes_ref`: annotated object → note blob (empty without the ref).
+    pub fn all_notes(
+        &self,
+        notes_ref: &str,
+    ) -> Result<std::collections::BTreeMap<gix::ObjectId, gix::ObjectId>> {
+        let Some((_, tree)) = self.notes_tree(notes_ref)? else {
+            return Ok(Default::default());
+        };
+        Ok(super::remote::notes_merge::diff(self, None, Some(tree))?
+            .into_iter()
+            .filter_map(|(object, (_, blob))| Some((object, blob?)))
+            .collect())
+    }
+
+    /// Build (but do not publish) a notes commit without the notes on `remove`'s objects, each
+    /// removed only while it is still the blob given (a note another writer changed since it
+    /// was chosen is kept).
+    pub fn prepare_notes_removal(
+        &self,
+        notes_ref: &'static str,
+        remove: &std::collections::BTreeMap<gix::ObjectId, gix::ObjectId>,
+        message: &str,
+    ) -> Result<(PreparedNotes, usize)> {
+        let existing = self.notes_tree(notes_ref)?;
+        let previous = existing.map(|(tip, _)| tip);
+        let unchanged = PreparedNotes {
+            notes_ref,
+            previous,
+            commit: previous.unwrap_or_else(|| gix::ObjectId::null(self.object_hash())),
+            changed: false,
+        };
+        let Some((_, root)) = existing else {
+            return Ok((unchanged, 0));
+        };
+        let mut state =
+            State::new(root, &self.objects()).context(|| format!("could not read {notes_ref}"))?;
+        let mut removed = 0;
+        for (object, blob) in remove {
+            let now = state
+                .get(object, &self.objects())
+                .context(|| format!("could not look up the note on {object} in {notes_ref}"))?;
+            if now != Some(*blob) {
+                continue;
+            }
+            state
+                .remove(*object, &self.objects())
+                .context(|| format!("could not remove the note on {object} from {notes_ref}"))?;
+            removed += 1;
+        }
+        if removed == 0 {
+            return Ok((unchanged, 0));
+        }
+        Ok((
+            self.commit_notes(notes_ref, &mut state, previous, message)?,
+            removed,
+        ))
+    }
+}
+
+impl Store {
+    /// The notes commit of the edited `state` on top of `previous`, ready to be put on
+    /// `notes_ref`.
+    fn commit_notes(
+        &self,
+        notes_ref: &'static str,
+        state: &mut State,
+        previous: Option<gix::ObjectId>,
+        message: &str,
+    ) -> Result<PreparedNotes> {
         let tree = state
             .write(&self.objects())
             .context(|| format!("could not write the {notes_ref} tree"))?;
@@ -197,7 +290,7 @@ impl Store {
             notes_ref,
             previous,
             commit,
-            changed,
+            changed: true,
         })
     }
 }

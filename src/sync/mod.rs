@@ -12,6 +12,7 @@
 //! [`MAX_ROUNDS`] times. The remote's history is never rewritten and no record is dropped: a
 //! ledger two machines moved apart is reported and left alone on both sides.
 
+pub mod archives;
 pub mod init;
 pub mod ledgers;
 pub mod remote_promote;
@@ -28,6 +29,7 @@ use crate::store::Store;
 pub use crate::store::remote::{
     fetch, notes_merge, plan_notes, push, record_pushed_in_tracking, ser_oid, ser_opt_oid,
 };
+use archives::{ArchiveAction, ArchiveStep};
 use fetch::Tracking;
 use ledgers::{LedgerAction, LedgerStep};
 use notes_merge::{NotesAction, NotesStep};
@@ -85,6 +87,13 @@ pub struct SyncReport {
     /// Each notes ref that changed on either side.
     pub notes: Vec<NotesStep>,
     pub ledgers: LedgersReport,
+    /// Each archive month that changed on either side.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub archives: Vec<ArchiveStep>,
+    /// Runs one side archived that the other still has as a live ledger at the same (or an
+    /// earlier) tip: neither created here nor pushed back.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub archived_runs: Vec<String>,
     /// The refs of the last push (successful or not).
     pub pushed: Vec<PushedRef>,
     /// What the remote said when it declined.
@@ -101,6 +110,8 @@ impl SyncReport {
             fetched: Vec::new(),
             notes: Vec::new(),
             ledgers: LedgersReport::default(),
+            archives: Vec::new(),
+            archived_runs: Vec::new(),
             pushed: Vec::new(),
             remote_messages: Vec::new(),
         }
@@ -173,16 +184,70 @@ impl SyncReport {
     }
 }
 
-/// The plan of one round: every notes ref and every ledger, from our refs and the tracking refs.
-pub fn plan_round(
-    store: &Store,
-    tracking: &Tracking,
-    remote: &str,
-) -> Result<(Vec<NotesStep>, Vec<LedgerStep>)> {
+/// The plan of one round: every notes ref, every ledger and every archive month, from our refs
+/// and the tracking refs.
+pub struct RoundPlan {
+    pub notes: Vec<NotesStep>,
+    pub ledgers: Vec<LedgerStep>,
+    pub archives: Vec<ArchiveStep>,
+    /// Runs left out of the ledger plan because one side archived them.
+    pub archived_runs: Vec<String>,
+}
+
+pub fn plan_round(store: &Store, tracking: &Tracking, remote: &str) -> Result<RoundPlan> {
     let notes = plan_notes(store, tracking, remote)?;
-    let local_runs: BTreeMap<String, gix::ObjectId> = store.list_ledgers()?.into_iter().collect();
-    let ledgers = ledgers::plan(store, &local_runs, &tracking.runs)?;
-    Ok((notes, ledgers))
+    let mut local_runs: BTreeMap<String, gix::ObjectId> =
+        store.list_ledgers()?.into_iter().collect();
+    let mut remote_runs = tracking.runs.clone();
+    // A run archived on one side and live on the other at the same or an earlier tip is not
+    // brought back to life: not created here, not pushed there. Its archive travels instead.
+    let mut archived_runs = Vec::new();
+    let only_remote: Vec<(String, gix::ObjectId)> = remote_runs
+        .iter()
+        .filter(|(id, _)| !local_runs.contains_key(*id))
+        .map(|(id, tip)| (id.clone(), *tip))
+        .collect();
+    for (id, tip) in only_remote {
+        if archived_at_or_after(store, crate::store::ledger::archive::PREFIX, &id, tip)? {
+            remote_runs.remove(&id);
+            archived_runs.push(id);
+        }
+    }
+    let tracking_archive = fetch::tracking_archive_prefix(remote);
+    let only_local: Vec<(String, gix::ObjectId)> = local_runs
+        .iter()
+        .filter(|(id, _)| !remote_runs.contains_key(*id) && !tracking.runs.contains_key(*id))
+        .map(|(id, tip)| (id.clone(), *tip))
+        .collect();
+    for (id, tip) in only_local {
+        if archived_at_or_after(store, &tracking_archive, &id, tip)? {
+            local_runs.remove(&id);
+            archived_runs.push(id);
+        }
+    }
+    let ledgers = ledgers::plan(store, &local_runs, &remote_runs)?;
+    let archives = archives::plan(
+        store,
+        remote,
+        &archives::local_archives(store)?,
+        &tracking.archives,
+    )?;
+    archived_runs.sort();
+    Ok(RoundPlan {
+        notes,
+        ledgers,
+        archives,
+        archived_runs,
+    })
+}
+
+/// Is run `id` in the archive refs under `prefix` with a ledger that contains `tip`?
+fn archived_at_or_after(store: &Store, prefix: &str, id: &str, tip: gix::ObjectId) -> Result<bool> {
+    let Some(found) = store.try_find_archived_under(prefix, id)? else {
+        return Ok(false);
+    };
+    let archived = found.ledger_tip()?;
+    Ok(archived == tip || store.is_ancestor(tip, archived).unwrap_or(false))
 }
 
 pub fn sync(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
@@ -200,10 +265,16 @@ pub fn sync(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
         let tracking = Tracking::read(store, &remote)?;
         report.record_fetch(&before, &tracking.by_ref_name(&remote));
 
-        let (notes, ledgers) = plan_round(store, &tracking, &remote)?;
+        let RoundPlan {
+            notes,
+            ledgers,
+            archives,
+            archived_runs,
+        } = plan_round(store, &tracking, &remote)?;
         let edits: Vec<Cas> = notes
             .iter()
             .filter_map(|s| s.local_update(&message))
+            .chain(archives.iter().filter_map(|s| s.local_update(&message)))
             .chain(ledgers.iter().filter_map(|s| s.local_update(&message)))
             .collect();
         if !edits.is_empty() {
@@ -218,10 +289,17 @@ pub fn sync(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
             }
         }
         report.record_local(&notes, &ledgers);
+        report.archives = archives
+            .iter()
+            .filter(|s| s.action != ArchiveAction::UpToDate)
+            .cloned()
+            .collect();
+        report.archived_runs = archived_runs;
 
         let pushes: Vec<PushRef> = notes
             .iter()
             .filter_map(NotesStep::push)
+            .chain(archives.iter().filter_map(ArchiveStep::push))
             .chain(ledgers.iter().filter_map(LedgerStep::push))
             .collect();
         match push::push(store, &remote, &pushes)? {

@@ -403,6 +403,18 @@ fn pointed_at(
             landings.entry(new).or_default().push(old);
         }
     }
+    // Archived runs keep their landings: the archive entry carries the promotion's commits.
+    for found in store.archived_runs()? {
+        let Some(p) = found.entry.promotion else {
+            continue;
+        };
+        if let (Ok(new), Ok(old)) = (
+            gix::ObjectId::from_hex(p.new.as_bytes()),
+            gix::ObjectId::from_hex(p.old.as_bytes()),
+        ) {
+            landings.entry(new).or_default().push(old);
+        }
+    }
     let position: std::collections::HashMap<gix::ObjectId, usize> =
         line.iter().enumerate().map(|(i, id)| (*id, i)).collect();
     let mut out = Vec::new();

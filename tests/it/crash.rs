@@ -144,9 +144,9 @@ fn a_checked_out_promote_killed_anywhere_is_repaired_by_the_documented_steps() {
     }
 }
 
-/// Trials per ref backend of the killed-`land` test: `TABELLIO_CRASH_TRIALS` (200 for a
-/// thorough run), else a number CI affords.
-fn land_trials() -> u32 {
+/// Trials per ref backend of the killed-`land` (and killed-`gc`) tests: `TABELLIO_CRASH_TRIALS`
+/// (200 for a thorough run), else a number CI affords.
+pub(crate) fn land_trials() -> u32 {
     std::env::var("TABELLIO_CRASH_TRIALS")
         .ok()
         .and_then(|n| n.parse().ok())
@@ -154,7 +154,7 @@ fn land_trials() -> u32 {
 }
 
 /// A delay of up to `max_ms`, different every call.
-fn random_delay_up_to(round: u32, max_ms: u64) -> Duration {
+pub(crate) fn random_delay_up_to(round: u32, max_ms: u64) -> Duration {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::from(d.subsec_nanos()))

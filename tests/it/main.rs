@@ -11,6 +11,7 @@ mod hermetic;
 
 mod advice;
 mod approvals;
+mod caps;
 mod completion;
 mod corruption;
 mod crash;
@@ -18,6 +19,7 @@ mod docs;
 mod exit_codes;
 mod export;
 mod fixtures;
+mod gc;
 mod git_environment;
 mod harness;
 mod help;

@@ -18,6 +18,8 @@ mod corruption;
 mod crash;
 #[path = "export.rs"]
 mod export;
+#[path = "gc.rs"]
+mod gc;
 #[path = "git_environment.rs"]
 mod git_environment;
 #[path = "harness.rs"]

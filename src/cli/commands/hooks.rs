@@ -50,5 +50,12 @@ pub fn cmd_hooks(ctx: &Ctx, args: &HooksArgs) -> Result<Output> {
             ))
         ));
     }
+    if a.server {
+        // The server keeps every ledger pushed to it: the same archiving runs there.
+        human.push_str(&format!(
+            "archive finished runs here too, from cron: `git -C {} tabellio gc` (docs/hooks.md)\n",
+            tabellio::error::shell_path(ctx.store()?.repo.common_dir())
+        ));
+    }
     Ok(Output::new(to_json(&o), human.trim_end().to_string()))
 }

@@ -22,13 +22,16 @@ pub fn cmd_list(ctx: &Ctx, args: &ListArgs) -> Result<Output> {
         .iter()
         .map(|r| {
             format!(
-                "{:<24} {:<18} {}{}",
+                "{:<24} {:<18} {}{}{}",
                 r.run_id,
                 r.state.as_str(),
                 printable(&r.summary),
                 r.landed
                     .as_deref()
-                    .map_or(String::new(), |c| format!(" (landed as {})", short(c)))
+                    .map_or(String::new(), |c| format!(" (landed as {})", short(c))),
+                r.archived
+                    .as_deref()
+                    .map_or(String::new(), |a| format!(" (archived in {a})"))
             )
         })
         .chain(o.unreadable.iter().map(|u| {

@@ -11,6 +11,7 @@ pub mod demo;
 pub mod evidence;
 pub mod export;
 pub mod finish;
+pub mod gc;
 pub mod hook;
 pub mod hooks;
 pub mod init;

@@ -37,6 +37,9 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
     if let Some(w) = &o.workspace {
         human.push_str(&format!("worktree: {}\n", w.display()));
     }
+    if let Some(a) = &o.archived {
+        human.push_str(&format!("archived: {a} (read-only)\n"));
+    }
     if let Some(p) = &o.run.promotion {
         let to = p
             .remote
@@ -117,6 +120,9 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
     }
     if let (false, Some(map)) = (o.unreadable_refs.is_empty(), extra.as_object_mut()) {
         map.insert("unreadable_refs".into(), to_json(&o.unreadable_refs));
+    }
+    if let (Some(a), Some(map)) = (&o.archived, extra.as_object_mut()) {
+        map.insert("archived".into(), json!(a));
     }
     Ok(Output::new(
         run_json(&o.run, o.workspace.as_deref(), extra),

@@ -45,6 +45,9 @@ pub struct StatusOutcome {
     pub sync_divergence: Vec<crate::store::divergence::Divergence>,
     /// Notes refs that cannot be read, each with its repair; empty when all read.
     pub unreadable_refs: Vec<UnreadableRef>,
+    /// The archive ref holding the run, when `gc` archived it (it is read-only then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archived: Option<String>,
 }
 
 /// A run whose ledger cannot be read: what status can still say about it.
@@ -179,6 +182,18 @@ fn status_now(env: &Env, run: Option<&str>) -> Result<StatusReport> {
             if crate::run::valid_run_id(&id).is_err() {
                 return Err(e);
             }
+            // An archived run (no live ledger of that id): its status as it ended.
+            if env
+                .store
+                .ref_target(&crate::store::ledger::ref_name(&id))?
+                .is_none()
+            {
+                if let Some((ledger, archived)) = env.store.try_find_archived_ledger(&id)? {
+                    let mut outcome = status_at(&env.store, &ledger, Some(&env.cwd))?;
+                    outcome.archived = Some(archived.archive_ref);
+                    return Ok(StatusReport::Run(Box::new(outcome)));
+                }
+            }
             return match crate::run::unreadable::diagnose_ledger(&env.store, &id)? {
                 Some(bad) => Ok(StatusReport::Unreadable(unreadable_run(env, &bad)?)),
                 None => Err(e),
@@ -304,5 +319,6 @@ fn status_at(store: &Store, ledger: &Ledger, cwd: Option<&Path>) -> Result<Statu
         live: seen.live,
         sync_divergence: crate::store::divergence::divergences(store, run)?,
         unreadable_refs: broken_notes,
+        archived: None,
     })
 }

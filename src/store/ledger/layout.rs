@@ -195,7 +195,7 @@ impl Store {
     }
 }
 
-fn blob_entry(name: &str, oid: gix::ObjectId) -> Entry {
+pub(super) fn blob_entry(name: &str, oid: gix::ObjectId) -> Entry {
     Entry {
         mode: EntryKind::Blob.into(),
         filename: name.into(),
@@ -203,7 +203,7 @@ fn blob_entry(name: &str, oid: gix::ObjectId) -> Entry {
     }
 }
 
-fn tree_entry(name: &str, oid: gix::ObjectId) -> Entry {
+pub(super) fn tree_entry(name: &str, oid: gix::ObjectId) -> Entry {
     Entry {
         mode: EntryKind::Tree.into(),
         filename: name.into(),

@@ -6,6 +6,7 @@
 //! [`crate::model::run_file`]) so that a transition adds objects for what it changed only;
 //! ledgers written as v1 (the whole record in `run.json`) are read as they are.
 
+pub mod archive;
 mod layout;
 
 use gix::bstr::ByteSlice;
@@ -76,10 +77,23 @@ impl Store {
 
     /// The run's ledger; a missing run is exit 5.
     pub fn find_ledger(&self, run_id: &str) -> Result<Ledger> {
-        self.try_find_ledger(run_id)?.ok_or_else(|| {
+        if let Some(ledger) = self.try_find_ledger(run_id)? {
+            return Ok(ledger);
+        }
+        // Only on the way to an error: an archived run is read-only, not missing.
+        if let Some(found) = self.try_find_archived(run_id)? {
+            return Err(Error::refused(format!(
+                "run {run_id:?} ended ({}) and is archived in {}: an archived run is read-only",
+                found.entry.state, found.archive_ref
+            ))
+            .hint(format!(
+                "`git tabellio log {run_id}`, `status {run_id}` and `export {run_id}` read it; start a new run for new work"
+            )));
+        }
+        Err(
             Error::not_found(format!("no run {run_id:?} in this repository"))
-                .hint("`git tabellio list` shows the runs there are")
-        })
+                .hint("`git tabellio list` shows the runs there are"),
+        )
     }
 
     /// `run.json` of one ledger commit.
@@ -141,8 +155,14 @@ impl Store {
     /// The ledger's transitions, oldest first (first-parent chain).
     pub fn ledger_history(&self, run_id: &str) -> Result<Vec<Transition>> {
         let ledger = self.find_ledger(run_id)?;
+        self.ledger_history_from(ledger.tip)
+    }
+
+    /// The transitions of the ledger whose tip is `tip`, oldest first (first-parent chain): an
+    /// archived ledger's too.
+    pub fn ledger_history_from(&self, tip: gix::ObjectId) -> Result<Vec<Transition>> {
         let mut out = Vec::new();
-        let mut next = Some(ledger.tip);
+        let mut next = Some(tip);
         while let Some(id) = next {
             let commit = self
                 .commit(id)

@@ -27,6 +27,11 @@ pub fn tracking_runs_prefix(remote: &str) -> String {
     format!("refs/tabellio/remotes/{remote}/runs/")
 }
 
+/// `refs/tabellio/remotes/<remote>/archive/`
+pub fn tracking_archive_prefix(remote: &str) -> String {
+    format!("refs/tabellio/remotes/{remote}/archive/")
+}
+
 /// `refs/notes/tabellio/remotes/<remote>/`
 pub fn tracking_notes_prefix(remote: &str) -> String {
     format!("{NOTES_REMOTES}{remote}/")
@@ -38,6 +43,11 @@ pub fn tracking_notes_prefix(remote: &str) -> String {
 pub fn fetch_refspecs(remote: &str) -> Vec<String> {
     vec![
         format!("+{}*:{}*", ledger::PREFIX, tracking_runs_prefix(remote)),
+        format!(
+            "+{}*:{}*",
+            ledger::archive::PREFIX,
+            tracking_archive_prefix(remote)
+        ),
         format!("+{NOTES_PREFIX}*:{}*", tracking_notes_prefix(remote)),
         format!("^{NOTES_REMOTES}*"),
     ]
@@ -182,6 +192,8 @@ pub struct Tracking {
     pub runs: BTreeMap<String, gix::ObjectId>,
     /// Our notes ref (`refs/notes/tabellio/<name>`) → the remote's value of it.
     pub notes: BTreeMap<String, gix::ObjectId>,
+    /// Archive month (`YYYY-MM`) → the remote's archive commit.
+    pub archives: BTreeMap<String, gix::ObjectId>,
 }
 
 impl Tracking {
@@ -198,7 +210,17 @@ impl Tracking {
             .into_iter()
             .map(|(name, id)| (format!("{NOTES_PREFIX}{}", &name[notes_prefix.len()..]), id))
             .collect();
-        Ok(Tracking { runs, notes })
+        let archive_prefix = tracking_archive_prefix(remote);
+        let archives = store
+            .refs_under(&archive_prefix)?
+            .into_iter()
+            .map(|(name, id)| (name[archive_prefix.len()..].to_string(), id))
+            .collect();
+        Ok(Tracking {
+            runs,
+            notes,
+            archives,
+        })
     }
 
     /// Every tracking ref with its value, by full name (for the report of what a fetch moved).
@@ -206,6 +228,9 @@ impl Tracking {
         let mut out = BTreeMap::new();
         for (run, id) in &self.runs {
             out.insert(format!("{}{run}", tracking_runs_prefix(remote)), *id);
+        }
+        for (month, id) in &self.archives {
+            out.insert(format!("{}{month}", tracking_archive_prefix(remote)), *id);
         }
         for (notes_ref, id) in &self.notes {
             let name = &notes_ref[NOTES_PREFIX.len()..];

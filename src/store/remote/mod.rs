@@ -44,6 +44,8 @@ pub fn record_pushed_in_tracking(store: &Store, remote: &str, pushes: &[PushRef]
         .filter_map(|p| {
             let tracking = if let Some(run) = p.dst.strip_prefix(crate::store::ledger::PREFIX) {
                 format!("{}{run}", fetch::tracking_runs_prefix(remote))
+            } else if let Some(month) = p.dst.strip_prefix(crate::store::ledger::archive::PREFIX) {
+                format!("{}{month}", fetch::tracking_archive_prefix(remote))
             } else if let Some(name) = p.dst.strip_prefix(fetch::NOTES_PREFIX) {
                 format!("{}{name}", fetch::tracking_notes_prefix(remote))
             } else {

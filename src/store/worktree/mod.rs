@@ -242,7 +242,7 @@ fn read_small(path: &Path) -> Option<String> {
 
 /// The git dir a worktree's `.git` names: the directory itself, or the `gitdir:` of a `.git`
 /// file (relative to the worktree when relative). `None` when there is no readable `.git`.
-fn admin_dir(worktree: &Path) -> Option<PathBuf> {
+pub fn admin_dir(worktree: &Path) -> Option<PathBuf> {
     let dot_git = worktree.join(".git");
     let meta = std::fs::metadata(&dot_git).ok()?;
     if meta.is_dir() {
