@@ -35,6 +35,9 @@ pub enum Verdict {
     UnknownSigner,
     /// Signed by an allowed key outside its `valid-after`/`valid-before` window.
     SignerExpired,
+    /// Signed by an agent's key (`tabellio.agent` in the allowed signers) but naming another
+    /// actor: a human, or another agent (docs/signing.md#who-is-who).
+    ForgedActor,
 }
 
 impl Verdict {
@@ -50,6 +53,7 @@ impl Verdict {
             Verdict::BadSignature => "bad-signature",
             Verdict::UnknownSigner => "unknown-signer",
             Verdict::SignerExpired => "signer-expired",
+            Verdict::ForgedActor => "forged-actor",
         }
     }
     /// Which verdict to report when no record satisfies: the most alarming wins.
@@ -58,6 +62,7 @@ impl Verdict {
             Verdict::Satisfied => 10,
             Verdict::Tampered => 9,
             Verdict::BadSignature => 8,
+            Verdict::ForgedActor => 8,
             Verdict::MismatchedObject => 7,
             Verdict::UnknownSigner => 6,
             Verdict::SignerExpired => 5,
@@ -115,6 +120,19 @@ pub fn judge_signed(
         &rec.finished_at,
         signers,
     ) {
+        SignatureVerdict::Trusted {
+            principal,
+            fingerprint,
+        } if crate::trust::refuse_attribution(
+            signers,
+            &principal,
+            &fingerprint,
+            rec.actor.as_ref(),
+        )
+        .is_some() =>
+        {
+            (Verdict::ForgedActor, None)
+        }
         SignatureVerdict::Trusted {
             principal,
             fingerprint,

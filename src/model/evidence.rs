@@ -91,6 +91,13 @@ pub struct EvidenceRecord {
     /// and digests are what they always were.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub reused_from: Option<String>,
+    /// Who made the change the record judges: the run's actor (docs/storage.md). Absent in
+    /// records without a run and of older tools, so their digests are unchanged.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub actor: Option<super::provenance::ActorProvenance>,
+    /// The canonical id of the person who started the run; absent when not known.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub initiator: Option<String>,
     /// The SSH signature over `digest` (docs/verify.md), added after sealing. Absent in
     /// unsigned records, so their bytes and digests are what they always were.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -134,10 +141,15 @@ impl EvidenceRecord {
             stopped,
             tool,
             reused_from,
+            actor,
+            initiator,
             signature: _,
             digest: _,
         } = self;
         let mut fields = canonical::Fields::new(out);
+        if let Some(actor) = actor {
+            fields.object("actor", |f| actor.write(f));
+        }
         fields
             .object("check", |f| {
                 f.strs("argv", &check.argv)
@@ -147,7 +159,11 @@ impl EvidenceRecord {
             .str("commit", commit)
             .int("duration_ms", *duration_ms)
             .opt_int("exit_code", *exit_code)
-            .str("finished_at", finished_at)
+            .str("finished_at", finished_at);
+        if let Some(initiator) = initiator {
+            fields.str("initiator", initiator);
+        }
+        fields
             .object("output", |f| {
                 f.int("bytes", output.bytes)
                     .str("excerpt", &output.excerpt)
@@ -263,6 +279,8 @@ pub(crate) mod tests {
             },
             tool: "git-tabellio/0.1.0".into(),
             reused_from: None,
+            actor: None,
+            initiator: None,
             signature: None,
             digest: String::new(),
         }
@@ -319,6 +337,7 @@ pub(crate) mod tests {
                 argv in prop::collection::vec(text(), 0..4),
                 ints in any::<(Option<i32>, Option<i32>, u64, u64, u64, bool)>(),
                 options in any::<(bool, bool, bool, bool)>(),
+                provenance in any::<(bool, bool, bool)>(),
             ) {
                 let (exit_code, signal, duration_ms, bytes, redactions, truncated) = ints;
                 let (run_id, tabellio, reused, signed) = options;
@@ -345,6 +364,16 @@ pub(crate) mod tests {
                 rec.stopped = Stopped { command: t(0), tabellio: tabellio.then(|| t(1)) };
                 rec.tool = t(2);
                 rec.reused_from = reused.then(|| t(3));
+                let (with_actor, details, initiator) = provenance;
+                rec.actor = with_actor.then(|| crate::model::provenance::ActorProvenance {
+                    kind: t(5),
+                    id: t(6),
+                    name: details.then(|| t(7)),
+                    model: details.then(|| t(8)),
+                    harness_version: details.then(|| t(9)),
+                    session_digest: details.then(|| t(10)),
+                });
+                rec.initiator = initiator.then(|| t(11));
                 rec.signature = signed.then(|| crate::model::signature::Signature {
                     format: "ssh".into(), principal: t(4), key_fingerprint: t(5), sig: t(6),
                 });
@@ -403,6 +432,8 @@ pub(crate) mod tests {
             "stopped",
             "tool",
             "reused_from",
+            "actor",
+            "initiator",
             "signature",
             "digest",
         ]

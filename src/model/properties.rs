@@ -122,6 +122,7 @@ fn policy() -> impl Strategy<Value = Policy> {
                             },
                             trust,
                             guarded,
+                            guarded_paths: Default::default(),
                             approval: approval.map(|distinct_from_actor| ApprovalPolicy {
                                 distinct_from_actor,
                             }),
@@ -320,10 +321,7 @@ fn run_record() -> impl Strategy<Value = RunRecord> {
                 text: task.1,
                 sha256: task.2,
             },
-            actor: Actor {
-                kind: actor.0,
-                id: actor.1,
-            },
+            actor: Actor::new(actor.0, actor.1),
             repository,
             base: Base {
                 reference: base.0,
@@ -343,6 +341,7 @@ fn run_record() -> impl Strategy<Value = RunRecord> {
             landed: land.0,
             restack: land.1,
             land_attempts: land.2,
+            initiator: None,
             created_at: times.0,
             updated_at: times.1,
         },

@@ -294,6 +294,7 @@ fn guarded_steps(
     let default = ["HEAD".to_string()];
     let revs = if revs.is_empty() { &default[..] } else { revs };
     let mut notes = approval::notes(store)?;
+    let mut actors = approval::RunActors::default();
     let mut out = HashMap::new();
     for rev in revs {
         let (from, to, within) = match rev.split_once("..") {
@@ -322,7 +323,7 @@ fn guarded_steps(
         let steps = approval::judge_chain(
             store,
             policies,
-            &mut notes,
+            (&mut notes, &mut actors),
             gating,
             (from, to, approval::Steps::FirstParent),
             within,

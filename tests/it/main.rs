@@ -35,6 +35,7 @@ mod newer_records;
 mod output;
 mod plans;
 mod promote;
+mod provenance;
 mod pull;
 mod recovery;
 mod reftable;

@@ -150,14 +150,14 @@ fn record_on(t: &TestEnv, commit: &str) -> serde_json::Value {
 }
 
 /// `rec` with its digest recomputed from its content (as a forger with the source would).
-fn resealed(mut rec: serde_json::Value) -> String {
+pub(crate) fn resealed(mut rec: serde_json::Value) -> String {
     rec["digest"] = tabellio::trust::signed_digest(&rec).unwrap().into();
     let line = serde_json::to_string(&rec).unwrap();
     format!("{line}\n")
 }
 
 /// A bare `origin` holding `main`, with the server hooks installed; its path.
-fn server_of(t: &TestEnv) -> PathBuf {
+pub(crate) fn server_of(t: &TestEnv) -> PathBuf {
     let server = t.path().join("server.git");
     t.git_in(
         t.path(),
