@@ -14,7 +14,9 @@ pub const START: &str = "Examples:
   git tabellio start fix-1 --task \"Make the greeting say hello\"
   git tabellio start --task-file task.md --base main       a generated run id, printed
   printf 'Fix the flaky test\\n' | git tabellio start fix-2 --task-file - --actor agent:bot
-  git tabellio start --base main --task-from fix-1         fix-1's task again, from main's tip";
+  git tabellio start --base main --task-from fix-1         fix-1's task again, from main's tip
+  git tabellio start fix-3 --task-file task.md --actor agent:bot@example.com \\
+      --agent-name claude-code --model m-1 --initiator ada@example.com";
 
 pub const CHECKPOINT: &str = "Examples:
   git tabellio checkpoint -m \"parser compiles\"            in the run's worktree
