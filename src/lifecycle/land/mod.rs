@@ -17,6 +17,7 @@ mod queue;
 mod remote;
 mod repair;
 mod required;
+mod signing;
 mod stack;
 mod write;
 
@@ -221,6 +222,13 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         opts.sign_key.as_deref(),
         opts.no_sign,
         store.ref_target(&target)?,
+    )?;
+    signing::refuse_uncountable_checks(
+        store,
+        &target,
+        &first.candidates,
+        (squash, opts.batch),
+        (signer.as_ref(), opts.no_sign),
     )?;
     let mut checker = check::Checker::new(store, opts, squash).signing(signer);
     while !pending.is_empty() {
