@@ -26,6 +26,9 @@ pub struct CommitVerdict {
     /// Present when the commit's first-parent step changes guarded paths.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<GuardedVerdict>,
+    /// With `--require-provenance`: the run that landed the commit, or `unresolved`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<crate::model::provenance::ProvenanceVerdict>,
 }
 
 /// The verdict on a commit's change to guarded paths.
@@ -170,6 +173,7 @@ impl<'s> Verifier<'s> {
             verified,
             checks,
             approval: None,
+            provenance: None,
         })
     }
 }

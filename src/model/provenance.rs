@@ -87,3 +87,26 @@ impl Provenance {
         rec.actor.as_ref() == Some(&self.actor) && rec.initiator == self.initiator
     }
 }
+
+/// The run that put a commit on a branch, as the ledgers record it (`verify
+/// --require-provenance`, `blame`): its id, actor and initiator, and how the commit was found.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LandedBy {
+    pub run_id: String,
+    pub actor: ActorProvenance,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initiator: Option<String>,
+    /// `landed` (the commit `land` recorded), `promoted` (a promotion's new tip), `validated`
+    /// (the run's validated commit), or `tree` (another commit with the same tree: a forge's
+    /// squash or rebase).
+    pub via: &'static str,
+}
+
+/// `verify --require-provenance` on one commit: the run that landed it, or none.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ProvenanceVerdict {
+    /// `resolved` or `unresolved`.
+    pub verdict: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<LandedBy>,
+}

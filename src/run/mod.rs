@@ -5,6 +5,7 @@
 //! the transition, in one transaction ([`crate::store::publish`]).
 
 pub mod actor;
+pub mod landed;
 pub mod promotion;
 pub mod unreadable;
 pub mod views;

@@ -23,6 +23,7 @@ use crate::evidence::requirements::Gate;
 use crate::evidence::verifier::{
     CommitVerdict, GuardedVerdict, Verifier, UNAPPROVED_GUARDED_CHANGE,
 };
+use crate::model::provenance::ProvenanceVerdict;
 use crate::store::notes::{APPROVALS, EVIDENCE};
 use crate::store::policy::Policies;
 use crate::store::remote::fetch::NOTES_PREFIX;
@@ -42,6 +43,9 @@ pub struct VerifyOptions {
     /// `--first-parent`: a range follows only first parents (the commits a branch pointed at
     /// when every move was a fast-forward or a landing).
     pub first_parent: bool,
+    /// `--require-provenance`: every commit judged must resolve to the run that landed it
+    /// (the landed map of the ledgers), with its actor.
+    pub require_provenance: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -145,9 +149,34 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
             verdict.approval = Some(g);
         }
     }
+    if opts.require_provenance {
+        let landed = crate::run::landed::LandedMap::read(store)?;
+        for verdict in &mut out {
+            let run = landed.resolve(store, store.parse_oid(&verdict.commit)?)?;
+            if run.is_none() {
+                verdict.verified = false;
+            }
+            verdict.provenance = Some(ProvenanceVerdict {
+                verdict: if run.is_some() {
+                    "resolved"
+                } else {
+                    "unresolved"
+                },
+                run,
+            });
+        }
+    }
     let verified = out.iter().all(|c| c.verified);
     let advice = if verified {
         None
+    } else if out
+        .iter()
+        .any(|c| c.provenance.as_ref().is_some_and(|p| p.run.is_none()))
+    {
+        Some(format!(
+            "{}; a commit no run landed has no provenance: fetch the runs' ledgers (`git fetch <remote> 'refs/tabellio/runs/*:refs/tabellio/runs/*'`), or land such changes through `git tabellio promote` or `land`",
+            advice(store, &out)?
+        ))
     } else {
         Some(advice(store, &out)?)
     };

@@ -514,3 +514,97 @@ fn a_key_that_signed_the_evidence_cannot_approve_the_change() {
     let (code, v) = t.tab_json(&["verify", &format!("main..{head}")]);
     assert_eq!(code, 1, "{v}");
 }
+
+/// A repository whose `main` (not checked out) requires `readme`.
+fn readme_main() -> TestEnv {
+    let t = TestEnv::ref_only();
+    t.git(&["checkout", "-q", "main"]).ok();
+    t.commit_policy(&policy(&[("readme", &["test", "-f", "README.md"])]));
+    t.git(&["checkout", "-q", "elsewhere"]).ok();
+    t
+}
+
+/// Start `id` from main as `agent:<id>` and commit `file`; finished.
+fn finished_agent_run(t: &TestEnv, id: &str, file: &str) {
+    let actor = format!("agent:{id}@example.com");
+    t.tab(&[
+        "start", id, "--task", "t", "--base", "main", "--actor", &actor,
+    ])
+    .ok();
+    t.commit_file_in(&t.worktree(id), file, &format!("{id}\n"));
+    t.tab(&["finish", id]).ok();
+}
+
+/// `verify --first-parent --require-provenance` resolves every commit `main` pointed at to the
+/// run that landed it, through promote, land (a restack), land --squash and a forge-style squash
+/// (same tree, another commit); a commit pushed by hand, even with passing evidence, fails the
+/// range, named.
+#[test]
+fn require_provenance_resolves_every_landing_and_names_a_commit_no_run_landed() {
+    let t = readme_main();
+    let start = t.git_out(&["rev-parse", "main"]);
+    finished_agent_run(&t, "promoted", "a.txt");
+    t.tab(&["promote", "promoted"]).ok();
+    finished_agent_run(&t, "first", "b.txt");
+    finished_agent_run(&t, "restacked", "c.txt");
+    t.tab(&["land", "first", "restacked", "--target", "main"])
+        .ok();
+    finished_agent_run(&t, "squashed", "d.txt");
+    finished_agent_run(&t, "other", "e.txt");
+    t.tab(&["land", "other", "--target", "main"]).ok();
+    t.tab(&["land", "squashed", "--target", "main", "--squash"])
+        .ok();
+    // A forge squashes a run's branch onto main: a new commit with the run's validated tree.
+    finished_agent_run(&t, "forge", "f.txt");
+    let tree = t.git_out(&["rev-parse", "tabellio/forge^{tree}"]);
+    let main = t.git_out(&["rev-parse", "main"]);
+    let squash = t.git_out(&["commit-tree", &tree, "-p", &main, "-m", "forge: squash"]);
+    t.git(&["update-ref", "refs/heads/main", &squash, &main])
+        .ok();
+
+    let range = format!("{start}..main");
+    let args = [
+        "verify",
+        "--first-parent",
+        "--require-provenance",
+        range.as_str(),
+    ];
+    let (code, v) = t.tab_json(&args);
+    assert_eq!(code, 0, "{v}");
+    let commits = v["commits"].as_array().unwrap();
+    let runs: Vec<&str> = commits
+        .iter()
+        .map(|c| c["provenance"]["run"]["run_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        runs,
+        ["forge", "squashed", "other", "restacked", "promoted"],
+        "{v}"
+    );
+    assert!(commits
+        .iter()
+        .all(|c| c["provenance"]["run"]["actor"]["kind"] == "agent"));
+    assert_eq!(commits[0]["provenance"]["run"]["via"], "tree", "{v}");
+
+    // A commit pushed by hand, validated so that only provenance is missing.
+    t.git(&["checkout", "-q", "main"]).ok();
+    t.commit_file_in(&t.repo, "g.txt", "by hand\n");
+    t.git(&["checkout", "-q", "elsewhere"]).ok();
+    t.tab(&["validate", "main"]).ok();
+    let hand = t.git_out(&["rev-parse", "main"]);
+    let (code, v) = t.tab_json(&args);
+    assert_eq!(code, 1, "{v}");
+    let bad: Vec<&serde_json::Value> = v["commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["verified"] == false)
+        .collect();
+    assert_eq!(bad.len(), 1, "{v}");
+    assert_eq!(bad[0]["commit"], hand.as_str(), "{v}");
+    assert_eq!(bad[0]["provenance"]["verdict"], "unresolved", "{v}");
+    let r = t.tab(&args);
+    assert!(r.stdout.contains("no run landed it"), "{}", r.desc);
+    // Without the flag the same range verifies: only provenance was missing.
+    t.tab(&["verify", "--first-parent", &range]).ok();
+}
