@@ -66,6 +66,11 @@ pub const CLEANUP: &str = "Examples:
   git tabellio cleanup fix-1                               from the main worktree, not the run's
   git tabellio cleanup fix-1 --force                       also discard an abandoned run's work";
 
+pub const BLAME: &str = "Examples:
+  git tabellio blame src/main.rs                           line, commit, run, actor
+  git tabellio blame src/main.rs v1.2 --porcelain          git's format, plus tabellio-run/-actor lines
+  git tabellio --json blame migrations/001.sql             every line with its run, actor and initiator";
+
 pub const EVIDENCE: &str = "Examples:
   git tabellio evidence                                    on HEAD (and its tree)
   git tabellio evidence main

@@ -77,6 +77,9 @@ pub enum Command {
     /// Remove the worktree and branch of a promoted or abandoned run.
     #[command(after_long_help = examples::CLEANUP)]
     Cleanup(cleanup::CleanupArgs),
+    /// Each line of a file with the commit, the run that landed it, its actor and initiator.
+    #[command(after_long_help = examples::BLAME)]
+    Blame(blame::BlameArgs),
     /// Show the evidence records on a commit (and its tree), or on a tree.
     #[command(after_long_help = examples::EVIDENCE)]
     Evidence(evidence::EvidenceArgs),
@@ -135,6 +138,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<Output> {
         Command::Log(a) => log::cmd_log(ctx, a),
         Command::Abandon(a) => abandon::cmd_abandon(ctx, a),
         Command::Cleanup(a) => cleanup::cmd_cleanup(ctx, a),
+        Command::Blame(a) => blame::cmd_blame(ctx, a),
         Command::Evidence(a) => evidence::cmd_evidence(ctx, a),
         Command::Demo(a) => demo::cmd_demo(ctx, a),
         Command::Plans(a) => plans::cmd_plans(ctx, a),

@@ -96,9 +96,10 @@ pub struct LandedBy {
     pub actor: ActorProvenance,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub initiator: Option<String>,
-    /// `landed` (the commit `land` recorded), `promoted` (a promotion's new tip), `validated`
-    /// (the run's validated commit), or `tree` (another commit with the same tree: a forge's
-    /// squash or rebase).
+    /// `landed` (a commit the run put on the target: `land`'s landed line or `promote`'s),
+    /// `promoted` (a promotion's new tip), `validated` (a commit of the run's own branch up to
+    /// the validated one), or `tree` (another commit with the same tree: a forge's squash or
+    /// rebase).
     pub via: &'static str,
 }
 

@@ -1,8 +1,9 @@
 //! The landed map: which run put each commit on a branch, read from the ledgers
-//! (`refs/tabellio/runs/*`, archived ones included when present). A promoted run names the
-//! commit it landed as (`landed`, written by `land` through restacks and squashes), its
-//! promotion's new tip and its validated commit; a commit none of them names resolves by its
-//! tree, so a forge's squash or rebase that kept the tree is adopted. A completed run (merged
+//! (`refs/tabellio/runs/*`). A promoted run names the commits it put on the target (from the tip
+//! it was stacked on to the commit it landed as, which `land` records through restacks and
+//! squashes; for `promote`, from its base to the promotion's new tip), that new tip, and the
+//! commits of its own branch up to the validated one; a commit none of them names resolves by
+//! its tree, so a forge's squash or rebase that kept the tree is adopted. A completed run (merged
 //! by a forge, so its ledger never learned it landed) names its validated commit and tree.
 //! Reading only.
 
@@ -40,36 +41,48 @@ impl LandedMap {
     }
 
     fn add(&mut self, store: &Store, run: &RunRecord) {
-        let named = [
-            (run.landed.as_deref(), "landed"),
-            (run.promotion.as_ref().map(|p| p.new.as_str()), "promoted"),
-            (
-                run.validated.as_ref().map(|v| v.commit.as_str()),
-                "validated",
-            ),
+        let oid = |hex: &str| gix::ObjectId::from_hex(hex.as_bytes()).ok();
+        let base = oid(&run.base.commit);
+        let validated = run.validated.as_ref().and_then(|v| oid(&v.commit));
+        let promoted = run.promotion.as_ref().and_then(|p| oid(&p.new));
+        // The commits the run put on the target: from the tip it was stacked on to the commit
+        // it landed as (`land`), or from its base to the promotion's new tip (`promote`).
+        let landed_line = match (&run.restack, &run.landed) {
+            (Some(r), _) => (oid(&r.base_after), oid(&r.head_after)),
+            (None, Some(landed)) => (base, oid(landed)),
+            (None, None) => (base, promoted),
+        };
+        let lines = [
+            (landed_line, "landed"),
+            ((None, promoted), "promoted"),
+            ((base, validated), "validated"),
         ];
-        for (hex, via) in named {
-            let Some(commit) = hex.and_then(|h| gix::ObjectId::from_hex(h.as_bytes()).ok()) else {
+        for ((from, to), via) in lines {
+            let Some(to) = to else { continue };
+            if via == "landed" && run.state != RunState::Promoted {
                 continue;
+            }
+            let commits = match from {
+                Some(from) => crate::store::ancestry::first_parent_chain(store, from, to)
+                    .unwrap_or_else(|_| vec![to]),
+                None => vec![to],
             };
-            let by = LandedBy {
-                run_id: run.run_id.clone(),
-                actor: ActorProvenance::from(&run.actor),
-                initiator: run.initiator.clone(),
-                via,
-            };
-            if let Ok(tree) = store.tree_of(commit) {
-                insert(
-                    &mut self.by_tree,
-                    tree,
-                    LandedBy {
+            for commit in commits {
+                let by = LandedBy {
+                    run_id: run.run_id.clone(),
+                    actor: ActorProvenance::from(&run.actor),
+                    initiator: run.initiator.clone(),
+                    via,
+                };
+                if let Ok(tree) = store.tree_of(commit) {
+                    let by_tree = LandedBy {
                         via: "tree",
                         ..by.clone()
-                    },
-                    via,
-                );
+                    };
+                    insert(&mut self.by_tree, tree, by_tree, via);
+                }
+                insert(&mut self.by_commit, commit, by, via);
             }
-            insert(&mut self.by_commit, commit, by, via);
         }
     }
 

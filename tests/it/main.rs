@@ -11,6 +11,7 @@ mod hermetic;
 
 mod advice;
 mod approvals;
+mod blame;
 mod completion;
 mod corruption;
 mod crash;
