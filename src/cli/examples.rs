@@ -136,7 +136,8 @@ pub const CONTEXT: &str = "Examples:
 
 pub const EXPORT: &str = "Examples:
   git tabellio export fix-1 --out fix-1.json
-  git tabellio export fix-1 --format in-toto               a Statement about the validated commit";
+  git tabellio export fix-1 --format in-toto               a Statement about the validated commit
+  git tabellio export --vsa main                           the verification summary noted on main's tip";
 
 pub const MAN: &str = "Examples:
   git tabellio man | man -l -                 read the page without installing it

@@ -29,6 +29,9 @@ pub struct CommitVerdict {
     /// With `--require-provenance`: the run that landed the commit, or `unresolved`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub provenance: Option<crate::model::provenance::ProvenanceVerdict>,
+    /// The verification summaries noted on the commit (`refs/notes/tabellio/vsa`), judged.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub vsa: Vec<crate::trust::vsa::VsaVerdict>,
 }
 
 /// The verdict on a commit's change to guarded paths.
@@ -174,6 +177,7 @@ impl<'s> Verifier<'s> {
             checks,
             approval: None,
             provenance: None,
+            vsa: Vec::new(),
         })
     }
 }

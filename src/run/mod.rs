@@ -9,6 +9,7 @@ pub mod landed;
 pub mod promotion;
 pub mod unreadable;
 pub mod views;
+pub mod vsa;
 pub mod workspace;
 
 use std::path::{Path, PathBuf};

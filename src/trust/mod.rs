@@ -31,6 +31,7 @@ pub mod approval;
 pub mod carry;
 pub mod guarded;
 pub mod sshsig;
+pub mod vsa;
 
 pub use crate::model::allowed_signers::{self, AllowedSigners, AllowedSignersError, SignerRefusal};
 pub use crate::model::signature::{signed_digest, Signature};

@@ -24,7 +24,8 @@ use crate::evidence::verifier::{
     CommitVerdict, GuardedVerdict, Verifier, UNAPPROVED_GUARDED_CHANGE,
 };
 use crate::model::provenance::ProvenanceVerdict;
-use crate::store::notes::{APPROVALS, EVIDENCE};
+use crate::store::notes::{APPROVALS, EVIDENCE, VSA};
+use crate::store::notes_view::NotesView;
 use crate::store::policy::Policies;
 use crate::store::remote::fetch::NOTES_PREFIX;
 use crate::store::remote::promisor;
@@ -120,6 +121,7 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
     let walked: Option<HashSet<gix::ObjectId>> =
         (!opts.first_parent).then(|| commits.iter().copied().collect());
     let mut out = Vec::with_capacity(commits.len());
+    let mut summaries = NotesView::at_ref_and_tracking(store, VSA)?;
     for commit in commits {
         // The allowed signers come from the same commit as the policy that judges.
         let (gate, trust) = match &fixed_gate {
@@ -129,7 +131,18 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
                 verifier.trust_at(commit)?,
             ),
         };
-        out.push(verifier.check_trusted(commit, &gate, trust.as_ref())?);
+        let mut verdict = verifier.check_trusted(commit, &gate, trust.as_ref())?;
+        let hex = commit.to_string();
+        for line in summaries.lines(store, commit)? {
+            let signers = trust.as_ref().map(|t| &*t.signers);
+            verdict
+                .vsa
+                .push(crate::trust::vsa::judge(&line, &hex, signers));
+        }
+        if verdict.vsa.iter().any(|v| v.is_invalid()) {
+            verdict.verified = false;
+        }
+        out.push(verdict);
     }
     let gating = fixed_gate.as_ref().map(|(at, _, _)| *at);
     let mut limits = Vec::new();

@@ -608,3 +608,133 @@ fn require_provenance_resolves_every_landing_and_names_a_commit_no_run_landed() 
     // Without the flag the same range verifies: only provenance was missing.
     t.tab(&["verify", "--first-parent", &range]).ok();
 }
+
+/// `promote` notes a verification summary on the new tip, signed with the configured key: an
+/// in-toto Statement of predicate type VSA v1 with the fields the schema requires, the levels
+/// the policy earns and the evidence it rests on. `export --vsa` prints it, ssh-keygen verifies
+/// its signature against the allowed signers, `verify` checks it and refuses an edited one.
+#[test]
+fn the_verification_summary_validates_against_its_schema_and_the_allowed_signers() {
+    use base64ct::{Base64, Encoding};
+    let k = three_keys();
+    let t = &k.t;
+    t.git(&["config", "gpg.format", "ssh"]).ok();
+    t.git(&[
+        "config",
+        "user.signingKey",
+        &format!("{}.pub", k.reviewer.display()),
+    ])
+    .ok();
+    t.git(&["config", "user.email", REVIEWER]).ok();
+    k.agent_run("vsa", ("a.txt", "a\n"));
+    t.tab(&["promote", "vsa"]).ok();
+    let main = t.git_out(&["rev-parse", "main"]);
+    let (code, v) = t.tab_json(&["export", "--vsa", "main"]);
+    assert_eq!(code, 0, "{v}");
+    let envelope = &v["document"];
+    assert_eq!(
+        envelope["payloadType"], "application/vnd.in-toto+json",
+        "{v}"
+    );
+    let body = Base64::decode_vec(envelope["payload"].as_str().unwrap()).unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    // The Statement and the VSA v1 schema's fields.
+    assert_eq!(st["_type"], "https://in-toto.io/Statement/v1", "{st}");
+    assert_eq!(
+        st["predicateType"],
+        "https://slsa.dev/verification_summary/v1"
+    );
+    assert_eq!(
+        st["subject"][0]["digest"]["gitCommit"],
+        main.as_str(),
+        "{st}"
+    );
+    let p = &st["predicate"];
+    for field in [
+        "/verifier/id",
+        "/timeVerified",
+        "/resourceUri",
+        "/policy/uri",
+    ] {
+        assert!(
+            p.pointer(field).is_some_and(|f| f.is_string()),
+            "{field}: {st}"
+        );
+    }
+    assert!(p["timeVerified"].as_str().unwrap().ends_with('Z'), "{st}");
+    assert_eq!(p["verificationResult"], "PASSED", "{st}");
+    assert_eq!(
+        p["verifiedLevels"],
+        serde_json::json!([
+            "SLSA_SOURCE_LEVEL_1",
+            "SLSA_SOURCE_LEVEL_2",
+            "SLSA_SOURCE_LEVEL_3"
+        ]),
+        "{st}"
+    );
+    let records = k.evidence(&main);
+    let inputs = p["inputAttestations"].as_array().unwrap();
+    assert_eq!(inputs.len(), 1, "{st}");
+    assert_eq!(inputs[0]["digest"]["sha256"], records[0]["digest"], "{st}");
+    // The signature, checked by ssh-keygen against the allowed signers on main.
+    let sig = envelope["signatures"][0]["sig"].as_str().unwrap();
+    let sig_file = t.path().join("vsa.sig");
+    std::fs::write(&sig_file, sig).unwrap();
+    let signers = t.path().join("allowed");
+    std::fs::write(
+        &signers,
+        t.git_out(&["show", "main:.tabellio/allowed_signers"]),
+    )
+    .unwrap();
+    let pae = format!(
+        "DSSEv1 28 application/vnd.in-toto+json {} {}",
+        body.len(),
+        String::from_utf8(body.clone()).unwrap()
+    );
+    t.command_with_input(
+        "ssh-keygen",
+        t.path(),
+        &[],
+        &[
+            "-Y",
+            "verify",
+            "-f",
+            s(&signers),
+            "-I",
+            REVIEWER,
+            "-n",
+            "tabellio",
+            "-s",
+            s(&sig_file),
+        ],
+        &pae,
+    )
+    .ok();
+    let (code, v) = t.tab_json(&["verify", "main"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["commits"][0]["vsa"][0]["verdict"], "valid", "{v}");
+    assert_eq!(v["commits"][0]["vsa"][0]["signers"][0], REVIEWER, "{v}");
+
+    // Edited after signing (a level it did not earn): verify refuses the commit.
+    let mut edited = st.clone();
+    edited["predicate"]["verifiedLevels"] = serde_json::json!(["SLSA_SOURCE_LEVEL_4"]);
+    let mut forged = envelope.clone();
+    forged["payload"] = Base64::encode_string(edited.to_string().as_bytes()).into();
+    let file = t.path().join("vsa.json");
+    write_file(&file, &format!("{forged}\n"));
+    t.git(&[
+        "notes",
+        "--ref=tabellio/vsa",
+        "add",
+        "-f",
+        "-F",
+        s(&file),
+        &main,
+    ])
+    .ok();
+    let (code, v) = t.tab_json(&["verify", "main"]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["commits"][0]["vsa"][0]["verdict"], "invalid", "{v}");
+    // No summary on the commit before: not found.
+    t.tab(&["export", "--vsa", "main~1"]).code(5);
+}

@@ -142,6 +142,10 @@ pub struct LandOutcome {
     /// Queue builds: 1, plus one for every time the target moved underneath.
     pub rounds: u32,
     pub dry_run: bool,
+    /// Why the verification summary of the new tip could not be noted, when it could not (the
+    /// landing itself stands).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary_warning: Option<String>,
 }
 
 impl LandOutcome {
@@ -179,6 +183,7 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         validations: 0,
         rounds: 0,
         dry_run: opts.dry_run,
+        summary_warning: None,
     };
     // Every named run is looked at before anything is written: a run in the wrong state
     // refuses the whole command.
@@ -247,6 +252,15 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
     outcome.validations = checker.validations;
     if opts.remote.is_none() {
         outcome.new = store.ref_target(&target)?.map(|o| o.to_string());
+        if let (Some(old), Some(new)) = (old, store.ref_target(&target)?) {
+            if old != new {
+                let key = opts.sign_key.as_deref();
+                outcome.summary_warning =
+                    crate::run::vsa::note_summary(store, &target, (old, new), key)
+                        .err()
+                        .map(|e| e.message);
+            }
+        }
     }
     Ok(outcome)
 }
