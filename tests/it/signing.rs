@@ -358,3 +358,23 @@ fn land_refuses_before_running_checks_whose_records_could_not_count() {
     assert_eq!(runs(&sg.counter), ran + 1);
     t.tab(&["verify", "main"]).ok();
 }
+
+/// `loop --promote` under a policy requiring signed evidence is refused before the agent or a
+/// check runs (the loop never signs, so its promotion could not succeed); the hint's way, a
+/// signed `finish` and `promote`, works.
+#[test]
+fn loop_promote_is_refused_before_running_when_the_loop_could_not_sign() {
+    let sg = signed_repo();
+    let t = &sg.t;
+    t.started_run("looped", "looped.txt");
+    let err = refused_before_running(&sg, &["loop", "looped", "--promote", "--", "true"]);
+    let hint = err["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("git tabellio finish looped --sign-key"),
+        "{err}"
+    );
+    let ci = t.path().join("keys/ci");
+    t.tab(&["finish", "looped", "--sign-key", s(&ci)]).ok();
+    t.tab(&["promote", "looped"]).ok();
+    t.tab(&["verify", "main"]).ok();
+}
