@@ -120,6 +120,7 @@ pub fn run(dir: &Path, on_step: &mut dyn FnMut(&Step)) -> Result<PathBuf> {
             base: None,
             branch: None,
             actor: Some("agent:demo".into()),
+            ..Default::default()
         },
     )?;
     let wt = started.workspace.clone();

@@ -423,6 +423,29 @@ pub fn write_file(path: &Path, bytes: &[u8], option: &str) -> Result<()> {
     Ok(())
 }
 
+/// `export --vsa <rev>`: the verification summaries noted on a commit
+/// (`refs/notes/tabellio/vsa`), each a DSSE envelope as stored; not found (exit 5) without one.
+pub fn vsa(store: &crate::store::Store, rev: &str) -> Result<Vec<serde_json::Value>> {
+    let commit = store.resolve_commit(rev)?;
+    let mut notes =
+        crate::store::notes_view::NotesView::at_ref_and_tracking(store, crate::store::notes::VSA)?;
+    let lines = notes.lines(store, commit)?;
+    if lines.is_empty() {
+        return Err(crate::error::Error::not_found(format!(
+            "no verification summary is noted on {commit}"
+        ))
+        .hint("promote and land note one on the tip they move a target to; fetch them with `git fetch <remote> 'refs/notes/tabellio/*:refs/notes/tabellio/*'`"));
+    }
+    lines
+        .iter()
+        .map(|l| {
+            serde_json::from_str(l).map_err(|e| {
+                crate::error::Error::refused(format!("the summary on {commit} is not JSON: {e}"))
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

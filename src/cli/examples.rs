@@ -14,7 +14,9 @@ pub const START: &str = "Examples:
   git tabellio start fix-1 --task \"Make the greeting say hello\"
   git tabellio start --task-file task.md --base main       a generated run id, printed
   printf 'Fix the flaky test\\n' | git tabellio start fix-2 --task-file - --actor agent:bot
-  git tabellio start --base main --task-from fix-1         fix-1's task again, from main's tip";
+  git tabellio start --base main --task-from fix-1         fix-1's task again, from main's tip
+  git tabellio start fix-3 --task-file task.md --actor agent:bot@example.com \\
+      --agent-name claude-code --model m-1 --initiator ada@example.com";
 
 pub const CHECKPOINT: &str = "Examples:
   git tabellio checkpoint -m \"parser compiles\"            in the run's worktree
@@ -74,6 +76,11 @@ pub const GC: &str = "Examples:
   git tabellio gc                                          archive runs that ended 90 days ago (or the policy's age)
   git tabellio gc --archive-after 2w                       runs that ended two weeks ago
   git -C /srv/git/repo.git tabellio gc                     on a server, from cron (see hooks install --server)";
+
+pub const BLAME: &str = "Examples:
+  git tabellio blame src/main.rs                           line, commit, run, actor
+  git tabellio blame src/main.rs v1.2 --porcelain          git's format, plus tabellio-run/-actor lines
+  git tabellio --json blame migrations/001.sql             every line with its run, actor and initiator";
 
 pub const EVIDENCE: &str = "Examples:
   git tabellio evidence                                    on HEAD (and its tree)
@@ -140,7 +147,8 @@ pub const CONTEXT: &str = "Examples:
 
 pub const EXPORT: &str = "Examples:
   git tabellio export fix-1 --out fix-1.json
-  git tabellio export fix-1 --format in-toto               a Statement about the validated commit";
+  git tabellio export fix-1 --format in-toto               a Statement about the validated commit
+  git tabellio export --vsa main                           the verification summary noted on main's tip";
 
 pub const MAN: &str = "Examples:
   git tabellio man | man -l -                 read the page without installing it

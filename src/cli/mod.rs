@@ -83,6 +83,9 @@ pub enum Command {
     /// Archive runs that ended long ago, removing their branches and worktrees.
     #[command(after_long_help = examples::GC)]
     Gc(gc::GcArgs),
+    /// Each line of a file with the commit, the run that landed it, its actor and initiator.
+    #[command(after_long_help = examples::BLAME)]
+    Blame(blame::BlameArgs),
     /// Show the evidence records on a commit (and its tree), or on a tree.
     #[command(after_long_help = examples::EVIDENCE)]
     Evidence(evidence::EvidenceArgs),
@@ -143,6 +146,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<Output> {
         Command::Abandon(a) => abandon::cmd_abandon(ctx, a),
         Command::Cleanup(a) => cleanup::cmd_cleanup(ctx, a),
         Command::Gc(a) => gc::cmd_gc(ctx, a),
+        Command::Blame(a) => blame::cmd_blame(ctx, a),
         Command::Evidence(a) => evidence::cmd_evidence(ctx, a),
         Command::Demo(a) => demo::cmd_demo(ctx, a),
         Command::Plans(a) => plans::cmd_plans(ctx, a),

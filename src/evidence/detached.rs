@@ -24,6 +24,8 @@ pub struct DetachedRun<'a> {
     pub reuse: crate::evidence::reuse::Reuse,
     /// Who signs each record (`None`: unsigned).
     pub signer: Option<&'a RecordSigner>,
+    /// Who made the change, when the commit is a run's.
+    pub provenance: Option<&'a crate::model::provenance::Provenance>,
 }
 
 /// What [`run_detached`] gave: the records and the worktree (the caller removes it once the
@@ -57,6 +59,7 @@ pub fn run_detached<'s>(
         reuse: run.reuse,
         signer: run.signer,
         signing_env: crate::runner::SigningEnv::Inherit,
+        provenance: run.provenance,
     };
     let mut records = Vec::with_capacity(checks.len());
     for check in checks {

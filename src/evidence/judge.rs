@@ -36,6 +36,9 @@ pub enum Verdict {
     UnknownSigner,
     /// Signed by an allowed key outside its `valid-after`/`valid-before` window.
     SignerExpired,
+    /// Signed by an agent's key (`tabellio.agent` in the allowed signers) but naming another
+    /// actor: a human, or another agent (docs/signing.md#who-is-who).
+    ForgedActor,
     /// A `not_applicable` record that does not hold: the judging policy declares no inputs
     /// for the check, or the commit's inputs differ from the tree it claims to stand on, or
     /// the passing record it names is not there or does not count.
@@ -55,6 +58,7 @@ impl Verdict {
             Verdict::BadSignature => "bad-signature",
             Verdict::UnknownSigner => "unknown-signer",
             Verdict::SignerExpired => "signer-expired",
+            Verdict::ForgedActor => "forged-actor",
             Verdict::NotApplicableRefused => "not-applicable-refused",
         }
     }
@@ -64,6 +68,7 @@ impl Verdict {
             Verdict::Satisfied => 10,
             Verdict::Tampered => 9,
             Verdict::BadSignature => 8,
+            Verdict::ForgedActor => 8,
             Verdict::MismatchedObject | Verdict::NotApplicableRefused => 7,
             Verdict::UnknownSigner => 6,
             Verdict::SignerExpired => 5,
@@ -127,6 +132,19 @@ pub fn judge_signed(
         &rec.finished_at,
         signers,
     ) {
+        SignatureVerdict::Trusted {
+            principal,
+            fingerprint,
+        } if crate::trust::refuse_attribution(
+            signers,
+            &principal,
+            &fingerprint,
+            rec.actor.as_ref(),
+        )
+        .is_some() =>
+        {
+            (Verdict::ForgedActor, None)
+        }
         SignatureVerdict::Trusted {
             principal,
             fingerprint,

@@ -151,6 +151,8 @@ pub struct CheckContext<'a> {
     pub signer: Option<&'a super::sign::RecordSigner>,
     /// Whether the checks get this user's signing setup (`loop` withholds it).
     pub signing_env: runner::SigningEnv,
+    /// Who made the change (the run's actor and initiator), carried by every record.
+    pub provenance: Option<&'a crate::model::provenance::Provenance>,
 }
 
 /// Run each check and turn its outcome into a sealed evidence record.
@@ -174,7 +176,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
         if let Some(rec) = super::reuse::try_reuse(
             ctx.store, ctx.reuse, ctx.commit, ctx.run_id, check, ctx.signer,
         )? {
-            pending.push((rec, Ran::Reused));
+            pending.push(with_provenance(ctx, rec)?);
             continue;
         }
         let cmd = CheckCommand {
@@ -254,6 +256,8 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
             },
             tool: tool_id(),
             reused_from: None,
+            actor: ctx.provenance.map(|p| p.actor.clone()),
+            initiator: ctx.provenance.and_then(|p| p.initiator.clone()),
             scoped_tree: scoped,
             undeclared_inputs: undeclared,
             signature: None,
@@ -282,6 +286,25 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
         records.push(super::sign::maybe_sign(ctx.signer, rec)?);
     }
     Ok(records)
+}
+
+/// A reused record (sealed, signed) with this run's provenance: the record it stands on may
+/// name the run that first made the tree, but this one attests this run's change. Unchanged
+/// (and not signed again) when it already carries it or the context names none.
+fn with_provenance(
+    ctx: &CheckContext<'_>,
+    mut rec: EvidenceRecord,
+) -> Result<(EvidenceRecord, Ran)> {
+    let Some(p) = ctx.provenance.filter(|p| !p.is_on(&rec)) else {
+        return Ok((rec, Ran::Reused));
+    };
+    rec.actor = Some(p.actor.clone());
+    rec.initiator = p.initiator.clone();
+    rec.signature = None;
+    Ok((
+        super::sign::maybe_sign(ctx.signer, rec.seal())?,
+        Ran::Reused,
+    ))
 }
 
 /// Where a check's record came from.

@@ -115,6 +115,36 @@ impl RecordSigner {
     }
 }
 
+/// Refuse, before any check runs, to sign records for `actor` that the allowed signers at
+/// `judged_at` (the target's tip) would not let this key vouch for: an agent's key signing a
+/// person's run, or another agent's (exit 3; nothing is written).
+pub fn refuse_misattributed(
+    store: &Store,
+    signer: Option<&RecordSigner>,
+    judged_at: Option<gix::ObjectId>,
+    actor: &crate::model::provenance::ActorProvenance,
+) -> Result<()> {
+    let (Some(signer), Some(at)) = (signer, judged_at) else {
+        return Ok(());
+    };
+    let Some(fingerprint) = &signer.fingerprint else {
+        return Ok(());
+    };
+    let Some(trust) = trust_at(store, at)? else {
+        return Ok(());
+    };
+    match trust::refuse_attribution(&trust.signers, &signer.principal, fingerprint, Some(actor)) {
+        None => Ok(()),
+        Some(why) => Err(Error::refused(format!(
+            "the records would not count: {why}"
+        ))
+        .hint(format!(
+            "sign with a key that may vouch for {}:{} (a person's or a CI worker's), or start the run with --actor agent:{}",
+            actor.kind, actor.id, signer.principal
+        ))),
+    }
+}
+
 /// The first plain principal of a line holding `key`, whatever its validity window: a key
 /// outside its window still signs as who it is, and the judge says `signer-expired`.
 fn listed_principal(signers: &AllowedSigners, key: &ssh_key::public::KeyData) -> Option<String> {

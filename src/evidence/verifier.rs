@@ -26,6 +26,12 @@ pub struct CommitVerdict {
     /// Present when the commit's first-parent step changes guarded paths.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<GuardedVerdict>,
+    /// With `--require-provenance`: the run that landed the commit, or `unresolved`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<crate::model::provenance::ProvenanceVerdict>,
+    /// The verification summaries noted on the commit (`refs/notes/tabellio/vsa`), judged.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub vsa: Vec<crate::trust::vsa::VsaVerdict>,
 }
 
 /// The verdict on a commit's change to guarded paths.
@@ -181,6 +187,8 @@ impl<'s> Verifier<'s> {
             verified,
             checks,
             approval: None,
+            provenance: None,
+            vsa: Vec::new(),
         })
     }
 }

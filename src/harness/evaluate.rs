@@ -93,6 +93,7 @@ impl Driver<'_> {
             // should not carry a key that makes it count (docs/verify.md).
             signer: None,
             signing_env: crate::runner::SigningEnv::Withheld,
+            provenance: Some(&crate::model::provenance::Provenance::of_run(rec)),
         };
         let records = run_checks(&ctx, &checks)?;
         if self.interrupt.load(Ordering::SeqCst) {

@@ -65,11 +65,46 @@ pub(super) fn start(
     }
     let head = clean_head(env, &ledger)?;
     check_loop_checks(store, head, opts, id)?;
+    if opts.promote {
+        refuse_unsigned_promotion(store, rec)?;
+    }
     let state = first_loop_state(store, &ledger, opts, limits, head)?;
     let mut next = ledger::transition(rec, RunState::Looping);
     next.loop_state = Some(state);
     next.reason = None;
     commit(store, &ledger, next, "loop 1/execute")
+}
+
+/// `loop --promote` under a target whose policy requires signed evidence for a required check:
+/// the loop never signs (docs/loop.md), so its promotion could only be refused after every
+/// iteration ran. Refused before anything runs, with the way that works.
+fn refuse_unsigned_promotion(store: &Store, rec: &RunRecord) -> Result<()> {
+    let Some(tip) = store.ref_target(&rec.base.reference)? else {
+        return Ok(());
+    };
+    let Some(trust) = crate::store::policy::trust_at(store, tip)? else {
+        return Ok(());
+    };
+    let required = crate::store::policy::policy_at(store, tip)?
+        .map(|p| p.required)
+        .unwrap_or_default();
+    let signed: Vec<&str> = required
+        .iter()
+        .map(String::as_str)
+        .filter(|name| trust.require_signed.covers(name))
+        .collect();
+    if signed.is_empty() {
+        return Ok(());
+    }
+    let id = &rec.run_id;
+    let target = rec.base.reference.trim_start_matches("refs/heads/");
+    Err(Error::refused(format!(
+        "the policy at {target} requires signed evidence for {}, and the loop never signs: `--promote` could not succeed; nothing was run",
+        signed.join(", ")
+    ))
+    .hint(format!(
+        "loop without --promote (`git tabellio loop {id} -- <agent command>`); once it completes, sign the checks with a key the policy allows and promote: `git tabellio finish {id} --sign-key <key>` then `git tabellio promote {id}` (docs/signing.md)"
+    )))
 }
 
 /// A fresh loop starts only from a run that is open and not looping already.

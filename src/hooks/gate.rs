@@ -58,6 +58,9 @@ pub struct Gatekeeper<'s> {
     /// Where approvals of changes to guarded paths are read from, and the view once opened.
     approvals_source: EvidenceSource,
     approvals: Option<NotesView>,
+    /// Who each approved run is (its evidence read from where the evidence comes from), once
+    /// an approval is judged.
+    run_actors: Option<approval::RunActors>,
     policies: Policies,
     /// Evidence notes commits no ref holds (fetched under a reftable lock), read beside the
     /// evidence notes when they come from the current ref.
@@ -90,6 +93,7 @@ impl<'s> Gatekeeper<'s> {
             found: HashMap::new(),
             approvals_source: EvidenceSource::CurrentRef,
             approvals: None,
+            run_actors: None,
             policies: Policies::default(),
             also: Vec::new(),
         })
@@ -100,6 +104,7 @@ impl<'s> Gatekeeper<'s> {
     pub fn read_evidence_also(&mut self, also: &[(String, gix::ObjectId)]) {
         self.also = also.to_vec();
         self.notes_loaded = false;
+        self.run_actors = None;
     }
 
     pub fn set_approvals_source(&mut self, source: EvidenceSource) {
@@ -122,11 +127,15 @@ impl<'s> Gatekeeper<'s> {
                 EvidenceSource::Commit(tip) => NotesView::at_commit(store, tip, APPROVALS)?,
             });
         }
+        if self.run_actors.is_none() {
+            self.run_actors = Some(approval::RunActors::with_evidence(self.evidence_notes()?));
+        }
         let notes = self.approvals.as_mut().expect("opened just above");
+        let actors = self.run_actors.as_mut().expect("opened just above");
         let steps = approval::judge_chain(
             store,
             &mut self.policies,
-            notes,
+            (notes, actors),
             gating,
             (from, commit, approval::Steps::FirstParent),
             None,
@@ -152,15 +161,21 @@ impl<'s> Gatekeeper<'s> {
         f
     }
 
+    /// The evidence notes the gate judges by: the current ones (with `also`), or those a push
+    /// carries.
+    fn evidence_notes(&self) -> Result<NotesView> {
+        let store = self.verifier.store();
+        match self.source {
+            EvidenceSource::CurrentRef => {
+                NotesView::at_ref_and_tracking(store, EVIDENCE)?.with(store, &self.also)
+            }
+            EvidenceSource::Commit(tip) => NotesView::at_commit(store, tip, EVIDENCE),
+        }
+    }
+
     fn load_notes(&mut self) -> Result<()> {
         if !self.notes_loaded {
-            let store = self.verifier.store();
-            let notes = match self.source {
-                EvidenceSource::CurrentRef => {
-                    NotesView::at_ref_and_tracking(store, EVIDENCE)?.with(store, &self.also)?
-                }
-                EvidenceSource::Commit(tip) => NotesView::at_commit(store, tip, EVIDENCE)?,
-            };
+            let notes = self.evidence_notes()?;
             self.verifier.set_notes(notes);
             self.notes_loaded = true;
         }

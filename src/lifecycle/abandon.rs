@@ -126,10 +126,7 @@ pub fn abandon_unreadable(
             text: String::new(),
             sha256: sha256_hex(b""),
         },
-        actor: Actor {
-            kind: "system".into(),
-            id: "unknown".into(),
-        },
+        actor: Actor::new("system", "unknown"),
         repository: store.repository_id(),
         base: Base {
             reference: String::new(),
@@ -150,6 +147,7 @@ pub fn abandon_unreadable(
         land_attempts: Vec::new(),
         rewound: None,
         completion: None,
+        initiator: None,
         created_at: now.clone(),
         updated_at: now,
     };

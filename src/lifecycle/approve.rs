@@ -11,13 +11,15 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::model::evidence::tool_id;
+use crate::model::policy::ApproverRole;
+use crate::model::run::same_id;
 use crate::model::run::Actor;
 use crate::model::{time, RunRecord};
 use crate::run::{resolve_run, Env};
 use crate::store::notes::APPROVALS;
 use crate::store::policy::policy_at;
 use crate::store::publish::publish;
-use crate::trust::approval::{allowed_signers_at, ApprovalRecord, Guard, SCHEMA};
+use crate::trust::approval::{allowed_signers_at, ApprovalRecord, Guard, RunActors, SCHEMA};
 use crate::trust::{self, AllowedSigners, SigningConfig};
 
 /// What `approve` was asked.
@@ -26,7 +28,7 @@ pub struct ApproveOptions {
     pub run: Option<String>,
     /// `-m`: why.
     pub reason: Option<String>,
-    /// `--actor <type>:<id>`: who approves (default: `human:<committer email>`).
+    /// `--actor <type>:<id>`: who approves (default: `human:<canonical id>`).
     pub actor: Option<String>,
     /// `--sign-key <file>`.
     pub sign_key: Option<PathBuf>,
@@ -41,25 +43,49 @@ pub struct ApproveOutcome {
     pub approval: ApprovalRecord,
 }
 
-/// The approver: `--actor`, else the committer identity's email as a human.
-fn approver(env: &Env, spec: Option<&str>) -> Result<Actor> {
-    if spec.is_some() {
-        return crate::run::actor::parse_actor(spec);
+/// The approver: `--actor`, else a human by the canonical id of whoever runs this (the
+/// principal the allowed signers at `judged_at` grant the signing key, else the git email).
+fn approver(env: &Env, spec: Option<&str>, judged_at: gix::ObjectId) -> Result<Actor> {
+    crate::run::actor::parse_actor(spec, || {
+        crate::run::actor::own_id(&env.store, Some(judged_at))
+    })
+}
+
+/// Refuse an approval by `id` when the policy excludes it as the run's actor or initiator.
+fn refuse_excluded(
+    run: &RunRecord,
+    excluded: &[ApproverRole],
+    id: &str,
+    whose: &str,
+) -> Result<()> {
+    for role in excluded {
+        let (is, hint) = match role {
+            ApproverRole::Actor => (
+                same_id(id, &run.actor.id),
+                "approval.distinct_from_actor or guarded_paths.*.approver_not",
+            ),
+            ApproverRole::Initiator => (
+                run.initiator.as_deref().is_none_or(|i| same_id(id, i)),
+                "guarded_paths.*.approver_not",
+            ),
+        };
+        if is {
+            let who = if whose.is_empty() {
+                id.to_string()
+            } else {
+                format!("{id}'s")
+            };
+            return Err(Error::refused(format!(
+                "{whose}{who} is run {}'s own {} (or the run names none), and the policy says the approver must be someone else",
+                run.run_id,
+                role.as_str()
+            ))
+            .hint(format!(
+                "ask another person to run `git tabellio approve` with their own key ({hint})"
+            )));
+        }
     }
-    let email = Some(
-        env.store
-            .signature(crate::store::identity::Role::Committer)
-            .email
-            .to_string(),
-    )
-    .filter(|e| !e.trim().is_empty());
-    match email {
-        Some(id) => Ok(Actor {
-            kind: "human".into(),
-            id,
-        }),
-        None => crate::run::actor::parse_actor(None),
-    }
+    Ok(())
 }
 
 pub fn approve(env: &Env, opts: &ApproveOptions) -> Result<ApproveOutcome> {
@@ -96,17 +122,34 @@ pub fn approve(env: &Env, opts: &ApproveOptions) -> Result<ApproveOutcome> {
         ))
         .hint("only changes to the policy's `guarded` paths need an approval"));
     }
-    let approver = approver(env, opts.actor.as_deref())?;
-    if guard.as_ref().is_some_and(|g| g.distinct_from_actor)
-        && approver.id.eq_ignore_ascii_case(&run.actor.id)
-    {
-        return Err(Error::refused(format!(
-            "{} is run {}'s own actor, and the policy says the approver must be someone else",
-            approver.id, run.run_id
-        ))
-        .hint("ask another person to run `git tabellio approve` (approval.distinct_from_actor)"));
-    }
     let signing = SigningConfig::resolve(&store.repo, opts.sign_key.as_deref(), opts.no_sign)?;
+    let signers = match &gating_policy {
+        Some(p) => allowed_signers_at(store, p, gating)?.unwrap_or_default(),
+        None => AllowedSigners::default(),
+    };
+    let at = time::now();
+    let public = signing.as_ref().and_then(SigningConfig::public_key);
+    // Without --actor, the approver is who signs: the principal the allowed signers grant the
+    // key (one id whether it came from --sign-key or git's configuration).
+    let approver = match (&opts.actor, &public) {
+        (None, Some(key)) => {
+            let email = crate::run::actor::own_id(store, None);
+            let principal = trust::signing_principal(&signers, key.key_data(), Some(&email), &at)
+                .filter(|p| {
+                    signers
+                        .find_principal(key.key_data(), Some(p), trust::NAMESPACE, &at)
+                        .is_ok()
+                })
+                .unwrap_or(email);
+            Actor::new("human", principal)
+        }
+        _ => approver(env, opts.actor.as_deref(), gating)?,
+    };
+    let excluded = guard
+        .as_ref()
+        .map(|g| g.excluded(&paths))
+        .unwrap_or_default();
+    refuse_excluded(run, &excluded, &approver.id, "")?;
     let mut record = ApprovalRecord {
         schema: SCHEMA.into(),
         run_id: run.run_id.clone(),
@@ -117,20 +160,17 @@ pub fn approve(env: &Env, opts: &ApproveOptions) -> Result<ApproveOutcome> {
         paths,
         approver,
         run_actor: Some(run.actor.clone()),
+        run_initiator: run.initiator.clone(),
         reason: crate::run::non_empty(opts.reason.as_deref()),
-        at: time::now(),
+        at,
         tool: tool_id(),
         signature: None,
         digest: String::new(),
     }
     .seal();
     if let Some(signing) = signing {
-        let signers = match &gating_policy {
-            Some(p) => allowed_signers_at(store, p, gating)?.unwrap_or_default(),
-            None => AllowedSigners::default(),
-        };
-        let principal = signing
-            .public_key()
+        let principal = public
+            .as_ref()
             .and_then(|key| {
                 trust::signing_principal(
                     &signers,
@@ -140,15 +180,19 @@ pub fn approve(env: &Env, opts: &ApproveOptions) -> Result<ApproveOutcome> {
                 )
             })
             .unwrap_or_else(|| record.approver.id.clone());
-        // The signer is who approves under `trust`: it must not be the actor either.
-        if guard.as_ref().is_some_and(|g| g.distinct_from_actor)
-            && principal.eq_ignore_ascii_case(&run.actor.id)
-        {
-            return Err(Error::refused(format!(
-                "the signing key is {principal}'s, run {}'s own actor, and the policy says the approver must be someone else",
-                run.run_id
-            ))
-            .hint("ask another person to run `git tabellio approve` with their own key (approval.distinct_from_actor)"));
+        // The signer is who approves under `trust`: it must not be excluded either.
+        refuse_excluded(run, &excluded, &principal, "the signing key is ")?;
+        // Nor may the key that signed the run's evidence approve it.
+        if let Some(key) = &public {
+            let fingerprint = trust::sshsig::fingerprint(key);
+            let ids = RunActors::default().of(store, &record, Some(&run.actor))?;
+            if ids.evidence_keys.contains(&fingerprint) {
+                return Err(Error::refused(format!(
+                    "the signing key ({fingerprint}) signed run {}'s evidence, and a key that vouched for the checks cannot also approve the change",
+                    run.run_id
+                ))
+                .hint("ask another person to run `git tabellio approve` with their own key"));
+            }
         }
         record.signature = Some(signing.sign_digest(&record.digest, &principal)?);
     }

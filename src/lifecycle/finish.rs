@@ -103,6 +103,13 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
         checks.iter().map(|c| c.name.as_str()),
         sel.no_sign,
     )?;
+    let provenance = crate::model::provenance::Provenance::of_run(rec);
+    crate::evidence::sign::refuse_misattributed(
+        store,
+        signer.as_ref(),
+        target_tip,
+        &provenance.actor,
+    )?;
 
     let ctx = CheckContext {
         store,
@@ -115,6 +122,7 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
         reuse: sel.reuse,
         signer: signer.as_ref(),
         signing_env: crate::runner::SigningEnv::Inherit,
+        provenance: Some(&provenance),
     };
     let records = run_checks(&ctx, &checks)?;
     // Checks chosen by hand (`--check`, or an ad-hoc command) do not complete a run whose

@@ -1,5 +1,5 @@
 //! The run lifecycle: start, checkpoint, finish, status, promote, abandon, cleanup, list, log,
-//! evidence: one file (or folder) per operation. Runs are found and advanced through
+//! evidence, blame: one file (or folder) per operation. Runs are found and advanced through
 //! [`crate::run`].
 //!
 //! Every command checks all of its preconditions before its first write, then writes through one
@@ -8,6 +8,7 @@
 
 pub mod abandon;
 pub mod approve;
+pub mod blame;
 pub mod checkpoint;
 pub mod finish;
 pub mod gc;

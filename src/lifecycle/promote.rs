@@ -36,6 +36,10 @@ pub struct PromoteOutcome {
     pub dry_run: bool,
     /// True when the run was promoted before this call (nothing was done).
     pub already_promoted: bool,
+    /// Why the verification summary of the new tip could not be noted, when it could not (the
+    /// promotion itself stands).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary_warning: Option<String>,
 }
 
 /// What `promote` is asked to do.
@@ -66,6 +70,7 @@ pub fn promote(env: &Env, opts: &PromoteOptions<'_>) -> Result<PromoteOutcome> {
             target_worktree: None,
             dry_run,
             already_promoted: true,
+            summary_warning: None,
         });
     }
     let plan = plan(store, ledger)?;
@@ -94,6 +99,7 @@ pub fn promote(env: &Env, opts: &PromoteOptions<'_>) -> Result<PromoteOutcome> {
         target_worktree: plan.target_worktree.clone(),
         dry_run,
         already_promoted: false,
+        summary_warning: None,
     };
     if dry_run {
         // Take the locks and let them go: a lock someone holds (or a stale one) is found now,
@@ -151,5 +157,11 @@ pub fn promote(env: &Env, opts: &PromoteOptions<'_>) -> Result<PromoteOutcome> {
             }
         }
     }
-    Ok(outcome(next))
+    let summary = (plan.base, plan.validated);
+    Ok(PromoteOutcome {
+        summary_warning: crate::run::vsa::note_summary(store, &plan.target, summary, None)
+            .err()
+            .map(|e| e.message),
+        ..outcome(next)
+    })
 }

@@ -17,16 +17,21 @@ use crate::store::ledger::{self, Ledger};
 use crate::store::tx::{self, Cas};
 use crate::store::Store;
 
-use crate::run::actor::parse_actor;
+use crate::run::actor::{own_id, parse_actor, parse_initiator};
 use crate::run::workspace::{refuse_root_link, torn_start_lock};
 use crate::run::{valid_run_id, Env};
 
+#[derive(Debug, Clone, Default)]
 pub struct StartOptions {
     pub run_id: Option<String>,
     pub task: String,
     pub base: Option<String>,
     pub branch: Option<String>,
     pub actor: Option<String>,
+    /// `--agent-name`, `--model`, `--harness-version`, `--session`.
+    pub agent: crate::run::actor::AgentDetails,
+    /// `--initiator <id>`: who asked for the run (default: whoever starts it).
+    pub initiator: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -189,6 +194,7 @@ fn resolve_base(
 struct Checked {
     run_id: String,
     actor: Actor,
+    initiator: String,
     ledger_ref: String,
     torn: Option<TornStart>,
     branch: String,
@@ -213,7 +219,6 @@ fn preconditions(env: &Env, opts: &StartOptions) -> Result<Checked> {
         return Err(Error::usage("the task is empty")
             .hint("describe the task with --task <text> or --task-file <file>"));
     }
-    let actor = parse_actor(opts.actor.as_deref())?;
     let ledger_ref = ledger::ref_name(&run_id);
     let branch = match &opts.branch {
         Some(b) => local_branch(
@@ -256,6 +261,10 @@ fn preconditions(env: &Env, opts: &StartOptions) -> Result<Checked> {
     }
     check_branch_free(store, &branch)?;
     let (base_ref, base_via, base_commit) = resolve_base(store, opts.base.as_deref())?;
+    // One canonical id, judged by the allowed signers of the tip the run will land on.
+    let own = || own_id(store, Some(base_commit));
+    let actor = opts.agent.apply(parse_actor(opts.actor.as_deref(), own)?)?;
+    let initiator = parse_initiator(opts.initiator.as_deref(), own)?;
     let warnings = stale_base_warning(store, &base_ref).into_iter().collect();
     check_worktree_root(&store.worktree_root()?)?;
     refuse_root_link(store)?;
@@ -270,6 +279,7 @@ fn preconditions(env: &Env, opts: &StartOptions) -> Result<Checked> {
     Ok(Checked {
         run_id,
         actor,
+        initiator,
         ledger_ref,
         torn,
         branch,
@@ -289,7 +299,7 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
         store,
         &c.run_id,
         &opts.task,
-        c.actor,
+        (c.actor, c.initiator),
         (&c.base_ref, c.base_commit),
         &c.branch,
     );
@@ -408,7 +418,7 @@ fn new_record(
     store: &Store,
     run_id: &str,
     task: &str,
-    actor: Actor,
+    (actor, initiator): (Actor, String),
     (base_ref, base_commit): (&str, gix::ObjectId),
     branch: &str,
 ) -> RunRecord {
@@ -441,6 +451,7 @@ fn new_record(
         land_attempts: Vec::new(),
         rewound: None,
         completion: None,
+        initiator: Some(initiator),
         created_at: now.clone(),
         updated_at: now,
     }

@@ -196,7 +196,26 @@ impl AllowedSigners {
     }
 }
 
+/// The namespaces that declare what kind of signer a line's key is (docs/signing.md): ssh-keygen
+/// reads them as more namespaces the key may sign in, which none of our signatures use.
+pub const KIND_NAMESPACES: [(&str, &str); 3] = [
+    ("tabellio.agent", "agent"),
+    ("tabellio.human", "human"),
+    ("tabellio.ci", "ci"),
+];
+
 impl Entry {
+    /// The kind of signer the line declares (`agent`, `human`, `ci`) with a `tabellio.<kind>`
+    /// entry in its `namespaces`; `None` when it declares none. A line declaring two kinds
+    /// declares the most restricted: `agent`.
+    pub fn kind(&self) -> Option<&'static str> {
+        let listed = self.namespaces.as_deref()?;
+        KIND_NAMESPACES
+            .iter()
+            .find(|(ns, _)| listed.split(',').any(|n| n == *ns))
+            .map(|(_, kind)| *kind)
+    }
+
     fn allows(&self, claimed: Option<&str>, namespace: &str, t: i64) -> Result<(), SignerRefusal> {
         if let Some(claimed) = claimed {
             if !pattern_list_matches(claimed, &self.principals) {

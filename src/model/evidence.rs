@@ -99,6 +99,13 @@ pub struct EvidenceRecord {
     /// and digests are what they always were.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub reused_from: Option<String>,
+    /// Who made the change the record judges: the run's actor (docs/storage.md). Absent in
+    /// records without a run and of older tools, so their digests are unchanged.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub actor: Option<super::provenance::ActorProvenance>,
+    /// The canonical id of the person who started the run; absent when not known.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub initiator: Option<String>,
     /// For a check with declared inputs: the id of the tree restricted to them (the git tree
     /// object of only the matching entries), the tree the check ran on. The record is noted on
     /// that id too, so every tree with the same inputs finds it.
@@ -151,12 +158,17 @@ impl EvidenceRecord {
             stopped,
             tool,
             reused_from,
+            actor,
+            initiator,
             scoped_tree,
             undeclared_inputs,
             signature: _,
             digest: _,
         } = self;
         let mut fields = canonical::Fields::new(out);
+        if let Some(actor) = actor {
+            fields.object("actor", |f| actor.write(f));
+        }
         fields
             .object("check", |f| {
                 f.strs("argv", &check.argv).str("digest", &check.digest);
@@ -168,7 +180,11 @@ impl EvidenceRecord {
             .str("commit", commit)
             .int("duration_ms", *duration_ms)
             .opt_int("exit_code", *exit_code)
-            .str("finished_at", finished_at)
+            .str("finished_at", finished_at);
+        if let Some(initiator) = initiator {
+            fields.str("initiator", initiator);
+        }
+        fields
             .object("output", |f| {
                 f.int("bytes", output.bytes)
                     .str("excerpt", &output.excerpt)
@@ -296,6 +312,8 @@ pub(crate) mod tests {
             },
             tool: "git-tabellio/0.1.0".into(),
             reused_from: None,
+            actor: None,
+            initiator: None,
             scoped_tree: None,
             undeclared_inputs: Vec::new(),
             signature: None,
@@ -354,6 +372,7 @@ pub(crate) mod tests {
                 argv in prop::collection::vec(text(), 0..4),
                 ints in any::<(Option<i32>, Option<i32>, u64, u64, u64, bool)>(),
                 options in any::<(bool, bool, bool, bool)>(),
+                provenance in any::<(bool, bool, bool)>(),
                 scoped in any::<(bool, bool, bool)>(),
             ) {
                 let (exit_code, signal, duration_ms, bytes, redactions, truncated) = ints;
@@ -387,6 +406,16 @@ pub(crate) mod tests {
                 rec.stopped = Stopped { command: t(0), tabellio: tabellio.then(|| t(1)) };
                 rec.tool = t(2);
                 rec.reused_from = reused.then(|| t(3));
+                let (with_actor, details, initiator) = provenance;
+                rec.actor = with_actor.then(|| crate::model::provenance::ActorProvenance {
+                    kind: t(5),
+                    id: t(6),
+                    name: details.then(|| t(7)),
+                    model: details.then(|| t(8)),
+                    harness_version: details.then(|| t(9)),
+                    session_digest: details.then(|| t(10)),
+                });
+                rec.initiator = initiator.then(|| t(11));
                 rec.signature = signed.then(|| crate::model::signature::Signature {
                     format: "ssh".into(), principal: t(4), key_fingerprint: t(5), sig: t(6),
                 });
@@ -445,6 +474,8 @@ pub(crate) mod tests {
             "stopped",
             "tool",
             "reused_from",
+            "actor",
+            "initiator",
             "scoped_tree",
             "undeclared_inputs",
             "signature",

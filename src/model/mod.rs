@@ -17,6 +17,7 @@ pub mod loop_state;
 pub mod policy;
 #[cfg(test)]
 mod properties;
+pub mod provenance;
 pub mod run;
 pub mod run_file;
 pub mod signature;

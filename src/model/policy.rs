@@ -98,6 +98,11 @@ pub struct Policy {
     /// Who may approve a change to guarded paths.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalPolicy>,
+    /// Globs guarded under a condition on who made the change (`when`) and with approvers they
+    /// exclude (`approver_not`), docs/verify.md#provenance-in-the-policy. Like `guarded`, they
+    /// guard the policy file and the allowed-signers file always.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub guarded_paths: BTreeMap<String, GuardRule>,
     /// How `land` puts runs on the target (docs/land.md).
     #[serde(default, skip_serializing_if = "LandPolicy::is_default")]
     pub land: LandPolicy,
@@ -197,6 +202,73 @@ pub struct ApprovalPolicy {
     pub distinct_from_actor: bool,
 }
 
+/// One glob of `guarded_paths`: `{"approvals": 1, "when": {"actor.kind": "agent"},
+/// "approver_not": ["actor", "initiator"]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardRule {
+    /// How many approvals a change needs: 1 (the only number supported).
+    #[serde(default = "one_approval")]
+    pub approvals: u32,
+    /// The change is guarded only when this holds of its actor; always when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<GuardWhen>,
+    /// Who may not approve the change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approver_not: Vec<ApproverRole>,
+}
+
+fn one_approval() -> u32 {
+    1
+}
+
+/// `"when": {"actor.kind": "agent"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardWhen {
+    #[serde(rename = "actor.kind")]
+    pub actor_kind: ActorKind,
+}
+
+/// An actor's kind, as the run record's `actor.type` and evidence's `actor.kind` name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActorKind {
+    Agent,
+    Human,
+    Ci,
+    System,
+}
+
+impl ActorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActorKind::Agent => "agent",
+            ActorKind::Human => "human",
+            ActorKind::Ci => "ci",
+            ActorKind::System => "system",
+        }
+    }
+}
+
+/// Whom an approval of a guarded change may not come from: the run's `actor` or its
+/// `initiator`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApproverRole {
+    Actor,
+    Initiator,
+}
+
+impl ApproverRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApproverRole::Actor => "actor",
+            ApproverRole::Initiator => "initiator",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct LandPolicy {
@@ -209,6 +281,22 @@ impl LandPolicy {
     fn is_default(&self) -> bool {
         self == &LandPolicy::default()
     }
+}
+
+/// A guarded glob: not empty, no surrounding spaces, compiles.
+fn check_glob(field: &str, pattern: &str) -> Result<(), PolicyError> {
+    let body = pattern.strip_prefix('!').unwrap_or(pattern);
+    if body.trim() != body || body.is_empty() {
+        return Err(PolicyError(format!(
+            "{field}: {pattern:?} is empty or has surrounding spaces; write the glob alone, e.g. \"tests/**\""
+        )));
+    }
+    if gix::glob::parse(pattern.as_bytes()).is_none() {
+        return Err(PolicyError(format!(
+            "{field}: {pattern:?} is not a glob; see the guarded paths syntax in the docs"
+        )));
+    }
+    Ok(())
 }
 
 /// A map whose keys must be unique (serde_json would keep the last of two).
@@ -368,19 +456,35 @@ impl Policy {
             }
         }
         for (i, pattern) in self.guarded.iter().flatten().enumerate() {
-            let body = pattern.strip_prefix('!').unwrap_or(pattern);
-            if body.trim() != body || body.is_empty() {
+            check_glob(&format!("guarded[{i}]"), pattern)?;
+        }
+        for (pattern, rule) in &self.guarded_paths {
+            let field = format!("guarded_paths.{pattern}");
+            if pattern.starts_with('!') {
                 return Err(PolicyError(format!(
-                    "guarded[{i}]: {pattern:?} is empty or has surrounding spaces; write the glob alone, e.g. \"tests/**\""
+                    "{field}: a negated glob guards nothing here; list the exception in \"guarded\" or narrow the glob"
                 )));
             }
-            if gix::glob::parse(pattern.as_bytes()).is_none() {
+            check_glob(&field, pattern)?;
+            if rule.approvals != 1 {
                 return Err(PolicyError(format!(
-                    "guarded[{i}]: {pattern:?} is not a glob; see the guarded paths syntax in the docs"
+                    "{field}.approvals: {} is not supported; a guarded change needs one approval (write 1)",
+                    rule.approvals
+                )));
+            }
+            if let Some(role) = first_duplicate(&rule.approver_not) {
+                return Err(PolicyError(format!(
+                    "{field}.approver_not: {:?} is listed twice",
+                    role.as_str()
                 )));
             }
         }
         Ok(())
+    }
+
+    /// Does the policy guard any path (`guarded` or `guarded_paths`)?
+    pub fn guards_paths(&self) -> bool {
+        self.guarded.is_some() || !self.guarded_paths.is_empty()
     }
 
     pub fn excerpt_bytes(&self) -> usize {
@@ -395,7 +499,7 @@ impl Policy {
 }
 
 /// The first name listed a second time.
-fn first_duplicate(names: &[String]) -> Option<&String> {
+fn first_duplicate<T: Ord>(names: &[T]) -> Option<&T> {
     let mut seen = std::collections::BTreeSet::new();
     names.iter().find(|name| !seen.insert(*name))
 }

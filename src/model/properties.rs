@@ -127,6 +127,7 @@ fn policy() -> impl Strategy<Value = Policy> {
                             },
                             trust,
                             guarded,
+                            guarded_paths: Default::default(),
                             approval: approval.map(|distinct_from_actor| ApprovalPolicy {
                                 distinct_from_actor,
                             }),
@@ -327,10 +328,7 @@ fn run_record() -> impl Strategy<Value = RunRecord> {
                 text: task.1,
                 sha256: task.2,
             },
-            actor: Actor {
-                kind: actor.0,
-                id: actor.1,
-            },
+            actor: Actor::new(actor.0, actor.1),
             repository,
             base: Base {
                 reference: base.0,
@@ -352,6 +350,7 @@ fn run_record() -> impl Strategy<Value = RunRecord> {
             land_attempts: land.2,
             rewound: None,
             completion: None,
+            initiator: None,
             created_at: times.0,
             updated_at: times.1,
         },

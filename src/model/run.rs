@@ -76,7 +76,38 @@ pub struct Task {
 pub struct Actor {
     #[serde(rename = "type")]
     pub kind: String,
+    /// The canonical id (docs/signing.md#who-is-who).
     pub id: String,
+    /// An agent's name (`claude-code`), model and harness version, and the SHA-256 of its
+    /// session link (never the link): absent unless given, so older records are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_digest: Option<String>,
+}
+
+/// Do two canonical actor ids name the same actor? Ids compare without regard to ASCII case or
+/// surrounding space, as email addresses are used.
+pub fn same_id(a: &str, b: &str) -> bool {
+    a.trim().eq_ignore_ascii_case(b.trim())
+}
+
+impl Actor {
+    /// An actor with only a kind and an id.
+    pub fn new(kind: impl Into<String>, id: impl Into<String>) -> Actor {
+        Actor {
+            kind: kind.into(),
+            id: id.into(),
+            name: None,
+            model: None,
+            harness_version: None,
+            session_digest: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -270,6 +301,10 @@ pub struct RunRecord {
     /// no plan, and in records written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion: Option<super::completion::Completion>,
+    /// The canonical id of the person who started (or enqueued) the run; absent in records of
+    /// older tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initiator: Option<String>,
     pub created_at: String,
     pub updated_at: String,
 }

@@ -6,9 +6,11 @@
 
 pub mod actor;
 pub mod completion;
+pub mod landed;
 pub mod promotion;
 pub mod unreadable;
 pub mod views;
+pub mod vsa;
 pub mod workspace;
 
 use std::path::{Path, PathBuf};

@@ -15,6 +15,8 @@ pub const CHECKPOINTS: &str = "refs/notes/tabellio/checkpoints";
 pub const EVIDENCE: &str = "refs/notes/tabellio/evidence";
 /// Approvals of changes to guarded paths (`tabellio.approval/v1`).
 pub const APPROVALS: &str = "refs/notes/tabellio/approvals";
+/// Verification summaries (SLSA VSAs in DSSE envelopes) of the tips `promote` and `land` made.
+pub const VSA: &str = "refs/notes/tabellio/vsa";
 
 /// The largest one note (the records on one commit or tree) may be when a server receives it:
 /// 16 MiB. A record's output excerpt is at most 1 MiB (`output.excerpt_bytes`), so a note this

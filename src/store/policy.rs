@@ -117,9 +117,9 @@ impl Policies {
         commit: gix::ObjectId,
     ) -> Result<bool, PolicyAtError> {
         if let Some(found) = self.remembered(commit) {
-            return Ok(found.is_some_and(|p| p.guarded.is_some()));
+            return Ok(found.is_some_and(|p| p.guards_paths()));
         }
-        Ok(self.at(store, commit)?.is_some_and(|p| p.guarded.is_some()))
+        Ok(self.at(store, commit)?.is_some_and(|p| p.guards_paths()))
     }
 
     /// The policy at `commit` when it was read before: `Some(None)` for a commit without one,

@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::model::canonical;
-use crate::model::policy::Policy;
-use crate::model::run::Actor;
+use crate::model::policy::{ApproverRole, GuardRule, GuardWhen, Policy};
+use crate::model::run::{same_id, Actor};
 use crate::store::notes_view::NotesView;
 use crate::store::policy::{Policies, PolicyAtError};
 use crate::store::Store;
@@ -50,6 +50,10 @@ pub struct ApprovalRecord {
     /// without the ledger (a server's pre-receive) can still tell the approver from the actor.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub run_actor: Option<Actor>,
+    /// The run's initiator as its ledger named it when approved, signed with the rest, for the
+    /// same reason (`approver_not: ["initiator"]`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub run_initiator: Option<String>,
     /// Why, in the approver's words (`-m`).
     pub reason: Option<String>,
     pub at: String,
@@ -91,6 +95,11 @@ impl ApprovalRecord {
 /// The guarded paths of a step and whom may approve them.
 pub struct Guard {
     lists: Vec<GuardedPaths>,
+    /// `guarded_paths`: globs guarded when their `when` holds, with the approvers they exclude.
+    rules: Vec<(GuardedPaths, GuardRule)>,
+    /// The kind of the change's actor, when the evidence proves it ([`proven_kind`]); unknown,
+    /// every `when` holds.
+    actor_kind: Option<String>,
     /// The allowed signers, when the gating policy has `trust`: an approval counts only when
     /// one of them signed it.
     signers: Option<AllowedSigners>,
@@ -107,10 +116,12 @@ impl Guard {
         own: Option<&Policy>,
     ) -> Result<Option<Guard>> {
         let mut lists = Vec::new();
+        let mut rules = Vec::new();
         for policy in gating.map(|(p, _)| p).into_iter().chain(own) {
             if let Some(g) = GuardedPaths::from_policy(policy)? {
                 lists.push(g);
             }
+            rules.extend(GuardedPaths::rules(policy)?);
         }
         if lists.is_empty() {
             return Ok(None);
@@ -121,6 +132,8 @@ impl Guard {
         };
         Ok(Some(Guard {
             lists,
+            rules,
+            actor_kind: None,
             signers,
             distinct_from_actor: gating
                 .and_then(|(p, _)| p.approval.as_ref())
@@ -154,6 +167,46 @@ impl Guard {
 
     pub fn is_guarded(&self, path: &str) -> bool {
         self.lists.iter().any(|g| g.is_guarded(path))
+            || self.rules.iter().any(|(g, rule)| {
+                g.is_guarded(path) && rule.when.as_ref().is_none_or(|w| self.holds(w))
+            })
+    }
+
+    /// Does a glob of `guarded_paths` depend on who made the change?
+    fn has_conditions(&self) -> bool {
+        self.rules.iter().any(|(_, r)| r.when.is_some())
+    }
+
+    /// Does `when` hold of the change's actor? Always, unless its kind is proven another.
+    fn holds(&self, when: &GuardWhen) -> bool {
+        self.actor_kind
+            .as_deref()
+            .is_none_or(|kind| kind == when.actor_kind.as_str())
+    }
+
+    /// The guard for a change whose actor's kind the evidence `lines` (on the change's commit
+    /// and tree) prove, if they do.
+    pub fn for_change(mut self, lines: &[String]) -> Guard {
+        self.actor_kind = proven_kind(lines, self.signers.as_ref());
+        self
+    }
+
+    /// Whom an approval of `paths` may not come from: the actor under `distinct_from_actor`,
+    /// and the roles of every `guarded_paths` glob that holds one of them.
+    pub fn excluded(&self, paths: &[String]) -> Vec<ApproverRole> {
+        let mut roles: Vec<ApproverRole> = self
+            .distinct_from_actor
+            .then_some(ApproverRole::Actor)
+            .into_iter()
+            .collect();
+        for (g, rule) in &self.rules {
+            if paths.iter().any(|p| g.is_guarded(p)) {
+                roles.extend(rule.approver_not.iter().copied());
+            }
+        }
+        roles.sort();
+        roles.dedup();
+        roles
     }
 
     /// The guarded paths changed, added or removed from `from_tree` to `to_tree`, sorted.
@@ -171,16 +224,17 @@ impl Guard {
         )
     }
 
-    /// Why `record` does not approve `paths` on `tree`, `None` when it does. `actors` are the
-    /// ids the run's actor is known by (see [`RunActors`]): under `distinct_from_actor` an
-    /// approval counts only when its approver, and under `trust` its signer, is none of them,
-    /// and never when the run's actor is not known at all.
+    /// Why `record` does not approve `paths` on `tree`, `None` when it does. `ids` are who the
+    /// run is known to be by (see [`RunActors`]): an approver (and under `trust` its signer)
+    /// the guard excludes ([`Guard::excluded`]) never counts, nor does one when the role it
+    /// would have to differ from is not known at all; a key that signed the run's evidence never
+    /// approves it.
     pub fn refuse(
         &self,
         record: &ApprovalRecord,
         tree: &str,
         paths: &[String],
-        actors: &[String],
+        ids: &RunIds,
     ) -> Option<String> {
         if !record.digest_is_valid() {
             return Some("its digest does not match its content".into());
@@ -199,20 +253,22 @@ impl Guard {
         if !uncovered.is_empty() {
             return Some(format!("it does not cover {}", uncovered.join(", ")));
         }
-        let is_actor = |id: &str| actors.iter().any(|a| a.eq_ignore_ascii_case(id));
-        if self.distinct_from_actor {
-            if actors.is_empty() {
-                return Some(
-                    "the run's actor is not known here (the approval names none and the run's ledger is not here), and the policy wants an approver other than the actor"
-                        .into(),
-                );
-            }
-            if is_actor(&record.approver.id) {
+        let excluded = self.excluded(paths);
+        for &role in &excluded {
+            if ids.of(role).is_empty() {
                 return Some(format!(
-                    "{} is the run's own actor, and the policy wants another approver",
-                    record.approver.id
+                    "the run's {} is not known here (the approval names none and the run's ledger is not here), and the policy wants an approver other than the {}",
+                    role.as_str(), role.as_str()
                 ));
             }
+        }
+        let excluded_as = |id: &str| excluded.iter().copied().find(|&r| ids.is(r, id));
+        if let Some(role) = excluded_as(&record.approver.id) {
+            return Some(format!(
+                "{} is the run's own {}, and the policy wants another approver",
+                record.approver.id,
+                role.as_str()
+            ));
         }
         if let Some(signers) = &self.signers {
             let verdict = judge_signature(
@@ -223,10 +279,19 @@ impl Guard {
             );
             match verdict {
                 SignatureVerdict::Trusted { principal, .. }
-                    if self.distinct_from_actor && is_actor(&principal) =>
+                    if excluded_as(&principal).is_some() =>
                 {
+                    let role = excluded_as(&principal).map_or("actor", ApproverRole::as_str);
                     return Some(format!(
-                        "it is signed by {principal}, the run's own actor, and the policy wants another approver"
+                        "it is signed by {principal}, the run's own {role}, and the policy wants another approver"
+                    ));
+                }
+                SignatureVerdict::Trusted {
+                    principal,
+                    fingerprint,
+                } if ids.evidence_keys.contains(&fingerprint) => {
+                    return Some(format!(
+                        "it is signed by {principal} with the key ({fingerprint}) that signed the run's evidence, which cannot also approve it"
                     ));
                 }
                 SignatureVerdict::Trusted { .. } => {}
@@ -237,26 +302,129 @@ impl Guard {
     }
 }
 
-/// The ids a run's actor is known by, as approvals are judged: the one the caller knows (the
-/// ledger it read), the one an approval record names, and the one in the run's ledger here
-/// (read once per run). Any of them equal to the approver (or its signer) voids an approval
-/// under `distinct_from_actor`: each is a claim someone with write access could make, so the
-/// rule takes all of them rather than trusting one.
+/// Who a run is known to be by, as approvals are judged: the ids of its actor and of its
+/// initiator, and the fingerprints of the keys that signed its evidence.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunIds {
+    pub actors: Vec<String>,
+    pub initiators: Vec<String>,
+    pub evidence_keys: Vec<String>,
+}
+
+impl RunIds {
+    fn of(&self, role: ApproverRole) -> &[String] {
+        match role {
+            ApproverRole::Actor => &self.actors,
+            ApproverRole::Initiator => &self.initiators,
+        }
+    }
+
+    /// Is `id` the run's `role` by any of the ids it is known by?
+    fn is(&self, role: ApproverRole, id: &str) -> bool {
+        self.of(role).iter().any(|a| same_id(a, id))
+    }
+}
+
+/// The kind of actor the evidence `lines` prove: without `signers`, the kind every intact
+/// record that names an actor claims (when they agree); with them, the kind of an actor that
+/// signed its own record with a key the allowed signers declare of that kind
+/// (`tabellio.<kind>`, docs/signing.md#who-is-who). `None`: not proven.
+pub fn proven_kind(lines: &[String], signers: Option<&AllowedSigners>) -> Option<String> {
+    let mut kinds: Vec<String> = Vec::new();
+    for line in lines {
+        let Ok(rec) = crate::model::EvidenceRecord::from_line(line) else {
+            continue;
+        };
+        let Some(actor) = rec.actor.as_ref().filter(|_| rec.digest_is_valid()) else {
+            continue;
+        };
+        let Some(signers) = signers else {
+            kinds.push(actor.kind.clone());
+            continue;
+        };
+        if let SignatureVerdict::Trusted {
+            principal,
+            fingerprint,
+        } = judge_signature(
+            rec.signature.as_ref(),
+            &rec.digest,
+            &rec.finished_at,
+            signers,
+        ) {
+            let declared = super::declared_kind(signers, &principal, &fingerprint);
+            if declared == Some(actor.kind.as_str()) && same_id(&actor.id, &principal) {
+                kinds.push(actor.kind.clone());
+            } else if declared == Some("agent") {
+                // An agent's key signed it: whatever the record claims, an agent made it.
+                kinds.push("agent".into());
+            }
+        }
+    }
+    kinds.sort();
+    kinds.dedup();
+    match kinds.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    }
+}
+
+/// Who a run is known to be by, as approvals are judged: its actor and initiator by every id
+/// the caller knows (the ledger it read), the approval record names, the run's ledger here
+/// (read once per run) and the run's evidence names, and the keys that signed that evidence.
+/// Any of the ids equal to the approver (or its signer) voids an approval the policy wants
+/// from someone else: each is a claim someone with write access could make, so the rule takes
+/// all of them rather than trusting one.
 #[derive(Default)]
 pub struct RunActors {
-    ledgers: HashMap<String, Option<String>>,
+    ledgers: HashMap<String, Option<(String, Option<String>)>>,
+    /// The evidence notes, read when an approval is judged (`None`: the local ones).
+    evidence: Option<NotesView>,
+    /// What the evidence of each approved commit says, by commit and tree.
+    by_commit: HashMap<(String, String), RunIds>,
 }
 
 impl RunActors {
-    /// The ids for `record`'s run, with `known` (the run's actor, when the caller has it).
+    /// Read the run's evidence from `evidence` (the notes a push carries, in a hook).
+    pub fn with_evidence(evidence: NotesView) -> RunActors {
+        RunActors {
+            evidence: Some(evidence),
+            ..RunActors::default()
+        }
+    }
+
+    /// The evidence lines on `commit` and its tree.
+    pub fn evidence_lines(
+        &mut self,
+        store: &Store,
+        commit: gix::ObjectId,
+        tree: gix::ObjectId,
+    ) -> Result<Vec<String>> {
+        if self.evidence.is_none() {
+            self.evidence = Some(NotesView::at_ref_and_tracking(
+                store,
+                crate::store::notes::EVIDENCE,
+            )?);
+        }
+        let view = self.evidence.as_mut().expect("opened just above");
+        let mut lines = view.lines(store, commit)?;
+        lines.extend(view.lines(store, tree)?);
+        lines.sort();
+        lines.dedup();
+        Ok(lines)
+    }
+
+    /// Who `record`'s run is, with `known` (the run's actor, when the caller has it).
     pub fn of(
         &mut self,
         store: &Store,
         record: &ApprovalRecord,
         known: Option<&Actor>,
-    ) -> Vec<String> {
-        let mut ids: Vec<String> = known.map(|a| a.id.clone()).into_iter().collect();
-        ids.extend(record.run_actor.as_ref().map(|a| a.id.clone()));
+    ) -> Result<RunIds> {
+        let mut ids = self.named_by_evidence(store, record)?;
+        ids.actors.extend(known.map(|a| a.id.clone()));
+        ids.actors
+            .extend(record.run_actor.as_ref().map(|a| a.id.clone()));
+        ids.initiators.extend(record.run_initiator.clone());
         let from_ledger = self
             .ledgers
             .entry(record.run_id.clone())
@@ -264,12 +432,52 @@ impl RunActors {
                 // A run id that is not one, or a ledger that cannot be read, names nobody.
                 crate::model::ids::check_run_id(&record.run_id).ok()?;
                 let ledger = store.try_find_ledger(&record.run_id).ok()??;
-                Some(ledger.record.actor.id)
+                Some((ledger.record.actor.id, ledger.record.initiator))
             });
-        ids.extend(from_ledger.clone());
-        ids.sort();
-        ids.dedup();
-        ids
+        if let Some((actor, initiator)) = from_ledger.clone() {
+            ids.actors.push(actor);
+            ids.initiators.extend(initiator);
+        }
+        for list in [&mut ids.actors, &mut ids.initiators, &mut ids.evidence_keys] {
+            list.sort();
+            list.dedup();
+        }
+        Ok(ids)
+    }
+
+    /// The actors, initiators and signing keys of the intact evidence on the approved commit.
+    fn named_by_evidence(&mut self, store: &Store, record: &ApprovalRecord) -> Result<RunIds> {
+        let key = (record.commit.clone(), record.tree.clone());
+        if let Some(ids) = self.by_commit.get(&key) {
+            return Ok(ids.clone());
+        }
+        let mut ids = RunIds::default();
+        let parsed = (
+            gix::ObjectId::from_hex(record.commit.as_bytes()),
+            gix::ObjectId::from_hex(record.tree.as_bytes()),
+        );
+        if let (Ok(commit), Ok(tree)) = parsed {
+            for line in self.evidence_lines(store, commit, tree)? {
+                let Ok(rec) = crate::model::EvidenceRecord::from_line(&line) else {
+                    continue;
+                };
+                if !rec.digest_is_valid() {
+                    continue;
+                }
+                ids.actors.extend(rec.actor.as_ref().map(|a| a.id.clone()));
+                ids.initiators.extend(rec.initiator.clone());
+                if let Some(sig) = &rec.signature {
+                    // The key that really signed it, not the fingerprint the record claims.
+                    if let Ok(key) =
+                        super::sshsig::verify(&sig.sig, super::NAMESPACE, rec.digest.as_bytes())
+                    {
+                        ids.evidence_keys.push(super::sshsig::fingerprint(&key));
+                    }
+                }
+            }
+        }
+        self.by_commit.insert(key, ids.clone());
+        Ok(ids)
     }
 }
 
@@ -356,7 +564,7 @@ pub struct Step {
 pub fn judge_chain(
     store: &Store,
     policies: &mut Policies,
-    notes: &mut NotesView,
+    (notes, actors): (&mut NotesView, &mut RunActors),
     gating: Option<gix::ObjectId>,
     (from, to, steps_of): (gix::ObjectId, gix::ObjectId, Steps),
     within: Option<&std::collections::HashSet<gix::ObjectId>>,
@@ -375,7 +583,7 @@ pub fn judge_chain(
         Steps::FirstParent if !store.is_ancestor(from, to)? => vec![to],
         Steps::FirstParent => crate::store::ancestry::first_parent_chain(store, from, to)?,
     };
-    let mut steps = guarded_steps(store, policies, gating, from, &chain)?;
+    let mut steps = guarded_steps(store, policies, gating, from, &chain, actors)?;
     let mut search = ChainApprovals {
         store,
         notes,
@@ -385,7 +593,7 @@ pub fn judge_chain(
         actor,
         records: vec![None; chain.len()],
         bad_lines: Vec::new(),
-        actors: RunActors::default(),
+        actors,
         carried: Carried::default(),
     };
     for (i, (guard, check)) in steps.iter_mut().enumerate() {
@@ -418,7 +626,7 @@ fn guards_anything(
     let mut guards = |c| {
         policies
             .at(store, c)
-            .map(|p| p.is_some_and(|p| p.guarded.is_some()))
+            .map(|p| p.is_some_and(|p| p.guards_paths()))
             .map_err(PolicyAtError::naming_commit)
     };
     Ok(guards(gating)? || guards(to)?)
@@ -432,11 +640,17 @@ fn guarded_steps(
     gating: Option<gix::ObjectId>,
     from: gix::ObjectId,
     chain: &[gix::ObjectId],
+    actors: &mut RunActors,
 ) -> Result<Vec<(Option<Guard>, ApprovalCheck)>> {
     let mut steps = Vec::with_capacity(chain.len());
     let mut prev = from;
-    for &commit in chain {
-        let guard = Guard::for_step(store, policies, gating.or(Some(prev)), commit)?;
+    for (i, &commit) in chain.iter().enumerate() {
+        let guard = match Guard::for_step(store, policies, gating.or(Some(prev)), commit)? {
+            Some(g) if g.has_conditions() => {
+                Some(g.for_change(&change_evidence(store, actors, &chain[i..])?))
+            }
+            other => other,
+        };
         let paths = match &guard {
             Some(g) => g.touched(store, store.tree_of(prev)?, store.tree_of(commit)?)?,
             None => Vec::new(),
@@ -451,6 +665,23 @@ fn guarded_steps(
         prev = commit;
     }
     Ok(steps)
+}
+
+/// The evidence of the change a step belongs to: the lines on the first commit of `rest` (the
+/// step's commit and the ones after it on the line) that has any, which is the head of the run
+/// that brought the step.
+fn change_evidence(
+    store: &Store,
+    actors: &mut RunActors,
+    rest: &[gix::ObjectId],
+) -> Result<Vec<String>> {
+    for &commit in rest {
+        let lines = actors.evidence_lines(store, commit, store.tree_of(commit)?)?;
+        if !lines.is_empty() {
+            return Ok(lines);
+        }
+    }
+    Ok(Vec::new())
 }
 
 /// The lines noted on `commit` and on its `tree`, sorted and unique.
@@ -479,7 +710,7 @@ struct ChainApprovals<'a> {
     records: Vec<Option<Vec<ApprovalRecord>>>,
     /// Why lines read so far are not approval records.
     bad_lines: Vec<String>,
-    actors: RunActors,
+    actors: &'a mut RunActors,
     carried: Carried,
 }
 
@@ -493,11 +724,7 @@ impl ChainApprovals<'_> {
             let tree_hex = tree.to_string();
             for record in self.records[j].iter().flatten() {
                 let who = format!("{}:{}", record.approver.kind, record.approver.id);
-                let ids = if guard.distinct_from_actor {
-                    self.actors.of(self.store, record, self.actor)
-                } else {
-                    Vec::new()
-                };
+                let ids = self.actors.of(self.store, record, self.actor)?;
                 let mut judged_tree = tree_hex.as_str();
                 if record.tree != tree_hex && self.steps_of == Steps::FirstParent {
                     let line = (self.from, self.chain);
@@ -568,7 +795,7 @@ impl ChainApprovals<'_> {
                 let Ok(record) = ApprovalRecord::from_line(&line) else {
                     continue;
                 };
-                let ids = self.actors.of(self.store, &record, self.actor);
+                let ids = self.actors.of(self.store, &record, self.actor)?;
                 if let Some(why) = guard.refuse(&record, &tree_hex, &check.paths, &ids) {
                     check.not_counted.push(format!(
                         "approval by {}:{}: {why}",
@@ -634,7 +861,7 @@ pub fn judge_run_step(
     let steps = judge_chain(
         store,
         &mut Policies::default(),
-        &mut notes(store)?,
+        (&mut notes(store)?, &mut RunActors::default()),
         gating,
         (base, candidate, Steps::Whole),
         None,
@@ -694,14 +921,9 @@ mod tests {
             commit: "a".repeat(40),
             tree: "b".repeat(40),
             paths: vec![".tabellio/policy.json".into()],
-            approver: Actor {
-                kind: "human".into(),
-                id: "ada@example.com".into(),
-            },
-            run_actor: Some(Actor {
-                kind: "agent".into(),
-                id: "bot".into(),
-            }),
+            approver: Actor::new("human", "ada@example.com"),
+            run_actor: Some(Actor::new("agent", "bot")),
+            run_initiator: None,
             reason: Some("dropping a flaky check".into()),
             at: "2026-01-01T00:00:00Z".into(),
             tool: "git-tabellio/0.1.0".into(),
@@ -733,6 +955,8 @@ mod tests {
         .unwrap();
         let guard = Guard {
             lists: vec![GuardedPaths::from_policy(&policy).unwrap().unwrap()],
+            rules: Vec::new(),
+            actor_kind: None,
             signers: None,
             distinct_from_actor: true,
         };
@@ -742,7 +966,12 @@ mod tests {
         let rec = sample();
         let tree = "b".repeat(40);
         let paths = vec![".tabellio/policy.json".to_string()];
-        let bot = vec!["bot".to_string()];
+        let ids = |actors: &[&str], initiators: &[&str]| RunIds {
+            actors: actors.iter().map(|a| a.to_string()).collect(),
+            initiators: initiators.iter().map(|a| a.to_string()).collect(),
+            evidence_keys: Vec::new(),
+        };
+        let bot = ids(&["bot"], &["ada@example.com"]);
         assert_eq!(guard.refuse(&rec, &tree, &paths, &bot), None);
         assert!(guard
             .refuse(&rec, &"c".repeat(40), &paths, &bot)
@@ -753,16 +982,45 @@ mod tests {
             .unwrap()
             .contains("does not cover tests/x.rs"));
         // The approver is the run's actor by any of the ids it is known by, in any case.
-        let actors = vec!["bot".to_string(), "ADA@example.com".to_string()];
+        let actors = ids(&["bot", "ADA@example.com"], &[]);
         assert!(guard
             .refuse(&rec, &tree, &paths, &actors)
             .unwrap()
             .contains("own actor"));
         // Nobody knows the run's actor: the approval cannot be shown to be someone else's.
         assert!(guard
-            .refuse(&rec, &tree, &paths, &[])
+            .refuse(&rec, &tree, &paths, &RunIds::default())
             .unwrap()
             .contains("not known"));
+        // `approver_not: ["initiator"]` on a glob: the initiator's approval does not count.
+        let rules = Policy::parse(
+            r#"{"schema":"tabellio.policy/v1",
+                "guarded_paths":{"db/**":{"approver_not":["initiator"]}}}"#,
+        )
+        .unwrap();
+        let by_initiator = Guard {
+            lists: Vec::new(),
+            rules: GuardedPaths::rules(&rules).unwrap(),
+            actor_kind: None,
+            signers: None,
+            distinct_from_actor: false,
+        };
+        let mut rec_db = rec.clone();
+        rec_db.paths = vec!["db/1.sql".into()];
+        let rec_db = rec_db.seal();
+        let db = vec!["db/1.sql".to_string()];
+        assert!(by_initiator
+            .refuse(&rec_db, &tree, &db, &bot)
+            .unwrap()
+            .contains("own initiator"));
+        assert_eq!(
+            by_initiator.refuse(&rec_db, &tree, &db, &ids(&[], &["eve"])),
+            None
+        );
+        assert!(by_initiator
+            .refuse(&rec_db, &tree, &db, &ids(&[], &[]))
+            .unwrap()
+            .contains("initiator is not known"));
         let trusting = Guard {
             signers: Some(AllowedSigners::default()),
             ..guard

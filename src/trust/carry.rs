@@ -121,7 +121,7 @@ pub fn judge_restacked(
         let why = match guard.carries(store, &record, onto, landed)? {
             Some(why) => Some(why),
             None => {
-                let ids = actors.of(store, &record, actor);
+                let ids = actors.of(store, &record, actor)?;
                 guard.refuse(&record, &record.tree, &check.paths, &ids)
             }
         };

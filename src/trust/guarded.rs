@@ -43,15 +43,24 @@ impl GuardedPaths {
 
     /// The guarded paths of `policy`, `None` when it has no `guarded` list (nothing is guarded).
     pub fn from_policy(policy: &Policy) -> Result<Option<Self>, PolicyError> {
-        let Some(patterns) = &policy.guarded else {
+        if !policy.guards_paths() {
             return Ok(None);
-        };
-        let mut guarded = Self::new(patterns)?;
+        }
+        let mut guarded = Self::new(policy.guarded.as_deref().unwrap_or_default())?;
         guarded.always.push(policy::PATH.to_string());
         if let Some(trust) = &policy.trust {
             guarded.always.push(trust.allowed_signers.clone());
         }
         Ok(Some(guarded))
+    }
+
+    /// The `guarded_paths` of `policy`, each glob compiled alone with its rule.
+    pub fn rules(policy: &Policy) -> Result<Vec<(Self, policy::GuardRule)>, PolicyError> {
+        policy
+            .guarded_paths
+            .iter()
+            .map(|(glob, rule)| Ok((Self::new(std::slice::from_ref(glob))?, rule.clone())))
+            .collect()
     }
 
     /// Is the file at `path` (repository-relative, `/`-separated) guarded?

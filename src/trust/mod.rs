@@ -31,6 +31,7 @@ pub mod approval;
 pub mod carry;
 pub mod guarded;
 pub mod sshsig;
+pub mod vsa;
 
 pub use crate::model::allowed_signers::{self, AllowedSigners, AllowedSignersError, SignerRefusal};
 pub use crate::model::signature::{signed_digest, Signature};
@@ -70,6 +71,47 @@ pub fn signing_principal(
                 .map(str::to_string)
         })
         .or_else(|| fallback.map(str::to_string))
+}
+
+/// The kind of signer (`agent`, `human`, `ci`) the allowed signers declare for the key with
+/// `fingerprint` under `principal` (docs/signing.md#who-is-who); `None` when no line holding it
+/// declares one.
+pub fn declared_kind(
+    signers: &AllowedSigners,
+    principal: &str,
+    fingerprint: &str,
+) -> Option<&'static str> {
+    signers
+        .entries()
+        .iter()
+        .filter(|e| {
+            !e.cert_authority && allowed_signers::pattern_list_matches(principal, &e.principals)
+        })
+        .filter(|e| sshsig::fingerprint(&e.key) == fingerprint)
+        .find_map(|e| e.kind())
+}
+
+/// Why a record signed by `principal` (key `fingerprint`) cannot carry `actor`, `None` when it
+/// can: an agent's key vouches only for its own work, so it signs only records whose actor is
+/// that agent, by its principal. A person's or a CI worker's key may sign any actor's records.
+pub fn refuse_attribution(
+    signers: &AllowedSigners,
+    principal: &str,
+    fingerprint: &str,
+    actor: Option<&crate::model::provenance::ActorProvenance>,
+) -> Option<String> {
+    let actor = actor?;
+    match declared_kind(signers, principal, fingerprint) {
+        Some("agent") if actor.kind != "agent" => Some(format!(
+            "{principal} is an agent's key (tabellio.agent) but the record says its actor is a {} ({})",
+            actor.kind, actor.id
+        )),
+        Some("agent") if !crate::model::run::same_id(&actor.id, principal) => Some(format!(
+            "{principal} is an agent's key (tabellio.agent) but the record names another agent, {}",
+            actor.id
+        )),
+        _ => None,
+    }
 }
 
 /// What a record's signature is worth under an allowed-signers file.

@@ -23,7 +23,9 @@ use crate::evidence::requirements::Gate;
 use crate::evidence::verifier::{
     CommitVerdict, GuardedVerdict, Verifier, UNAPPROVED_GUARDED_CHANGE,
 };
-use crate::store::notes::{APPROVALS, EVIDENCE};
+use crate::model::provenance::ProvenanceVerdict;
+use crate::store::notes::{APPROVALS, EVIDENCE, VSA};
+use crate::store::notes_view::NotesView;
 use crate::store::policy::Policies;
 use crate::store::remote::fetch::NOTES_PREFIX;
 use crate::store::remote::promisor;
@@ -42,6 +44,9 @@ pub struct VerifyOptions {
     /// `--first-parent`: a range follows only first parents (the commits a branch pointed at
     /// when every move was a fast-forward or a landing).
     pub first_parent: bool,
+    /// `--require-provenance`: every commit judged must resolve to the run that landed it
+    /// (the landed map of the ledgers), with its actor.
+    pub require_provenance: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -116,6 +121,7 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
     let walked: Option<HashSet<gix::ObjectId>> =
         (!opts.first_parent).then(|| commits.iter().copied().collect());
     let mut out = Vec::with_capacity(commits.len());
+    let mut summaries = NotesView::at_ref_and_tracking(store, VSA)?;
     for commit in commits {
         // The allowed signers come from the same commit as the policy that judges.
         let (gate, trust) = match &fixed_gate {
@@ -125,7 +131,18 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
                 verifier.trust_at(commit)?,
             ),
         };
-        out.push(verifier.check_trusted(commit, &gate, trust.as_ref())?);
+        let mut verdict = verifier.check_trusted(commit, &gate, trust.as_ref())?;
+        let hex = commit.to_string();
+        for line in summaries.lines(store, commit)? {
+            let signers = trust.as_ref().map(|t| &*t.signers);
+            verdict
+                .vsa
+                .push(crate::trust::vsa::judge(&line, &hex, signers));
+        }
+        if verdict.vsa.iter().any(|v| v.is_invalid()) {
+            verdict.verified = false;
+        }
+        out.push(verdict);
     }
     let gating = fixed_gate.as_ref().map(|(at, _, _)| *at);
     let mut limits = Vec::new();
@@ -145,9 +162,34 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
             verdict.approval = Some(g);
         }
     }
+    if opts.require_provenance {
+        let landed = crate::run::landed::LandedMap::read(store)?;
+        for verdict in &mut out {
+            let run = landed.resolve(store, store.parse_oid(&verdict.commit)?)?;
+            if run.is_none() {
+                verdict.verified = false;
+            }
+            verdict.provenance = Some(ProvenanceVerdict {
+                verdict: if run.is_some() {
+                    "resolved"
+                } else {
+                    "unresolved"
+                },
+                run,
+            });
+        }
+    }
     let verified = out.iter().all(|c| c.verified);
     let advice = if verified {
         None
+    } else if out
+        .iter()
+        .any(|c| c.provenance.as_ref().is_some_and(|p| p.run.is_none()))
+    {
+        Some(format!(
+            "{}; a commit no run landed has no provenance: fetch the runs' ledgers (`git fetch <remote> 'refs/tabellio/runs/*:refs/tabellio/runs/*'`), or land such changes through `git tabellio promote` or `land`",
+            advice(store, &out)?
+        ))
     } else {
         Some(advice(store, &out)?)
     };
@@ -294,6 +336,7 @@ fn guarded_steps(
     let default = ["HEAD".to_string()];
     let revs = if revs.is_empty() { &default[..] } else { revs };
     let mut notes = approval::notes(store)?;
+    let mut actors = approval::RunActors::default();
     let mut out = HashMap::new();
     for rev in revs {
         let (from, to, within) = match rev.split_once("..") {
@@ -322,7 +365,7 @@ fn guarded_steps(
         let steps = approval::judge_chain(
             store,
             policies,
-            &mut notes,
+            (&mut notes, &mut actors),
             gating,
             (from, to, approval::Steps::FirstParent),
             within,

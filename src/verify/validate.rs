@@ -84,6 +84,7 @@ pub fn validate(store: &Store, opts: &ValidateOptions) -> Result<ValidateOutcome
         stream: opts.stream,
         reuse: opts.selection.reuse,
         signer: signer.as_ref(),
+        provenance: None,
     };
     let (records, scratch) = match run_detached(store, &run, &checks)? {
         Detached::Done { records, scratch } => (records, scratch),

@@ -640,8 +640,8 @@ fn a_symbolic_base_resolves_to_the_branch_it_names() {
 #[test]
 fn generated_ids_default_actor_summary_and_context_keys_are_as_documented() {
     let t = TestEnv::new();
-    // Without a run id: `r`, the UTC time as yymmddHHMMSS, `-`, 4 hex digits. Without USER:
-    // `human:unknown`.
+    // Without a run id: `r`, the UTC time as yymmddHHMMSS, `-`, 4 hex digits. Without
+    // `--actor`: a human by the canonical id, the committer's email (never `$USER`).
     let long_task = format!("{}\nsecond line", "x".repeat(100));
     let r = t.command_with_env(
         BIN,
@@ -662,7 +662,8 @@ fn generated_ids_default_actor_summary_and_context_keys_are_as_documented() {
         "{id}"
     );
     assert_eq!(run["actor"]["type"], "human");
-    assert_eq!(run["actor"]["id"], "unknown");
+    assert_eq!(run["actor"]["id"], "committer@example.com");
+    assert_eq!(run["initiator"], "committer@example.com");
     // The summary: the first non-empty line, cut at 72 characters, an ellipsis appended.
     assert_eq!(run["task"]["summary"], format!("{}…", "x".repeat(72)));
 

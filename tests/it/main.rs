@@ -11,6 +11,7 @@ mod hermetic;
 
 mod advice;
 mod approvals;
+mod blame;
 mod caps;
 mod completion;
 mod corruption;
@@ -39,6 +40,7 @@ mod output;
 mod plan_completion;
 mod plans;
 mod promote;
+mod provenance;
 mod pull;
 mod recovery;
 mod reftable;

@@ -12,6 +12,8 @@
 
 #[path = "approvals.rs"]
 mod approvals;
+#[path = "blame.rs"]
+mod blame;
 #[path = "corruption.rs"]
 mod corruption;
 #[path = "crash.rs"]
@@ -38,6 +40,8 @@ mod plan_completion;
 mod plans;
 #[path = "promote.rs"]
 mod promote;
+#[path = "provenance.rs"]
+mod provenance;
 #[path = "pull.rs"]
 mod pull;
 #[path = "replacements.rs"]

@@ -321,3 +321,60 @@ fn a_private_key_file_alone_signs_as_its_allowed_principal() {
     let (code, j) = t.tab_json(&["verify", "main"]);
     assert_eq!(code, 0, "{j}");
 }
+
+/// `land` under a policy requiring signed evidence: a landing that must run checks (the target
+/// moved, so the run is restacked onto a new tree) with no key that counts is refused before
+/// any check runs, naming the set-up and `land` again; with the key it lands. A landing that
+/// runs no check needs no key.
+#[test]
+fn land_refuses_before_running_checks_whose_records_could_not_count() {
+    let sg = signed_repo();
+    let t = &sg.t;
+    let ci = t.path().join("keys/ci");
+    t.started_run("moved", "moved.txt");
+    t.tab(&["finish", "moved", "--sign-key", s(&ci)]).ok();
+    t.started_run("plain", "plain.txt");
+    t.tab(&["finish", "plain", "--sign-key", s(&ci)]).ok();
+    // `plain` lands as it was validated: no check runs, no key is needed.
+    let ran = runs(&sg.counter);
+    t.tab(&["land", "plain", "--target", "main"]).ok();
+    assert_eq!(runs(&sg.counter), ran);
+    // `moved` must be restacked onto the new tip: its checks would run, unsigned.
+    let err = refused_before_running(&sg, &["land", "moved", "--target", "main"]);
+    assert!(
+        err["message"].as_str().unwrap().contains("nothing was run"),
+        "{err}"
+    );
+    assert_names_the_set_up(&err);
+    assert!(
+        err["hint"]
+            .as_str()
+            .unwrap()
+            .contains("`git tabellio land --target main` again"),
+        "{err}"
+    );
+    let (code, j) = t.tab_json(&["land", "moved", "--target", "main", "--sign-key", s(&ci)]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(runs(&sg.counter), ran + 1);
+    t.tab(&["verify", "main"]).ok();
+}
+
+/// `loop --promote` under a policy requiring signed evidence is refused before the agent or a
+/// check runs (the loop never signs, so its promotion could not succeed); the hint's way, a
+/// signed `finish` and `promote`, works.
+#[test]
+fn loop_promote_is_refused_before_running_when_the_loop_could_not_sign() {
+    let sg = signed_repo();
+    let t = &sg.t;
+    t.started_run("looped", "looped.txt");
+    let err = refused_before_running(&sg, &["loop", "looped", "--promote", "--", "true"]);
+    let hint = err["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("git tabellio finish looped --sign-key"),
+        "{err}"
+    );
+    let ci = t.path().join("keys/ci");
+    t.tab(&["finish", "looped", "--sign-key", s(&ci)]).ok();
+    t.tab(&["promote", "looped"]).ok();
+    t.tab(&["verify", "main"]).ok();
+}

@@ -150,14 +150,14 @@ fn record_on(t: &TestEnv, commit: &str) -> serde_json::Value {
 }
 
 /// `rec` with its digest recomputed from its content (as a forger with the source would).
-fn resealed(mut rec: serde_json::Value) -> String {
+pub(crate) fn resealed(mut rec: serde_json::Value) -> String {
     rec["digest"] = tabellio::trust::signed_digest(&rec).unwrap().into();
     let line = serde_json::to_string(&rec).unwrap();
     format!("{line}\n")
 }
 
 /// A bare `origin` holding `main`, with the server hooks installed; its path.
-fn server_of(t: &TestEnv) -> PathBuf {
+pub(crate) fn server_of(t: &TestEnv) -> PathBuf {
     let server = t.path().join("server.git");
     t.git_in(
         t.path(),
@@ -460,10 +460,10 @@ fn signs_through_a_private_ssh_agent() {
 
 /// A run whose own evidence is trusted, restacked by `land` onto a target that moved: the
 /// records land writes for the restacked commit must count too. Without a key, or with a key
-/// the allowed signers do not grant, the run is refused naming the verdict (it did not fail its
-/// checks, so it stays `completed`); with the allowed key it lands.
+/// the allowed signers do not grant, the landing is refused before any check runs (exit 3,
+/// nothing written), naming what its records would be; with the allowed key it lands.
 #[test]
-fn land_refuses_a_restack_it_cannot_sign_naming_the_verdict() {
+fn land_refuses_a_restack_it_cannot_sign_before_running_naming_the_verdict() {
     let Trusted { t, ci, other, .. } = trusted();
     let head = finished(&t, "good", &["--sign-key", s(&ci)]);
     assert_eq!(verdict_of(&t, &head).1["verdict"], "satisfied");
@@ -475,17 +475,14 @@ fn land_refuses_a_restack_it_cannot_sign_naming_the_verdict() {
         if let Some(key) = key {
             args.extend(["--sign-key", s(key)]);
         }
+        // Refused before the checks run (exit 3), naming what the records would be.
+        let before = t.snapshot();
         let (code, j) = t.tab_json(&args);
-        assert_eq!(code, 1, "{want}: {j}");
-        let landing = &j["runs"][0];
-        assert_eq!(landing["result"], "refused", "{want}: {j}");
-        assert_eq!(landing["state"], "completed", "{want}: {j}");
-        let reason = landing["reason"].as_str().unwrap();
-        assert!(
-            reason.contains(&format!("readme ({want})")),
-            "{want}: {reason}"
-        );
-        assert!(reason.contains("--sign-key"), "{want}: {reason}");
+        assert_eq!(code, 3, "{want}: {j}");
+        let message = j["error"]["message"].as_str().unwrap();
+        assert!(message.contains(&format!("would be {want}")), "{want}: {j}");
+        assert!(message.contains("nothing was run"), "{want}: {j}");
+        assert_eq!(t.snapshot(), before, "{want}");
         assert_eq!(t.git_out(&["rev-parse", "main"]), main, "{want}");
     }
     let (code, j) = t.tab_json(&["land", "good", "--target", "main", "--sign-key", s(&ci)]);

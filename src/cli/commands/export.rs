@@ -12,7 +12,12 @@ use crate::cli::{Ctx, Output};
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
     /// The run id.
-    pub run: String,
+    #[arg(required_unless_present = "vsa")]
+    pub run: Option<String>,
+    /// Print the verification summary (an in-toto Statement in a DSSE envelope) noted on this
+    /// commit by promote or land.
+    #[arg(long, value_name = "COMMIT", conflicts_with_all = ["run", "out"])]
+    pub vsa: Option<String>,
     /// `tabellio`: the whole run (tabellio.export/v1); `in-toto`: a Statement about the
     /// validated commit.
     #[arg(long, value_enum, default_value_t = ExportFormat::Tabellio)]
@@ -38,7 +43,24 @@ impl From<ExportFormat> for Format {
 }
 
 pub fn cmd_export(ctx: &Ctx, args: &ExportArgs) -> Result<Output> {
-    let o = export::export(ctx.env()?, &args.run, args.format.into())?;
+    let run = match (&args.vsa, &args.run) {
+        (Some(rev), _) => {
+            let summaries = export::vsa(ctx.store()?, rev)?;
+            let document = match summaries.as_slice() {
+                [one] => one.clone(),
+                _ => serde_json::Value::Array(summaries),
+            };
+            let human = serde_json::to_string_pretty(&document)
+                .map_err(|e| Error::internal(format!("could not render the summary: {e}")))?;
+            return Ok(Output::new(
+                json!({"format": "vsa", "document": document}),
+                human,
+            ));
+        }
+        (None, Some(run)) => run,
+        (None, None) => return Err(Error::usage("export needs a run id or --vsa <commit>")),
+    };
+    let o = export::export(ctx.env()?, run, args.format.into())?;
     let format = o.format.as_str();
     match &args.out {
         // Without --out the document is the output: pretty for a person, wrapped with --json.

@@ -48,6 +48,9 @@ pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
     let o = land::land(ctx.env()?, &opts)?;
     let json = serde_json::to_value(&o)
         .map_err(|e| Error::internal(format!("could not serialize the outcome: {e}")))?;
+    if let (Some(w), false) = (&o.summary_warning, ctx.json || ctx.quiet) {
+        eprintln!("warning: the verification summary was not noted: {w}");
+    }
     let mut human = String::new();
     for r in &o.runs {
         human.push_str(&line(r));

@@ -3,6 +3,7 @@
 
 pub mod abandon;
 pub mod approve;
+pub mod blame;
 pub mod checkpoint;
 pub mod cleanup;
 pub mod completions;

@@ -32,6 +32,9 @@ pub fn cmd_promote(ctx: &Ctx, args: &PromoteArgs) -> Result<Output> {
             dry_run: args.dry_run,
         },
     )?;
+    if let (Some(w), false) = (&o.summary_warning, ctx.json || ctx.quiet) {
+        eprintln!("warning: the verification summary was not noted: {w}");
+    }
     let human = if o.already_promoted {
         already_promoted(&o.run.run_id, &o.target, &o.new)
     } else {

@@ -34,9 +34,25 @@ pub struct StartArgs {
     /// The run branch (default: tabellio/<run>).
     #[arg(long)]
     pub branch: Option<String>,
-    /// Who runs it: <human|agent|ci|system>:<id>.
+    /// Who runs it: <human|agent|ci|system>:<id> (default: human:<your canonical id>, the
+    /// principal your signing key is allowed as, else your git email).
     #[arg(long)]
     pub actor: Option<String>,
+    /// The agent's name (claude-code, codex, …), stored on the run's actor.
+    #[arg(long, value_name = "NAME")]
+    pub agent_name: Option<String>,
+    /// The agent's model, stored on the run's actor.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// The version of the harness driving the agent, stored on the run's actor.
+    #[arg(long, value_name = "VERSION")]
+    pub harness_version: Option<String>,
+    /// A link to the agent's session; only its SHA-256 is stored, never the link.
+    #[arg(long, value_name = "LINK")]
+    pub session: Option<String>,
+    /// Who asked for the run (default: you, by your canonical id).
+    #[arg(long, value_name = "ID")]
+    pub initiator: Option<String>,
 }
 
 pub fn cmd_start(ctx: &Ctx, args: &StartArgs) -> Result<Output> {
@@ -52,6 +68,13 @@ pub fn cmd_start(ctx: &Ctx, args: &StartArgs) -> Result<Output> {
             base: args.base.clone(),
             branch: args.branch.clone(),
             actor: args.actor.clone(),
+            agent: tabellio::run::actor::AgentDetails {
+                name: args.agent_name.clone(),
+                model: args.model.clone(),
+                harness_version: args.harness_version.clone(),
+                session: args.session.clone(),
+            },
+            initiator: args.initiator.clone(),
         },
     )?;
     if !ctx.json && !ctx.quiet {

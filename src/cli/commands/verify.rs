@@ -22,6 +22,10 @@ pub struct VerifyArgs {
     /// runs landed on it, not the replayed commits inside each landing.
     #[arg(long)]
     pub first_parent: bool,
+    /// Every commit judged must resolve to the run that landed it, with its actor (through
+    /// promote, land, squashes and restacks, from the ledgers).
+    #[arg(long)]
+    pub require_provenance: bool,
 }
 
 pub fn cmd_verify(ctx: &Ctx, args: &VerifyArgs) -> Result<Output> {
@@ -32,6 +36,7 @@ pub fn cmd_verify(ctx: &Ctx, args: &VerifyArgs) -> Result<Output> {
             checks: args.checks.clone(),
             policy_from: args.policy_from.clone(),
             first_parent: args.first_parent,
+            require_provenance: args.require_provenance,
         },
     )?;
     // The process exits after printing: freeing a range's notes, policies and judged trees
@@ -60,6 +65,14 @@ fn human_text(o: &tabellio::verify::VerifyOutcome) -> String {
             .collect();
         if let Some(a) = &c.approval {
             checks.push(format!("{}: {}", a.verdict, a.paths.join(" ")));
+        }
+        match c.provenance.as_ref().map(|p| &p.run) {
+            Some(Some(run)) => checks.push(format!(
+                "landed by run {} ({}:{})",
+                run.run_id, run.actor.kind, run.actor.id
+            )),
+            Some(None) => checks.push("provenance: no run landed it".into()),
+            None => {}
         }
         human.push_str(&format!(
             "{:<12} {} ({})\n",

@@ -187,6 +187,7 @@ impl<'s> Checker<'s> {
             stream: self.stream,
             reuse: Reuse::Never,
             signer: self.signer.as_ref(),
+            provenance: None,
         };
         let (records, scratch) = match run_detached(store, &run, checks)? {
             Detached::Done { records, scratch } => (records, scratch),

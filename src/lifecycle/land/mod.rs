@@ -19,6 +19,7 @@ mod queue;
 mod remote;
 mod repair;
 mod required;
+mod signing;
 mod stack;
 mod write;
 
@@ -148,6 +149,10 @@ pub struct LandOutcome {
     /// Queue builds: 1, plus one for every time the target moved underneath.
     pub rounds: u32,
     pub dry_run: bool,
+    /// Why the verification summary of the new tip could not be noted, when it could not (the
+    /// landing itself stands).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary_warning: Option<String>,
 }
 
 impl LandOutcome {
@@ -185,6 +190,7 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         validations: 0,
         rounds: 0,
         dry_run: opts.dry_run,
+        summary_warning: None,
     };
     // Every named run is looked at before anything is written: a run in the wrong state
     // refuses the whole command.
@@ -229,6 +235,13 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         opts.no_sign,
         store.ref_target(&target)?,
     )?;
+    signing::refuse_uncountable_checks(
+        store,
+        &target,
+        &first.candidates,
+        (squash, opts.batch),
+        (signer.as_ref(), opts.no_sign),
+    )?;
     // Runs whose changes fall in disjoint check scopes land side by side, each lane on its own.
     let tip = store.ref_target(&target)?;
     let lanes = match (&opts.remote, tip) {
@@ -250,6 +263,15 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
     }
     if opts.remote.is_none() {
         outcome.new = store.ref_target(&target)?.map(|o| o.to_string());
+        if let (Some(old), Some(new)) = (old, store.ref_target(&target)?) {
+            if old != new {
+                let key = opts.sign_key.as_deref();
+                outcome.summary_warning =
+                    crate::run::vsa::note_summary(store, &target, (old, new), key)
+                        .err()
+                        .map(|e| e.message);
+            }
+        }
     }
     for run in &mut outcome.runs {
         if let Some((_, plan)) = plans.iter().find(|(id, _)| *id == run.run_id) {

@@ -75,7 +75,8 @@ fn head_evidence(
                     Verdict::Unsigned
                     | Verdict::BadSignature
                     | Verdict::UnknownSigner
-                    | Verdict::SignerExpired => {
+                    | Verdict::SignerExpired
+                    | Verdict::ForgedActor => {
                         out.missing
                             .push(format!("{} ({})", v.name, v.verdict.as_str()))
                     }

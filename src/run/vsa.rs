@@ -1,0 +1,99 @@
+//! The verification summary `promote` and `land` note on the tip they move a target to: the
+//! SLSA source levels the policy that judged the move earns, and the evidence records it rests
+//! on (docs/verify.md, "Verification summaries"). Written after the move, as its own notes
+//! commit: a summary missing after a crash is only a summary missing, never a gate.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::error::Result;
+use crate::evidence::judge::{evaluate, Verdict};
+use crate::evidence::requirements::{under_trust, Gate};
+use crate::model::{evidence::tool_id, time};
+use crate::store::notes::{EVIDENCE, VSA};
+use crate::store::policy::{policy_at, trust_at};
+use crate::store::publish::publish;
+use crate::store::Store;
+use crate::trust::vsa::{seal, PREDICATE_TYPE, STATEMENT_TYPE};
+use crate::trust::SigningConfig;
+
+/// The verifier id every summary names.
+pub const VERIFIER_ID: &str = "urn:git-tabellio:verifier";
+
+/// The Statement for `tip`, which `target` moved to under the policy at `gating` (its tip
+/// before the move); `None` when the evidence on `tip` does not pass that policy.
+pub fn statement(
+    store: &Store,
+    target: &str,
+    gating: gix::ObjectId,
+    tip: gix::ObjectId,
+) -> Result<Option<serde_json::Value>> {
+    let policy = policy_at(store, gating)?;
+    let trust = trust_at(store, gating)?;
+    let reqs = match Gate::from_policy(policy.as_ref(), &[]) {
+        Gate::Required(reqs) => under_trust(reqs, trust.as_ref()),
+        Gate::AnyPassing => Vec::new(),
+    };
+    let verdicts = evaluate(store, tip, &reqs)?;
+    if reqs.is_empty() || verdicts.iter().any(|v| v.verdict != Verdict::Satisfied) {
+        return Ok(None);
+    }
+    let repository = store.repository_id();
+    // Level 1: the change is in version control with its evidence. Level 2: the target is a
+    // protected branch of the policy (its history moves only through the gate). Level 3: every
+    // required check's evidence is signed by an allowed signer (technical controls whose
+    // records anyone can check).
+    let mut levels = vec!["SLSA_SOURCE_LEVEL_1"];
+    if policy.as_ref().is_some_and(|p| p.protects(target)) {
+        levels.push("SLSA_SOURCE_LEVEL_2");
+        if verdicts.iter().all(|v| v.signer.is_some()) {
+            levels.push("SLSA_SOURCE_LEVEL_3");
+        }
+    }
+    let inputs: Vec<serde_json::Value> = verdicts
+        .iter()
+        .filter_map(|v| v.record.as_ref())
+        .map(|digest| json!({"uri": format!("git+{repository}#{EVIDENCE}"), "digest": {"sha256": digest}}))
+        .collect();
+    let resource = format!("git+{repository}@{target}");
+    Ok(Some(json!({
+        "_type": STATEMENT_TYPE,
+        "subject": [{"uri": resource, "digest": {"gitCommit": tip.to_string()}}],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "verifier": {"id": VERIFIER_ID, "version": {"git-tabellio": tool_id()}},
+            "timeVerified": time::now(),
+            "resourceUri": resource,
+            "policy": {
+                "uri": format!("git+{repository}@{gating}#{}", crate::model::policy::PATH),
+                "digest": {"gitCommit": gating.to_string()},
+            },
+            "inputAttestations": inputs,
+            "verificationResult": "PASSED",
+            "verifiedLevels": levels,
+            "slsaVersion": "1.1",
+        },
+    })))
+}
+
+/// Note the summary of `tip` (signed with `key_file`, else git's signing key, when one is
+/// configured and usable). Nothing is noted when the evidence does not pass.
+pub fn note_summary(
+    store: &Store,
+    target: &str,
+    (gating, tip): (gix::ObjectId, gix::ObjectId),
+    key_file: Option<&Path>,
+) -> Result<()> {
+    let Some(statement) = statement(store, target, gating, tip)? else {
+        return Ok(());
+    };
+    let signer = SigningConfig::resolve(&store.repo, key_file, false)?;
+    let envelope = seal(&statement, signer.as_ref())?;
+    publish(
+        store,
+        None,
+        &[(VSA, vec![(tip, vec![envelope.to_line()])])],
+        &format!("tabellio: verification summary of {tip}"),
+    )
+}
