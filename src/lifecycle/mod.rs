@@ -9,10 +9,12 @@
 pub mod abandon;
 pub mod approve;
 pub mod checkpoint;
+pub mod enqueue;
 pub mod finish;
 pub mod land;
 pub mod manage;
 pub mod plans;
 pub mod promote;
+pub mod queue;
 pub mod start;
 pub mod status;

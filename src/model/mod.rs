@@ -14,6 +14,7 @@ pub mod loop_state;
 pub mod policy;
 #[cfg(test)]
 mod properties;
+pub mod queue;
 pub mod run;
 pub mod run_file;
 pub mod signature;

@@ -25,6 +25,7 @@ pub mod objects;
 pub mod paths;
 pub mod policy;
 pub mod publish;
+pub mod queue;
 pub mod refs;
 pub mod remote;
 pub mod replay;

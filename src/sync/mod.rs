@@ -201,10 +201,14 @@ pub fn sync(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
         report.record_fetch(&before, &tracking.by_ref_name(&remote));
 
         let (notes, ledgers) = plan_round(store, &tracking, &remote)?;
+        // The queue's entries travel too (created only; removed where their run landed).
+        let (queue_edits, queue_pushes) =
+            crate::store::queue::plan_sync(store, &remote, &tracking.runs, &message)?;
         let edits: Vec<Cas> = notes
             .iter()
             .filter_map(|s| s.local_update(&message))
             .chain(ledgers.iter().filter_map(|s| s.local_update(&message)))
+            .chain(queue_edits)
             .collect();
         if !edits.is_empty() {
             match tx::apply(store, &edits) {
@@ -223,6 +227,7 @@ pub fn sync(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
             .iter()
             .filter_map(NotesStep::push)
             .chain(ledgers.iter().filter_map(LedgerStep::push))
+            .chain(queue_pushes)
             .collect();
         match push::push(store, &remote, &pushes)? {
             PushResult::Pushed(refs) => {

@@ -36,6 +36,7 @@ mod output;
 mod plans;
 mod promote;
 mod pull;
+mod queue;
 mod recovery;
 mod reftable;
 mod refusals;

@@ -97,6 +97,7 @@ fn init_is_idempotent_plain_fetch_tracks_and_plain_push_is_unchanged() {
             "+refs/tabellio/runs/*:refs/tabellio/remotes/origin/runs/*",
             "+refs/notes/tabellio/*:refs/notes/tabellio/remotes/origin/*",
             "^refs/notes/tabellio/remotes/*",
+            "+refs/tabellio/queue/*:refs/tabellio/remotes/origin/queue/*",
         ]
     );
 

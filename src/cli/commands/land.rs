@@ -2,6 +2,7 @@
 //! [--no-reuse] [--dry-run]`.
 
 use tabellio::evidence::reuse::Reuse;
+use tabellio::lifecycle::enqueue::{self, EnqueueOptions};
 use tabellio::lifecycle::land::{self, LandOptions, Landing, RunLanding};
 use tabellio::{Error, Result};
 
@@ -27,15 +28,34 @@ pub struct LandArgs {
     pub remote: Option<String>,
     #[command(flatten)]
     pub records: super::finish::RecordArgs,
+    /// Put the named runs in the queue first (as `enqueue` does), then land the target's
+    /// queue.
+    #[arg(long, requires = "runs")]
+    pub enqueue: bool,
     /// Print the plan and write nothing.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "enqueue")]
     pub dry_run: bool,
 }
 
 pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
+    // `--enqueue`: the runs join the queue (keeping an existing place), and the queue lands.
+    let (runs, target) = if a.enqueue {
+        let queued = enqueue::enqueue(
+            ctx.env()?,
+            &EnqueueOptions {
+                runs: a.runs.clone(),
+                target: a.target.clone(),
+                ..Default::default()
+            },
+        )?;
+        let target = queued.runs.first().map(|r| r.entry.target.clone());
+        (Vec::new(), a.target.clone().or(target))
+    } else {
+        (a.runs.clone(), a.target.clone())
+    };
     let opts = LandOptions {
-        runs: a.runs.clone(),
-        target: a.target.clone(),
+        runs,
+        target,
         batch: a.batch,
         squash: a.squash,
         remote: a.remote.clone(),

@@ -132,6 +132,11 @@ fn push_settled(
         }
     }
     pushes.extend(notes.iter().filter_map(NotesStep::push));
+    let landed = settled.accepted.iter().map(|s| s.candidate.run_id());
+    let (queue_pushes, queue_local) =
+        crate::store::queue::remote_landing_removals(store, remote, target, landed, &message)?;
+    pushes.extend(queue_pushes);
+    local.extend(queue_local);
     match push::push(store, remote, &pushes)? {
         PushResult::Pushed(_) => {
             record_pushed_in_tracking(store, remote, &pushes);

@@ -11,6 +11,7 @@ use gix::bstr::ByteSlice;
 
 use crate::error::{Context, Error, Result};
 use crate::store::ledger;
+use crate::store::queue;
 use crate::store::Store;
 
 use crate::store::git_cli as git;
@@ -40,6 +41,7 @@ pub fn fetch_refspecs(remote: &str) -> Vec<String> {
         format!("+{}*:{}*", ledger::PREFIX, tracking_runs_prefix(remote)),
         format!("+{NOTES_PREFIX}*:{}*", tracking_notes_prefix(remote)),
         format!("^{NOTES_REMOTES}*"),
+        format!("+{}*:{}*", queue::PREFIX, queue::tracking_prefix(remote)),
     ]
 }
 
