@@ -36,12 +36,18 @@ pub const LAND: &str = "Examples:
   git tabellio land fix-1 fix-2 --target main --batch 4    these runs, in this order
   git tabellio land --dry-run                              the plan: restacks, conflicts, reused evidence
   git tabellio land fix-1 --squash --remote origin         one commit, one atomic push
-  git tabellio land --enqueue fix-1 fix-2                  queue them, then land the queue";
+  git tabellio land --enqueue fix-1 fix-2                  queue them, then land the queue
+  git tabellio land --lanes 4 --remote origin              workers validate 4 candidates at a time";
 
 pub const ENQUEUE: &str = "Examples:
   git tabellio enqueue fix-1 fix-2                         queue them for their target, in this order
   git tabellio enqueue hotfix --priority                   ahead of everything queued without it
   git tabellio enqueue fix-1 --remote origin               and publish the entry on origin";
+
+pub const WORKER: &str = "Examples:
+  git tabellio worker                                      validate this repository's candidates until stopped
+  git tabellio worker --remote origin --lanes 2            two at once, claims and evidence on origin
+  git tabellio worker --once --lease 900                   one pass, 15-minute claims";
 
 pub const QUEUE: &str = "Examples:
   git tabellio queue                                       every target's queue

@@ -22,6 +22,7 @@
 pub mod detached;
 pub mod interrupt;
 pub mod judge;
+pub mod known;
 pub mod produce;
 pub mod read;
 pub mod requirements;

@@ -18,3 +18,4 @@ pub mod promote;
 pub mod queue;
 pub mod start;
 pub mod status;
+pub mod worker;

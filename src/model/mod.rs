@@ -5,6 +5,7 @@
 //! anything else: an unknown or newer schema is a [`SchemaError`] naming it, never a guess.
 
 pub mod allowed_signers;
+pub mod candidate;
 pub mod canonical;
 pub mod checkpoint;
 pub mod evidence;

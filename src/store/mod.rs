@@ -11,6 +11,7 @@
 
 pub mod ancestry;
 pub mod backoff;
+pub mod candidates;
 pub mod cas;
 pub mod checkout;
 pub mod diff;

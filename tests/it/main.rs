@@ -23,6 +23,7 @@ mod harness;
 mod help;
 mod hooks;
 mod land;
+mod lanes;
 mod layers;
 mod ledger;
 mod lib_env;

@@ -26,6 +26,8 @@ mod harness;
 mod hooks;
 #[path = "land.rs"]
 mod land;
+#[path = "lanes.rs"]
+mod lanes;
 #[path = "lifecycle.rs"]
 mod lifecycle;
 #[path = "plans.rs"]

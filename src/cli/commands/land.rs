@@ -32,8 +32,12 @@ pub struct LandArgs {
     /// queue.
     #[arg(long, requires = "runs")]
     pub enqueue: bool,
+    /// Run no check here: publish up to W candidate stacks at a time for workers (`git tabellio
+    /// worker`) to validate, and land what their evidence proves.
+    #[arg(long, value_name = "W")]
+    pub lanes: Option<usize>,
     /// Print the plan and write nothing.
-    #[arg(long, conflicts_with = "enqueue")]
+    #[arg(long, conflicts_with_all = ["enqueue", "lanes"])]
     pub dry_run: bool,
 }
 
@@ -64,6 +68,7 @@ pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
         stream: ctx.stream,
         sign_key: a.records.sign_key.clone(),
         no_sign: a.records.no_sign,
+        lanes: a.lanes,
     };
     let o = land::land(ctx.env()?, &opts)?;
     let json = serde_json::to_value(&o)

@@ -28,3 +28,4 @@ pub mod status;
 pub mod sync;
 pub mod validate;
 pub mod verify;
+pub mod worker;

@@ -13,6 +13,7 @@
 //! a failing run (the culprit a bisection isolates) becomes `validation_failed`.
 
 mod check;
+mod lanes;
 mod queue;
 mod remote;
 mod repair;
@@ -59,6 +60,8 @@ pub struct LandOptions {
     pub sign_key: Option<std::path::PathBuf>,
     /// `--no-sign`: do not sign the records.
     pub no_sign: bool,
+    /// `--lanes W`: run no check here; publish up to W candidate stacks at once for workers.
+    pub lanes: Option<usize>,
 }
 
 impl Default for LandOptions {
@@ -74,6 +77,7 @@ impl Default for LandOptions {
             stream: Stream::Quiet,
             sign_key: None,
             no_sign: false,
+            lanes: None,
         }
     }
 }
@@ -215,6 +219,16 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         .iter()
         .map(|c| c.ledger.record.run_id.clone())
         .collect();
+    if let Some(lanes) = opts.lanes {
+        if lanes == 0 {
+            return Err(Error::usage("--lanes must be at least 1"));
+        }
+        lanes::land(store, &target, opts, (lanes, squash), &mut outcome)?;
+        if opts.remote.is_none() {
+            outcome.new = store.ref_target(&target)?.map(|o| o.to_string());
+        }
+        return Ok(outcome);
+    }
     // Before anything is written: a key that cannot sign refuses the whole command.
     let signer = crate::evidence::sign::RecordSigner::resolve(
         store,

@@ -133,6 +133,11 @@ fn talk_to_remote(
 /// Fetch the remote's ledgers and notes into the tracking namespaces (the refspecs are passed
 /// on the command line, so this works whether or not `init` configured them).
 pub fn fetch(store: &Store, remote: &str) -> Result<()> {
+    fetch_with(store, remote, &[])
+}
+
+/// [`fetch`], with `extra` refspecs fetched in the same round trip.
+pub fn fetch_with(store: &Store, remote: &str, extra: &[String]) -> Result<()> {
     let mut args = git::argv([
         "fetch",
         "--quiet",
@@ -143,6 +148,7 @@ pub fn fetch(store: &Store, remote: &str) -> Result<()> {
         remote,
     ]);
     args.extend(git::argv(fetch_refspecs(remote)));
+    args.extend(git::argv(extra));
     let failed = format!("git fetch from {remote} failed");
     talk_to_remote(store, &args, remote, Op::Fetch, &failed)?;
     // git may have rewritten packed-refs within the same clock tick as our last read; make

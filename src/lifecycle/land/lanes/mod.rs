@@ -1,0 +1,235 @@
+//! `land --lanes W`: the lander of distributed landing. It runs no check: it plans candidate
+//! stacks ([`plan`]), publishes them as `refs/tabellio/candidates/<target>/<id>` for workers
+//! (`git tabellio worker`) to validate, and lands what their evidence proves, through the same
+//! stacking, bisection and transaction as `land` ([`super::check::settle`] with a
+//! [`deferred::Deferred`] checker: where `land` would run checks, the notes decide).
+//!
+//! It holds no state outside refs: the queue, the candidates and the evidence on their trees are
+//! all it reads, each round afresh, so a lander killed anywhere is continued by any other
+//! (`land --lanes W` again, on any clone); two at once are safe, since every move is the
+//! compare-and-swap `land` makes and candidates are created only (same stack, same id).
+//! Candidates stacked on a tip the target has left are removed after each landing.
+
+pub mod deferred;
+pub mod plan;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::model::candidate::{CandidateCheck, CandidateRecord, CandidateRun, CANDIDATE_SCHEMA};
+use crate::model::policy::ResolvedCheck;
+use crate::model::time;
+use crate::store::candidates::{candidate_id, candidate_ref};
+use crate::store::replay;
+use crate::store::tx::{self, Cas};
+use crate::store::Store;
+
+use super::check::Checker;
+use super::queue::{self, Candidate};
+use super::required::requirements;
+use super::stack::stack_one;
+use super::{LandOptions, LandOutcome};
+use deferred::Deferred;
+
+/// How long the lander waits between looks at the notes while workers validate.
+const POLL: Duration = Duration::from_millis(200);
+
+/// Land `target`'s queue with `opts.lanes` candidates validated at once by workers.
+pub fn land(
+    store: &Store,
+    target: &str,
+    opts: &LandOptions,
+    (lanes, squash): (usize, bool),
+    outcome: &mut LandOutcome,
+) -> Result<()> {
+    let mut waited_for: Option<Vec<String>> = None;
+    loop {
+        let queue = queue::resolve(store, target, &[])?;
+        let batch: Vec<Candidate> = queue.candidates.into_iter().take(opts.batch).collect();
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<String> = batch.iter().map(|c| c.run_id().to_string()).collect();
+        let tip = store.ref_target(target)?.ok_or_else(|| {
+            Error::not_found(format!("the target {target} does not exist"))
+                .hint("land onto an existing branch (--target)")
+        })?;
+        let mut stacks = Stacker::new(store, tip, target, &batch, squash);
+        let mut checker = Checker::new(store, opts, squash);
+        checker.deferred = Some(Deferred {
+            failing: plan::smallest_failing(store, &mut stacks, &ids)?,
+            ..Deferred::default()
+        });
+        let landed = match &opts.remote {
+            Some(remote) => {
+                super::remote::land_batch(store, (remote, target), &ids, &mut checker, outcome)
+            }
+            None => super::land_batch(store, target, &ids, &mut checker, outcome),
+        };
+        outcome.validations += checker.validations;
+        outcome.checks_reused += checker.checks_reused;
+        let pending = checker.deferred.as_mut().and_then(|d| d.pending.take());
+        match (landed, pending) {
+            (Ok(results), _) => {
+                outcome.runs.extend(results);
+                retire(store, target)?;
+                waited_for = None;
+            }
+            (Err(_), Some(pending)) => {
+                let planned = plan::plan(store, &mut stacks, &ids, &pending, lanes)?;
+                for runs in &planned {
+                    stacks.publish(runs)?;
+                }
+                // Waiting on the same stack twice without anything new would spin: wait for
+                // the notes to change first.
+                let before = store.ref_target_now(crate::store::notes::EVIDENCE)?;
+                if waited_for.as_ref() == Some(&pending) || planned.is_empty() {
+                    while store.ref_target_now(crate::store::notes::EVIDENCE)? == before {
+                        std::thread::sleep(POLL);
+                    }
+                }
+                waited_for = Some(pending);
+            }
+            (Err(e), None) => return Err(e),
+        }
+    }
+}
+
+/// Remove the candidates of `target` stacked on a tip it has left (compare-and-swap each; one
+/// another lander removed first is simply gone).
+fn retire(store: &Store, target: &str) -> Result<()> {
+    let tip = store.ref_target(target)?.map(|t| t.to_string());
+    let (candidates, _) = store.read_candidates(Some(target))?;
+    let edits: Vec<Cas> = candidates
+        .iter()
+        .filter(|c| Some(&c.record.tip) != tip.as_ref())
+        .map(|c| Cas::delete(&c.name, c.commit, "tabellio: land retires a candidate"))
+        .collect();
+    for edit in edits {
+        let _ = tx::apply(store, std::slice::from_ref(&edit));
+    }
+    Ok(())
+}
+
+/// Stacks of queued runs on one tip, built once each (objects only).
+struct Stacker<'s> {
+    store: &'s Store,
+    tip: gix::ObjectId,
+    target: &'s str,
+    runs: &'s [Candidate],
+    squash: bool,
+    committer: gix::actor::Signature,
+    /// Run list → (top commit, checks), or `None` when it does not stack.
+    built: HashMap<Vec<String>, Option<(gix::ObjectId, Vec<ResolvedCheck>)>>,
+}
+
+impl<'s> Stacker<'s> {
+    fn new(
+        store: &'s Store,
+        tip: gix::ObjectId,
+        target: &'s str,
+        runs: &'s [Candidate],
+        squash: bool,
+    ) -> Self {
+        Stacker {
+            store,
+            tip,
+            target,
+            runs,
+            squash,
+            committer: replay::committer(store),
+            built: HashMap::new(),
+        }
+    }
+
+    fn build(&mut self, ids: &[String]) -> Result<Option<(gix::ObjectId, Vec<ResolvedCheck>)>> {
+        if let Some(done) = self.built.get(ids) {
+            return Ok(done.clone());
+        }
+        let mut onto = self.tip;
+        let mut chosen: Vec<Candidate> = Vec::new();
+        let mut ok = true;
+        for id in ids {
+            let Some(c) = self.runs.iter().find(|c| c.run_id() == id) else {
+                ok = false;
+                break;
+            };
+            match stack_one(self.store, c, onto, self.squash, &self.committer)? {
+                Ok(s) => onto = s.head,
+                Err(_) => {
+                    ok = false;
+                    break;
+                }
+            }
+            chosen.push(c.clone());
+        }
+        let built = if ok {
+            Some((onto, requirements(self.store, self.tip, &chosen)?))
+        } else {
+            None
+        };
+        self.built.insert(ids.to_vec(), built.clone());
+        Ok(built)
+    }
+
+    /// Publish `ids` as a candidate (created only: one already there stays).
+    fn publish(&mut self, ids: &[String]) -> Result<()> {
+        let Some((top, checks)) = self.build(ids)? else {
+            return Ok(());
+        };
+        let record = CandidateRecord {
+            schema: CANDIDATE_SCHEMA.into(),
+            target: self.target.to_string(),
+            tip: self.tip.to_string(),
+            runs: ids
+                .iter()
+                .map(|id| {
+                    let c = self
+                        .runs
+                        .iter()
+                        .find(|c| c.run_id() == id)
+                        .expect("built above from these runs");
+                    CandidateRun {
+                        run: id.clone(),
+                        head: c.head.to_string(),
+                    }
+                })
+                .collect(),
+            checks: checks
+                .iter()
+                .map(|c| CandidateCheck {
+                    name: c.name.clone(),
+                    digest: c.def.digest(),
+                })
+                .collect(),
+            created_at: time::now(),
+        };
+        let name = candidate_ref(self.target, &candidate_id(&record));
+        if self.store.ref_target_now(&name)?.is_some() {
+            return Ok(());
+        }
+        let commit = self.store.write_candidate(&record, top)?;
+        match tx::apply(
+            self.store,
+            &[Cas::update(
+                &name,
+                None,
+                commit,
+                "tabellio: land publishes a candidate",
+            )],
+        ) {
+            Ok(()) | Err(tx::TxError::Moved { .. }) => Ok(()),
+            Err(e) => Err(e.into_error()),
+        }
+    }
+}
+
+impl plan::Stacks for Stacker<'_> {
+    fn tree(&mut self, runs: &[String]) -> Result<Option<(gix::ObjectId, Vec<ResolvedCheck>)>> {
+        Ok(match self.build(runs)? {
+            Some((top, checks)) => Some((self.store.tree_of(top)?, checks)),
+            None => None,
+        })
+    }
+}
