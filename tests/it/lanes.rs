@@ -182,3 +182,77 @@ fn candidates_are_refs_stock_git_reads_and_a_restarted_lander_continues_from_the
     assert!(list().is_empty(), "candidates on the old tip are retired");
     t.fsck();
 }
+
+#[test]
+fn through_a_bare_server_workers_in_two_clones_validate_and_the_lander_lands_there() {
+    let (server, a, b) = TestEnv::server_and_two_clones();
+    let c = TestEnv::clone_of(&server);
+    let count = a.path().join("count");
+    let code = format!(
+        "import os\nopen({:?}, 'a').write(os.getcwd() + '\\n')",
+        count.display().to_string()
+    );
+    a.commit_policy(&policy(&[("count", &["python3", "-c", &code])]));
+    a.git(&["push", "-q"]).ok();
+    for id in ["s0", "s1", "s2"] {
+        a.start_with_commit(id, &format!("{id}.txt"), "x\n");
+        a.tab(&["finish", id]).ok();
+    }
+    a.tab(&["enqueue", "s0", "s1", "s2"]).ok();
+    a.tab(&["sync"]).ok();
+    std::fs::remove_file(&count).ok();
+    let kids: Vec<_> = [&b, &c]
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            w.spawn_tab(&[
+                "worker",
+                "--remote",
+                "origin",
+                "--poll",
+                "0.1",
+                "--id",
+                &format!("w{i}"),
+            ])
+        })
+        .collect();
+    let (code, j) = a.tab_json(&[
+        "land", "--lanes", "2", "--remote", "origin", "--target", "main",
+    ]);
+    for k in &kids {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &k.id().to_string()])
+            .status();
+    }
+    for k in kids {
+        wait(k);
+    }
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["mode"], "remote", "{j}");
+    let files = server.git_out(&["ls-tree", "--name-only", "main"]);
+    for f in ["s0.txt", "s1.txt", "s2.txt"] {
+        assert!(files.contains(f), "{files}");
+    }
+    // The workers ran the checks, in their own clones; the lander's clone ran none.
+    let log = std::fs::read_to_string(&count).unwrap_or_default();
+    assert!(!log.is_empty(), "no check ran");
+    let (in_b, in_c) = (
+        b.path().display().to_string(),
+        c.path().display().to_string(),
+    );
+    for line in log.lines() {
+        assert!(line.starts_with(&in_b) || line.starts_with(&in_c), "{line}");
+    }
+    assert_eq!(j["checks_run"], 0, "{j}");
+    let server_refs = server.git_out(&[
+        "for-each-ref",
+        "--format=%(refname)",
+        "refs/tabellio/candidates/",
+        "refs/tabellio/claims/",
+        "refs/tabellio/queue/",
+    ]);
+    assert_eq!(server_refs, "", "left on the server");
+    let r = a.tab(&["verify", "origin/main"]);
+    assert_eq!(r.code, 0, "{}", r.desc);
+    server.git(&["fsck", "--strict", "--no-progress"]).ok();
+}

@@ -20,7 +20,11 @@ use crate::error::{Error, Result};
 use crate::model::candidate::{CandidateCheck, CandidateRecord, CandidateRun, CANDIDATE_SCHEMA};
 use crate::model::policy::ResolvedCheck;
 use crate::model::time;
-use crate::store::candidates::{candidate_id, candidate_ref};
+use crate::store::candidates::{candidate_id, candidate_ref, CANDIDATES};
+use crate::store::queue::target_short;
+use crate::store::remote::fetch::Tracking;
+use crate::store::remote::fetch_and_merge_notes;
+use crate::store::remote::push::{self, PushRef, PushResult};
 use crate::store::replay;
 use crate::store::tx::{self, Cas};
 use crate::store::Store;
@@ -43,19 +47,25 @@ pub fn land(
     (lanes, squash): (usize, bool),
     outcome: &mut LandOutcome,
 ) -> Result<()> {
+    let server = Server {
+        store,
+        remote: opts.remote.as_deref(),
+        target,
+    };
     let mut waited_for: Option<Vec<String>> = None;
     loop {
+        server.refresh()?;
         let queue = queue::resolve(store, target, &[])?;
         let batch: Vec<Candidate> = queue.candidates.into_iter().take(opts.batch).collect();
         if batch.is_empty() {
             return Ok(());
         }
         let ids: Vec<String> = batch.iter().map(|c| c.run_id().to_string()).collect();
-        let tip = store.ref_target(target)?.ok_or_else(|| {
+        let tip = server.tip()?.ok_or_else(|| {
             Error::not_found(format!("the target {target} does not exist"))
                 .hint("land onto an existing branch (--target)")
         })?;
-        let mut stacks = Stacker::new(store, tip, target, &batch, squash);
+        let mut stacks = Stacker::new(&server, tip, &batch, squash);
         let mut checker = Checker::new(store, opts, squash);
         checker.deferred = Some(Deferred {
             failing: plan::smallest_failing(store, &mut stacks, &ids)?,
@@ -73,7 +83,8 @@ pub fn land(
         match (landed, pending) {
             (Ok(results), _) => {
                 outcome.runs.extend(results);
-                retire(store, target)?;
+                server.refresh()?;
+                server.retire()?;
                 waited_for = None;
             }
             (Err(_), Some(pending)) => {
@@ -85,8 +96,12 @@ pub fn land(
                 // the notes to change first.
                 let before = store.ref_target_now(crate::store::notes::EVIDENCE)?;
                 if waited_for.as_ref() == Some(&pending) || planned.is_empty() {
-                    while store.ref_target_now(crate::store::notes::EVIDENCE)? == before {
+                    loop {
                         std::thread::sleep(POLL);
+                        server.refresh()?;
+                        if store.ref_target_now(crate::store::notes::EVIDENCE)? != before {
+                            break;
+                        }
                     }
                 }
                 waited_for = Some(pending);
@@ -96,25 +111,113 @@ pub fn land(
     }
 }
 
-/// Remove the candidates of `target` stacked on a tip it has left (compare-and-swap each; one
-/// another lander removed first is simply gone).
-fn retire(store: &Store, target: &str) -> Result<()> {
-    let tip = store.ref_target(target)?.map(|t| t.to_string());
-    let (candidates, _) = store.read_candidates(Some(target))?;
-    let edits: Vec<Cas> = candidates
-        .iter()
-        .filter(|c| Some(&c.record.tip) != tip.as_ref())
-        .map(|c| Cas::delete(&c.name, c.commit, "tabellio: land retires a candidate"))
-        .collect();
-    for edit in edits {
-        let _ = tx::apply(store, std::slice::from_ref(&edit));
+/// Where the lander reads and writes: this repository, or `--remote`'s (fetched into the
+/// tracking refs, written by leased pushes as well as here).
+struct Server<'s> {
+    store: &'s Store,
+    remote: Option<&'s str>,
+    target: &'s str,
+}
+
+impl Server<'_> {
+    /// The target's tip as the lander lands on it.
+    fn tip(&self) -> Result<Option<gix::ObjectId>> {
+        match self.remote {
+            Some(r) => self
+                .store
+                .ref_target(&format!("refs/remotes/{r}/{}", target_short(self.target))),
+            None => self.store.ref_target(self.target),
+        }
     }
-    Ok(())
+
+    fn tracking_candidates(&self) -> Option<String> {
+        self.remote
+            .map(|r| format!("refs/tabellio/remotes/{r}/candidates/"))
+    }
+
+    /// With `--remote`: fetch the remote's target, candidates and notes, merge its notes here
+    /// (the workers' evidence), and bring its queue entries.
+    fn refresh(&self) -> Result<()> {
+        let (Some(r), Some(tracking)) = (self.remote, self.tracking_candidates()) else {
+            return Ok(());
+        };
+        let message = "tabellio: land fetches the workers' evidence";
+        let extra = [
+            format!("+{CANDIDATES}*:{tracking}*"),
+            format!(
+                "+{}:refs/remotes/{r}/{}",
+                self.target,
+                target_short(self.target)
+            ),
+        ];
+        fetch_and_merge_notes(self.store, r, &extra, message)?;
+        let runs = Tracking::read(self.store, r)?.runs;
+        let (edits, _) = crate::store::queue::plan_sync(self.store, r, &runs, message)?;
+        let _ = tx::apply(self.store, &edits);
+        Ok(())
+    }
+
+    /// Publish a candidate commit under `name` (created only; one already there stays).
+    fn publish(&self, name: &str, commit: gix::ObjectId) -> Result<()> {
+        if let Some(r) = self.remote {
+            let push = PushRef {
+                dst: name.to_string(),
+                new: commit,
+                expect: None,
+            };
+            // A lost lease is a candidate another lander published first: the same stack.
+            if let PushResult::Declined { messages, .. } = push::push(self.store, r, &[push])? {
+                return Err(Error::refused(format!(
+                    "{r} declined the candidate {name}: {}",
+                    messages.join("; ")
+                ))
+                .hint("the server's hooks must let refs/tabellio/candidates/ be created"));
+            }
+        }
+        match tx::apply(
+            self.store,
+            &[Cas::update(
+                name,
+                None,
+                commit,
+                "tabellio: land publishes a candidate",
+            )],
+        ) {
+            Ok(()) | Err(tx::TxError::Moved { .. }) => Ok(()),
+            Err(e) => Err(e.into_error()),
+        }
+    }
+
+    /// Remove the candidates stacked on a tip the target has left (compare-and-swap each here,
+    /// one leased push there): a candidate another lander removed first is simply gone.
+    fn retire(&self) -> Result<()> {
+        let tip = self.tip()?.map(|t| t.to_string());
+        let message = "tabellio: land retires a candidate";
+        let (ours, _) = self.store.read_candidates(Some(self.target))?;
+        for c in ours.iter().filter(|c| Some(&c.record.tip) != tip.as_ref()) {
+            let _ = tx::apply(self.store, &[Cas::delete(&c.name, c.commit, message)]);
+        }
+        if let (Some(r), Some(prefix)) = (self.remote, self.tracking_candidates()) {
+            let (theirs, _) = self
+                .store
+                .read_candidates_under(&prefix, Some(self.target))?;
+            let pushes: Vec<PushRef> = theirs
+                .iter()
+                .filter(|c| Some(&c.record.tip) != tip.as_ref())
+                .map(|c| PushRef::deletion(candidate_ref(self.target, &c.id), c.commit))
+                .collect();
+            if !pushes.is_empty() {
+                push::push(self.store, r, &pushes)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Stacks of queued runs on one tip, built once each (objects only).
 struct Stacker<'s> {
     store: &'s Store,
+    server: &'s Server<'s>,
     tip: gix::ObjectId,
     target: &'s str,
     runs: &'s [Candidate],
@@ -126,19 +229,19 @@ struct Stacker<'s> {
 
 impl<'s> Stacker<'s> {
     fn new(
-        store: &'s Store,
+        server: &'s Server<'s>,
         tip: gix::ObjectId,
-        target: &'s str,
         runs: &'s [Candidate],
         squash: bool,
     ) -> Self {
         Stacker {
-            store,
+            store: server.store,
+            server,
             tip,
-            target,
+            target: server.target,
             runs,
             squash,
-            committer: replay::committer(store),
+            committer: replay::committer(server.store),
             built: HashMap::new(),
         }
     }
@@ -210,18 +313,7 @@ impl<'s> Stacker<'s> {
             return Ok(());
         }
         let commit = self.store.write_candidate(&record, top)?;
-        match tx::apply(
-            self.store,
-            &[Cas::update(
-                &name,
-                None,
-                commit,
-                "tabellio: land publishes a candidate",
-            )],
-        ) {
-            Ok(()) | Err(tx::TxError::Moved { .. }) => Ok(()),
-            Err(e) => Err(e.into_error()),
-        }
+        self.server.publish(&name, commit)
     }
 }
 
