@@ -37,7 +37,8 @@ pub const LAND: &str = "Examples:
   git tabellio land --dry-run                              the plan: restacks, conflicts, reused evidence
   git tabellio land fix-1 --squash --remote origin         one commit, one atomic push
   git tabellio land --enqueue fix-1 fix-2                  queue them, then land the queue
-  git tabellio land --lanes 4 --remote origin              workers validate 4 candidates at a time";
+  git tabellio land --lanes 4 --remote origin              workers validate 4 candidates at a time
+  git tabellio --json land --stats --target main           time in queue, executions, reuse, waste";
 
 pub const ENQUEUE: &str = "Examples:
   git tabellio enqueue fix-1 fix-2                         queue them for their target, in this order

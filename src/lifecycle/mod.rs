@@ -12,6 +12,7 @@ pub mod checkpoint;
 pub mod enqueue;
 pub mod finish;
 pub mod land;
+pub mod land_stats;
 pub mod manage;
 pub mod plans;
 pub mod promote;

@@ -147,14 +147,19 @@ fn a_checked_out_promote_killed_anywhere_is_repaired_by_the_documented_steps() {
 /// Trials per ref backend of the killed-`land` test: `TABELLIO_CRASH_TRIALS` (200 for a
 /// thorough run), else a number CI affords.
 fn land_trials() -> u32 {
+    crash_trials(10)
+}
+
+/// `TABELLIO_CRASH_TRIALS`, else `default` (what CI affords for the test asking).
+pub(crate) fn crash_trials(default: u32) -> u32 {
     std::env::var("TABELLIO_CRASH_TRIALS")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(10)
+        .unwrap_or(default)
 }
 
 /// A delay of up to `max_ms`, different every call.
-fn random_delay_up_to(round: u32, max_ms: u64) -> Duration {
+pub(crate) fn random_delay_up_to(round: u32, max_ms: u64) -> Duration {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::from(d.subsec_nanos()))

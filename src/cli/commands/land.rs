@@ -39,9 +39,16 @@ pub struct LandArgs {
     /// Print the plan and write nothing.
     #[arg(long, conflicts_with_all = ["enqueue", "lanes"])]
     pub dry_run: bool,
+    /// Land nothing: how landing on the target has gone, from refs and notes (time in queue,
+    /// executions per landed run, reuse, wasted executions, flaky passes).
+    #[arg(long, conflicts_with_all = ["enqueue", "lanes", "dry_run", "runs"])]
+    pub stats: bool,
 }
 
 pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
+    if a.stats {
+        return stats(ctx, a);
+    }
     // `--enqueue`: the runs join the queue (keeping an existing place), and the queue lands.
     let (runs, target) = if a.enqueue {
         let queued = enqueue::enqueue(
@@ -135,4 +142,37 @@ fn line(r: &RunLanding) -> String {
             }
         ),
     }
+}
+
+/// `land --stats`.
+fn stats(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
+    let env = ctx.env()?;
+    let target = match &a.target {
+        Some(t) => t.clone(),
+        None => tabellio::run::current_branch(&env.store)
+            .filter(|h| h.starts_with("refs/heads/"))
+            .ok_or_else(|| {
+                Error::usage("no --target and HEAD is not on a branch")
+                    .hint("name the target: `git tabellio land --stats --target <branch>`")
+            })?,
+    };
+    let s = tabellio::lifecycle::land_stats::land_stats(env, &target)?;
+    let json = serde_json::to_value(&s)
+        .map_err(|e| Error::internal(format!("could not serialize the outcome: {e}")))?;
+    let ratio = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.2}"));
+    let wait = s.time_in_queue_s.as_ref().map_or("-".to_string(), |p| {
+        format!("p50 {}s, p95 {}s", p.p50, p.p95)
+    });
+    let human = format!(
+        "{}: {} landed; time in queue {wait}\nexecutions {} ({} per landed run), reused {} (ratio {}), wasted {}, flaky passes {}",
+        s.target.trim_start_matches("refs/heads/"),
+        s.landed,
+        s.executions,
+        ratio(s.executions_per_landed_run),
+        s.reused,
+        ratio(s.reuse_ratio),
+        s.wasted_executions,
+        s.flaky_passes
+    );
+    Ok(Output::new(json, human))
 }

@@ -150,7 +150,25 @@ pub fn fetch_with(store: &Store, remote: &str, extra: &[String]) -> Result<()> {
     args.extend(git::argv(fetch_refspecs(remote)));
     args.extend(git::argv(extra));
     let failed = format!("git fetch from {remote} failed");
-    talk_to_remote(store, &args, remote, Op::Fetch, &failed)?;
+    // Two of our processes in one clone (a lander and a worker) may fetch at the same moment:
+    // git then fails to lock a tracking ref the other just moved. That is no failure of the
+    // remote: fetch again.
+    const ATTEMPTS: u32 = 6;
+    for attempt in 1..=ATTEMPTS {
+        match talk_to_remote(store, &args, remote, Op::Fetch, &failed) {
+            Ok(_) => break,
+            // A worktree made by another of our processes at an object its own fetch just
+            // brought can be seen before git sees that object: the same race, the same cure.
+            Err(e)
+                if attempt < ATTEMPTS
+                    && (e.message.contains("cannot lock ref")
+                        || e.message.contains("did not send all necessary objects")) =>
+            {
+                crate::store::backoff::REMOTE_ROUNDS.sleep(attempt);
+            }
+            Err(e) => return Err(e),
+        }
+    }
     // git may have rewritten packed-refs within the same clock tick as our last read; make
     // sure the next ref read sees what it wrote. A repository without a packed-refs file (a
     // fresh clone of an empty repository, `git init` + `git fetch`) has nothing to re-read.

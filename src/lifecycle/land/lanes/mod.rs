@@ -16,7 +16,7 @@ pub mod plan;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::model::candidate::{CandidateCheck, CandidateRecord, CandidateRun, CANDIDATE_SCHEMA};
 use crate::model::policy::ResolvedCheck;
 use crate::model::time;
@@ -39,6 +39,9 @@ use deferred::Deferred;
 /// How long the lander waits between looks at the notes while workers validate.
 const POLL: Duration = Duration::from_millis(200);
 
+/// How many times in a row a landing that lost to another writer is read again and retried.
+const CONFLICTS: u32 = 5;
+
 /// Land `target`'s queue with `opts.lanes` candidates validated at once by workers.
 pub fn land(
     store: &Store,
@@ -53,12 +56,14 @@ pub fn land(
         target,
     };
     let mut waited_for: Option<Vec<String>> = None;
+    let mut conflicts = 0;
     loop {
         server.refresh()?;
         let queue = queue::resolve(store, target, &[])?;
         let batch: Vec<Candidate> = queue.candidates.into_iter().take(opts.batch).collect();
         if batch.is_empty() {
-            return Ok(());
+            // Also what a lander killed after its last landing left.
+            return server.retire();
         }
         let ids: Vec<String> = batch.iter().map(|c| c.run_id().to_string()).collect();
         let tip = server.tip()?.ok_or_else(|| {
@@ -83,6 +88,7 @@ pub fn land(
         match (landed, pending) {
             (Ok(results), _) => {
                 outcome.runs.extend(results);
+                conflicts = 0;
                 server.refresh()?;
                 server.retire()?;
                 waited_for = None;
@@ -105,6 +111,12 @@ pub fn land(
                     }
                 }
                 waited_for = Some(pending);
+            }
+            // Another writer moved something underneath (the target, a ledger): read the
+            // refs again, a few times, before giving up as `land` does.
+            (Err(e), None) if e.kind == ErrorKind::Conflict && conflicts < CONFLICTS => {
+                conflicts += 1;
+                std::thread::sleep(POLL);
             }
             (Err(e), None) => return Err(e),
         }
@@ -152,7 +164,22 @@ impl Server<'_> {
         ];
         fetch_and_merge_notes(self.store, r, &extra, message)?;
         let runs = Tracking::read(self.store, r)?.runs;
-        let (edits, _) = crate::store::queue::plan_sync(self.store, r, &runs, message)?;
+        // A ledger the remote moved past ours (another lander, or a push of ours whose answer
+        // never came back, landed the run) is fast-forwarded here, so the run is seen landed.
+        let mut edits = Vec::new();
+        for (id, mine) in self.store.list_ledgers()? {
+            if let Some(theirs) = runs.get(&id).filter(|t| **t != mine) {
+                if self.store.repo.has_object(*theirs) && self.store.is_ancestor(mine, *theirs)? {
+                    edits.push(Cas::update(
+                        crate::store::ledger::ref_name(&id),
+                        Some(mine),
+                        *theirs,
+                        message,
+                    ));
+                }
+            }
+        }
+        edits.extend(crate::store::queue::plan_sync(self.store, r, &runs, message)?.0);
         let _ = tx::apply(self.store, &edits);
         Ok(())
     }
