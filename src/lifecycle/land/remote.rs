@@ -40,7 +40,14 @@ fn fetch_all(store: &Store, remote: &str, target: &str) -> Result<gix::ObjectId>
         remote,
         &format!("+{target}:{tracked}"),
     ]);
-    let out = git::run(store, &args)?;
+    let mut out = git::run(store, &args)?;
+    for attempt in 1..fetch::FETCH_ATTEMPTS {
+        if out.success() || !fetch::transient(&out.stderr) {
+            break;
+        }
+        crate::store::backoff::REMOTE_ROUNDS.sleep(attempt);
+        out = git::run(store, &args)?;
+    }
     if !out.success() {
         return Err(Error::not_found(format!(
             "could not fetch {target} from {remote}: {}",

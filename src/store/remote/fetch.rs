@@ -150,20 +150,11 @@ pub fn fetch_with(store: &Store, remote: &str, extra: &[String]) -> Result<()> {
     args.extend(git::argv(fetch_refspecs(remote)));
     args.extend(git::argv(extra));
     let failed = format!("git fetch from {remote} failed");
-    // Two of our processes in one clone (a lander and a worker) may fetch at the same moment:
-    // git then fails to lock a tracking ref the other just moved. That is no failure of the
-    // remote: fetch again.
-    const ATTEMPTS: u32 = 6;
+    const ATTEMPTS: u32 = FETCH_ATTEMPTS;
     for attempt in 1..=ATTEMPTS {
         match talk_to_remote(store, &args, remote, Op::Fetch, &failed) {
             Ok(_) => break,
-            // A worktree made by another of our processes at an object its own fetch just
-            // brought can be seen before git sees that object: the same race, the same cure.
-            Err(e)
-                if attempt < ATTEMPTS
-                    && (e.message.contains("cannot lock ref")
-                        || e.message.contains("did not send all necessary objects")) =>
-            {
+            Err(e) if attempt < ATTEMPTS && transient(&e.message) => {
                 crate::store::backoff::REMOTE_ROUNDS.sleep(attempt);
             }
             Err(e) => return Err(e),
@@ -180,6 +171,17 @@ pub fn fetch_with(store: &Store, remote: &str, extra: &[String]) -> Result<()> {
             .context(|| "could not re-read packed-refs after the fetch".into())?;
     }
     Ok(())
+}
+
+/// How many times a fetch that failed for [`transient`] reasons is tried.
+pub const FETCH_ATTEMPTS: u32 = 6;
+
+/// Whether git's words say a fetch failed only because another of our processes worked in the
+/// same clone at the same moment (a lander and a worker): a tracking ref the other just moved
+/// could not be locked, or a temporary worktree the other was making or removing named an
+/// object git could not see yet. That is no failure of the remote: fetch again.
+pub fn transient(said: &str) -> bool {
+    said.contains("cannot lock ref") || said.contains("did not send all necessary objects")
 }
 
 /// The current values of `refs` on the remote, by asking it (`git ls-remote`); absent refs are
