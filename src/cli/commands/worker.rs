@@ -83,9 +83,15 @@ pub fn cmd_worker(ctx: &Ctx, a: &WorkerArgs) -> Result<Output> {
             poll: Duration::from_secs_f64(a.poll),
         },
     );
+    // A stop (SIGTERM, SIGINT) reached this process only when it was sent to it by pid: pass
+    // it on, so each lane releases its claim too; a failure stops the lanes outright.
+    let stop = match &o {
+        Ok(done) => done.interrupted,
+        Err(_) => Some(libc::SIGKILL),
+    };
     for mut lane in lanes {
-        if o.is_err() {
-            let _ = lane.kill();
+        if let Some(sig) = stop {
+            tabellio::sys::process::kill(lane.id() as i32, sig);
         }
         let _ = lane.wait();
     }
