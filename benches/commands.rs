@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 #[path = "../tests/support/hermetic.rs"]
 mod hermetic;
-mod lanes;
+mod scopes;
 
 const BIN: &str = env!("CARGO_BIN_EXE_git-tabellio");
 
@@ -1550,9 +1550,9 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(15);
-    // `TABELLIO_BENCH_ONLY=lanes`: only the independent-landing comparison.
-    if std::env::var("TABELLIO_BENCH_ONLY").is_ok_and(|v| v == "lanes") {
-        lanes::lanes();
+    // `TABELLIO_BENCH_ONLY=scopes`: only the independent-landing comparison.
+    if std::env::var("TABELLIO_BENCH_ONLY").is_ok_and(|v| v == "scopes") {
+        scopes::scopes();
         return;
     }
     println!(
@@ -1574,7 +1574,7 @@ fn main() {
     println!("\nsigned evidence (trust) against the same without trust:");
     signatures(n);
     land(n);
-    lanes::lanes();
+    scopes::scopes();
     hooks_overhead(n);
     println!("\na reftable repository with 50 live run worktrees:");
     reftable(n);

@@ -42,7 +42,24 @@ pub const LAND: &str = "Examples:
   git tabellio land                                        every completed run of the current branch
   git tabellio land fix-1 fix-2 --target main --batch 4    these runs, in this order
   git tabellio land --dry-run                              the plan: restacks, conflicts, which checks run
-  git tabellio land fix-1 --squash --remote origin         one commit, one atomic push";
+  git tabellio land fix-1 --squash --remote origin         one commit, one atomic push
+  git tabellio land --enqueue fix-1 fix-2                  queue them, then land the queue
+  git tabellio land --lanes 4 --remote origin              workers validate 4 candidates at a time
+  git tabellio --json land --stats --target main           time in queue, executions, reuse, waste";
+
+pub const ENQUEUE: &str = "Examples:
+  git tabellio enqueue fix-1 fix-2                         queue them for their target, in this order
+  git tabellio enqueue hotfix --priority                   ahead of everything queued without it
+  git tabellio enqueue fix-1 --remote origin               and publish the entry on origin";
+
+pub const WORKER: &str = "Examples:
+  git tabellio worker                                      validate this repository's candidates until stopped
+  git tabellio worker --remote origin --lanes 2            two at once, claims and evidence on origin
+  git tabellio worker --once --lease 900                   one pass, 15-minute claims";
+
+pub const QUEUE: &str = "Examples:
+  git tabellio queue                                       every target's queue
+  git tabellio --json queue --target main                  position, state, estimated wait";
 
 pub const APPROVE: &str = "Examples:
   git tabellio approve fix-1 -m \"policy change reviewed\"      approve the run head's guarded changes

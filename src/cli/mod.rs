@@ -62,6 +62,15 @@ pub enum Command {
     /// Land completed runs: restack onto the moved target, validate, move it (a merge queue).
     #[command(after_long_help = examples::LAND)]
     Land(land::LandArgs),
+    /// Put completed runs in their target's landing queue (refs/tabellio/queue/…).
+    #[command(after_long_help = examples::ENQUEUE)]
+    Enqueue(enqueue::EnqueueArgs),
+    /// List the landing queue: position, state, estimated wait.
+    #[command(after_long_help = examples::QUEUE)]
+    Queue(queue::QueueArgs),
+    /// Validate the candidate stacks `land --lanes` publishes (claims, checks, evidence).
+    #[command(after_long_help = examples::WORKER)]
+    Worker(worker::WorkerArgs),
     /// Approve a run's change to guarded paths (a person's signed word, noted on its head).
     #[command(after_long_help = examples::APPROVE)]
     Approve(approve::ApproveArgs),
@@ -139,6 +148,9 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<Output> {
         Command::Finish(a) => finish::cmd_finish(ctx, a),
         Command::Promote(a) => promote::cmd_promote(ctx, a),
         Command::Land(a) => land::cmd_land(ctx, a),
+        Command::Enqueue(a) => enqueue::cmd_enqueue(ctx, a),
+        Command::Queue(a) => queue::cmd_queue(ctx, a),
+        Command::Worker(a) => worker::cmd_worker(ctx, a),
         Command::Approve(a) => approve::cmd_approve(ctx, a),
         Command::Status(a) => status::cmd_status(ctx, a),
         Command::List(a) => list::cmd_list(ctx, a),

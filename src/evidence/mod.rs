@@ -23,6 +23,7 @@
 pub mod detached;
 pub mod interrupt;
 pub mod judge;
+pub mod known;
 pub mod produce;
 pub mod read;
 pub mod requirements;

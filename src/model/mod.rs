@@ -6,6 +6,7 @@
 
 pub mod allowed_signers;
 pub mod archive;
+pub mod candidate;
 pub mod canonical;
 pub mod checkpoint;
 pub mod completion;
@@ -18,6 +19,7 @@ pub mod policy;
 #[cfg(test)]
 mod properties;
 pub mod provenance;
+pub mod queue;
 pub mod run;
 pub mod run_file;
 pub mod signature;

@@ -19,6 +19,17 @@ pub fn rfc3339(t: SystemTime) -> String {
     )
 }
 
+/// `SystemTime` as `YYYY-MM-DDTHH:MM:SS.mmmZ`: RFC 3339 UTC with milliseconds, for records
+/// whose order within one second matters (queue entries). Sorts with [`rfc3339`] strings of
+/// other seconds as times do.
+pub fn rfc3339_millis(t: SystemTime) -> String {
+    let millis = t
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_millis());
+    let secs = rfc3339(t);
+    format!("{}.{millis:03}Z", secs.trim_end_matches('Z'))
+}
+
 /// The current time as RFC 3339 UTC.
 pub fn now() -> String {
     rfc3339(SystemTime::now())
@@ -129,6 +140,10 @@ mod tests {
         assert_eq!(
             rfc3339(UNIX_EPOCH + Duration::from_secs(4_102_444_800)),
             "2100-01-01T00:00:00Z"
+        );
+        assert_eq!(
+            rfc3339_millis(UNIX_EPOCH + Duration::from_millis(1_709_251_199_042)),
+            "2024-02-29T23:59:59.042Z"
         );
     }
 

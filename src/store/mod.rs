@@ -11,6 +11,7 @@
 
 pub mod ancestry;
 pub mod backoff;
+pub mod candidates;
 pub mod cas;
 pub mod checkout;
 pub mod diff;
@@ -25,6 +26,7 @@ pub mod objects;
 pub mod paths;
 pub mod policy;
 pub mod publish;
+pub mod queue;
 pub mod refs;
 pub mod remote;
 pub mod replay;

@@ -317,6 +317,35 @@ impl std::fmt::Debug for NoteTrees {
     }
 }
 
+impl Store {
+    /// Every line of every note in `notes_ref`, each note's lines as stored (for statistics over
+    /// all records; a lookup of one object's notes is [`Store::note_lines`]).
+    pub fn all_note_lines(&self, notes_ref: &str) -> Result<Vec<String>> {
+        let Some((_, tree)) = self.notes_tree(notes_ref)? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        let mut trees = vec![tree];
+        while let Some(id) = trees.pop() {
+            let tree = self
+                .object(id)?
+                .try_into_tree()
+                .context(|| format!("{notes_ref} holds {id}, which is not a tree"))?;
+            for entry in tree.iter() {
+                let entry = entry.context(|| format!("could not read tree {id} of {notes_ref}"))?;
+                let oid = entry.oid().to_owned();
+                if entry.mode().is_tree() {
+                    trees.push(oid);
+                } else if entry.mode().is_blob() {
+                    let text = String::from_utf8_lossy(&self.read_blob(oid)?).into_owned();
+                    out.extend(text.lines().filter(|l| !l.is_empty()).map(str::to_string));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::merge_lines;

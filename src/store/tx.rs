@@ -194,7 +194,12 @@ fn diagnose(store: &Store, edits: &[Cas], err: &str) -> TxError {
             Ok(a) => a,
             Err(e) => return TxError::Other(e),
         };
-        if actual != edit.expected && actual != edit.new.filter(|_| edit.expected.is_none()) {
+        // gix takes a create whose ref already holds the new value as done; git (reftable)
+        // refuses it, and then the ref exists: a create that lost.
+        let same_as_created = edit.expected.is_none()
+            && store.ref_format() != RefFormat::Reftable
+            && actual == edit.new;
+        if actual != edit.expected && !same_as_created {
             return TxError::Moved {
                 name: edit.name.clone(),
                 expected: edit.expected,

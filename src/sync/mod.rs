@@ -271,11 +271,15 @@ pub fn sync(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
             archives,
             archived_runs,
         } = plan_round(store, &tracking, &remote)?;
+        // The queue's entries travel too (created only; removed where their run landed).
+        let (queue_edits, queue_pushes) =
+            crate::store::queue::plan_sync(store, &remote, &tracking.runs, &message)?;
         let edits: Vec<Cas> = notes
             .iter()
             .filter_map(|s| s.local_update(&message))
             .chain(archives.iter().filter_map(|s| s.local_update(&message)))
             .chain(ledgers.iter().filter_map(|s| s.local_update(&message)))
+            .chain(queue_edits)
             .collect();
         if !edits.is_empty() {
             match tx::apply(store, &edits) {
@@ -301,6 +305,7 @@ pub fn sync(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
             .filter_map(NotesStep::push)
             .chain(archives.iter().filter_map(ArchiveStep::push))
             .chain(ledgers.iter().filter_map(LedgerStep::push))
+            .chain(queue_pushes)
             .collect();
         match push::push(store, &remote, &pushes)? {
             PushResult::Pushed(refs) => {

@@ -129,8 +129,8 @@ fn parse_stat(stat: &str) -> Option<StatIds> {
     Some(StatIds { ppid, pgrp })
 }
 
-/// Sends `signal` to process `pid` (tests stop processes that left a check's group).
-#[cfg(test)]
+/// Sends `signal` to process `pid` (a worker passes a stop on to its lanes; tests stop
+/// processes that left a check's group).
 pub fn kill(pid: libc::pid_t, signal: libc::c_int) {
     if pid > 0 {
         // SAFETY: kill(2) on one positive pid has no memory-safety preconditions.

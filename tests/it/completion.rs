@@ -138,7 +138,10 @@ fn bash_completes_flags_values_nested_commands_runs_and_checks_through_git() {
     let want: &[(&str, &[&str])] = &[
         ("git tabellio lan", &["land "]),
         ("git tabellio land --t", &["--target "]),
-        ("git tabellio land --s", &["--squash ", "--sign-key "]),
+        (
+            "git tabellio land --s",
+            &["--squash ", "--sign-key ", "--stats "],
+        ),
         ("git tabellio hooks i", &["install "]),
         ("git tabellio completions ", &["bash ", "fish ", "zsh "]),
         ("git tabellio context --format ", &["json ", "markdown "]),
@@ -146,7 +149,10 @@ fn bash_completes_flags_values_nested_commands_runs_and_checks_through_git() {
         ("git tabellio validate --check t", &["test "]),
         ("git tabellio finish ", &["fix-2 ", "r1 "]),
         ("git tabellio cleanup --force ", &["fix-2 ", "r1 "]),
-        ("git-tabellio land --s", &["--squash", "--sign-key"]),
+        (
+            "git-tabellio land --s",
+            &["--squash", "--sign-key", "--stats"],
+        ),
         ("git-tabellio loop --check ", &["lint", "test"]),
         ("git-tabellio status f", &["fix-2"]),
     ];

@@ -144,13 +144,18 @@ fn a_checked_out_promote_killed_anywhere_is_repaired_by_the_documented_steps() {
     }
 }
 
-/// Trials per ref backend of the killed-`land` (and killed-`gc`) tests: `TABELLIO_CRASH_TRIALS`
-/// (200 for a thorough run), else a number CI affords.
+/// Trials per ref backend of the killed-`land` (and killed-`gc`) tests: `TABELLIO_CRASH_TRIALS` (200 for a
+/// thorough run), else a number CI affords.
 pub(crate) fn land_trials() -> u32 {
+    crash_trials(10)
+}
+
+/// `TABELLIO_CRASH_TRIALS`, else `default` (what CI affords for the test asking).
+pub(crate) fn crash_trials(default: u32) -> u32 {
     std::env::var("TABELLIO_CRASH_TRIALS")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(10)
+        .unwrap_or(default)
 }
 
 /// A delay of up to `max_ms`, different every call.

@@ -32,6 +32,8 @@ mod hooks;
 mod inputs;
 #[path = "land.rs"]
 mod land;
+#[path = "lanes.rs"]
+mod lanes;
 #[path = "lifecycle.rs"]
 mod lifecycle;
 #[path = "plan_completion.rs"]
@@ -44,6 +46,8 @@ mod promote;
 mod provenance;
 #[path = "pull.rs"]
 mod pull;
+#[path = "queue.rs"]
+mod queue;
 #[path = "replacements.rs"]
 mod replacements;
 #[path = "rewind.rs"]

@@ -98,6 +98,7 @@ fn init_is_idempotent_plain_fetch_tracks_and_plain_push_is_unchanged() {
             "+refs/tabellio/archive/*:refs/tabellio/remotes/origin/archive/*",
             "+refs/notes/tabellio/*:refs/notes/tabellio/remotes/origin/*",
             "^refs/notes/tabellio/remotes/*",
+            "+refs/tabellio/queue/*:refs/tabellio/remotes/origin/queue/*",
         ]
     );
 

@@ -2,6 +2,7 @@
 //! [--no-reuse] [--dry-run]`.
 
 use tabellio::evidence::reuse::Reuse;
+use tabellio::lifecycle::enqueue::{self, EnqueueOptions};
 use tabellio::lifecycle::land::{self, LandOptions, Landing, RunLanding};
 use tabellio::{Error, Result};
 
@@ -27,15 +28,45 @@ pub struct LandArgs {
     pub remote: Option<String>,
     #[command(flatten)]
     pub records: super::finish::RecordArgs,
+    /// Put the named runs in the queue first (as `enqueue` does), then land the target's
+    /// queue.
+    #[arg(long, requires = "runs")]
+    pub enqueue: bool,
+    /// Run no check here: publish up to W candidate stacks at a time for workers (`git tabellio
+    /// worker`) to validate, and land what their evidence proves.
+    #[arg(long, value_name = "W")]
+    pub lanes: Option<usize>,
     /// Print the plan and write nothing.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["enqueue", "lanes"])]
     pub dry_run: bool,
+    /// Land nothing: how landing on the target has gone, from refs and notes (time in queue,
+    /// executions per landed run, reuse, wasted executions, flaky passes).
+    #[arg(long, conflicts_with_all = ["enqueue", "lanes", "dry_run", "runs"])]
+    pub stats: bool,
 }
 
 pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
+    if a.stats {
+        return stats(ctx, a);
+    }
+    // `--enqueue`: the runs join the queue (keeping an existing place), and the queue lands.
+    let (runs, target) = if a.enqueue {
+        let queued = enqueue::enqueue(
+            ctx.env()?,
+            &EnqueueOptions {
+                runs: a.runs.clone(),
+                target: a.target.clone(),
+                ..Default::default()
+            },
+        )?;
+        let target = queued.runs.first().map(|r| r.entry.target.clone());
+        (Vec::new(), a.target.clone().or(target))
+    } else {
+        (a.runs.clone(), a.target.clone())
+    };
     let opts = LandOptions {
-        runs: a.runs.clone(),
-        target: a.target.clone(),
+        runs,
+        target,
         batch: a.batch,
         squash: a.squash,
         remote: a.remote.clone(),
@@ -44,6 +75,7 @@ pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
         stream: ctx.stream,
         sign_key: a.records.sign_key.clone(),
         no_sign: a.records.no_sign,
+        lanes: a.lanes,
     };
     let o = land::land(ctx.env()?, &opts)?;
     let json = serde_json::to_value(&o)
@@ -113,4 +145,37 @@ fn line(r: &RunLanding) -> String {
             }
         ),
     }
+}
+
+/// `land --stats`.
+fn stats(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
+    let env = ctx.env()?;
+    let target = match &a.target {
+        Some(t) => t.clone(),
+        None => tabellio::run::current_branch(&env.store)
+            .filter(|h| h.starts_with("refs/heads/"))
+            .ok_or_else(|| {
+                Error::usage("no --target and HEAD is not on a branch")
+                    .hint("name the target: `git tabellio land --stats --target <branch>`")
+            })?,
+    };
+    let s = tabellio::lifecycle::land_stats::land_stats(env, &target)?;
+    let json = serde_json::to_value(&s)
+        .map_err(|e| Error::internal(format!("could not serialize the outcome: {e}")))?;
+    let ratio = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.2}"));
+    let wait = s.time_in_queue_s.as_ref().map_or("-".to_string(), |p| {
+        format!("p50 {}s, p95 {}s", p.p50, p.p95)
+    });
+    let human = format!(
+        "{}: {} landed; time in queue {wait}\nexecutions {} ({} per landed run), reused {} (ratio {}), wasted {}, flaky passes {}",
+        s.target.trim_start_matches("refs/heads/"),
+        s.landed,
+        s.executions,
+        ratio(s.executions_per_landed_run),
+        s.reused,
+        ratio(s.reuse_ratio),
+        s.wasted_executions,
+        s.flaky_passes
+    );
+    Ok(Output::new(json, human))
 }

@@ -29,6 +29,7 @@ use crate::store::Store;
 use crate::trust::approval::judge_run_step;
 use crate::trust::carry::judge_restacked;
 
+use super::lanes::deferred::Deferred;
 use super::queue::Candidate;
 use super::required::requirements;
 use super::stack::{stack_one, Stacked, Unstacked};
@@ -57,6 +58,8 @@ pub struct Checker<'s> {
     /// Checks with declared inputs this landing saw fail, by scoped tree and check digest: a
     /// stack rebuilt on a moved target with the same inputs fails again without running.
     failed: HashMap<(String, String), EvidenceRecord>,
+    /// `land --lanes`: checks are never run here; the notes decide, or the stack waits.
+    pub deferred: Option<Deferred>,
 }
 
 impl<'s> Checker<'s> {
@@ -76,6 +79,7 @@ impl<'s> Checker<'s> {
             policies: Policies::default(),
             untrusted: HashMap::new(),
             failed: HashMap::new(),
+            deferred: None,
         }
     }
 
@@ -132,6 +136,13 @@ impl<'s> Checker<'s> {
             }
         }
         if !to_run.is_empty() {
+            if let Some(deferred) = self.deferred.as_mut() {
+                if run_id.is_none() {
+                    // The tip itself, validated when the first run on it fails.
+                    deferred.asking.clear();
+                }
+                return deferred.decide(store, commit, &to_run);
+            }
             let ran = self.run(commit, run_id, &to_run)?;
             self.checks_run += ran.len();
             for rec in ran.iter().filter(|r| !r.passed()) {
@@ -221,6 +232,9 @@ impl<'s> Checker<'s> {
             // Nothing to validate with: only runs that land exactly as validated by `finish`
             // (no restack) may go, as `promote` lets them.
             return Ok(runs.len() == 1 && top.mode == crate::model::land::RestackMode::None);
+        }
+        if let Some(deferred) = self.deferred.as_mut() {
+            deferred.asking = runs.iter().map(|c| c.run_id().to_string()).collect();
         }
         if !self.validate(top.head, Some(top.candidate.run_id()), &checks)? {
             return Ok(false);

@@ -19,6 +19,7 @@ mod queue;
 mod remote;
 mod repair;
 mod required;
+mod scopes;
 mod signing;
 mod stack;
 mod write;
@@ -62,6 +63,8 @@ pub struct LandOptions {
     pub sign_key: Option<std::path::PathBuf>,
     /// `--no-sign`: do not sign the records.
     pub no_sign: bool,
+    /// `--lanes W`: run no check here; publish up to W candidate stacks at once for workers.
+    pub lanes: Option<usize>,
 }
 
 impl Default for LandOptions {
@@ -77,6 +80,7 @@ impl Default for LandOptions {
             stream: Stream::Quiet,
             sign_key: None,
             no_sign: false,
+            lanes: None,
         }
     }
 }
@@ -228,6 +232,16 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         .iter()
         .map(|c| c.ledger.record.run_id.clone())
         .collect();
+    if let Some(lanes) = opts.lanes {
+        if lanes == 0 {
+            return Err(Error::usage("--lanes must be at least 1"));
+        }
+        lanes::land(store, &target, opts, (lanes, squash), &mut outcome)?;
+        if opts.remote.is_none() {
+            outcome.new = store.ref_target(&target)?.map(|o| o.to_string());
+        }
+        return Ok(outcome);
+    }
     // Before anything is written: a key that cannot sign refuses the whole command.
     let signer = crate::evidence::sign::RecordSigner::resolve(
         store,
@@ -244,16 +258,16 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
     )?;
     // Runs whose changes fall in disjoint check scopes land side by side, each lane on its own.
     let tip = store.ref_target(&target)?;
-    let lanes = match (&opts.remote, tip) {
-        (None, Some(tip)) => lanes::partition(store, tip, &first.candidates)?,
+    let scopes = match (&opts.remote, tip) {
+        (None, Some(tip)) => scopes::partition(store, tip, &first.candidates)?,
         _ => vec![ids.clone()],
     };
     let plans = match tip {
         Some(tip) => plan::plans(store, tip, &first.candidates)?,
         None => Vec::new(),
     };
-    if lanes.len() > 1 {
-        lanes::land_lanes(env, (&target, squash), opts, lanes, &mut outcome)?;
+    if scopes.len() > 1 {
+        scopes::land_scopes(env, (&target, squash), opts, scopes, &mut outcome)?;
     } else {
         let mut checker = check::Checker::new(store, opts, squash).signing(signer);
         land_runs(store, &target, ids, &mut checker, &mut outcome, ROUNDS)?;

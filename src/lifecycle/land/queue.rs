@@ -239,9 +239,22 @@ fn landing_in_flight(store: &Store, rec: &crate::model::RunRecord) -> Result<boo
     Ok(validated != Some(head.to_string().as_str()) && store.is_ancestor(head, tip)?)
 }
 
-/// Every completed run whose target is `target`, oldest completion first (the time of its
-/// passing attempt; the run id breaks ties).
+/// The runs a bare `land` takes: when `target` has a queue (`enqueue`), its entries whose runs
+/// are completed, in queue order; otherwise every completed run whose target is `target`, oldest
+/// completion first (the time of its passing attempt; the run id breaks ties).
 fn completed_of(store: &Store, target: &str) -> Result<Vec<Ledger>> {
+    let queued = store.read_queue(Some(target))?;
+    if !queued.entries.is_empty() {
+        let mut out = Vec::new();
+        for entry in &queued.entries {
+            if let Ok(Some(l)) = store.try_find_ledger(&entry.record.run) {
+                if l.record.state == RunState::Completed && l.record.base.reference == target {
+                    out.push(l);
+                }
+            }
+        }
+        return Ok(out);
+    }
     let mut out = Vec::new();
     for (id, _) in store.list_ledgers()? {
         // One unreadable ledger (a newer schema) must not stop the queue.

@@ -41,7 +41,14 @@ fn fetch_all(store: &Store, remote: &str, target: &str) -> Result<gix::ObjectId>
         remote,
         &format!("+{target}:{tracked}"),
     ]);
-    let out = git::run(store, &args)?;
+    let mut out = git::run(store, &args)?;
+    for attempt in 1..fetch::FETCH_ATTEMPTS {
+        if out.success() || !fetch::transient(&out.stderr) {
+            break;
+        }
+        crate::store::backoff::REMOTE_ROUNDS.sleep(attempt);
+        out = git::run(store, &args)?;
+    }
     if !out.success() {
         return Err(Error::not_found(format!(
             "could not fetch {target} from {remote}: {}",
@@ -134,6 +141,11 @@ fn push_settled(
         }
     }
     pushes.extend(notes.iter().filter_map(NotesStep::push));
+    let landed = settled.accepted.iter().map(|s| s.candidate.run_id());
+    let (queue_pushes, queue_local) =
+        crate::store::queue::remote_landing_removals(store, remote, target, landed, &message)?;
+    pushes.extend(queue_pushes);
+    local.extend(queue_local);
     match push::push(store, remote, &pushes)? {
         PushResult::Pushed(_) => {
             record_pushed_in_tracking(store, remote, &pushes);

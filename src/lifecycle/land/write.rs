@@ -95,6 +95,12 @@ pub fn land_settled(
             &message,
         ));
     }
+    edits.extend(crate::store::queue::landing_removals(
+        store,
+        target,
+        settled.accepted.iter().map(|s| s.candidate.run_id()),
+        &message,
+    )?);
     let prepared = match tx::prepare(store, &edits) {
         Ok(p) => p,
         Err(e) => return lost(e),

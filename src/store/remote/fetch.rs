@@ -11,6 +11,7 @@ use gix::bstr::ByteSlice;
 
 use crate::error::{Context, Error, Result};
 use crate::store::ledger;
+use crate::store::queue;
 use crate::store::Store;
 
 use crate::store::git_cli as git;
@@ -50,6 +51,7 @@ pub fn fetch_refspecs(remote: &str) -> Vec<String> {
         ),
         format!("+{NOTES_PREFIX}*:{}*", tracking_notes_prefix(remote)),
         format!("^{NOTES_REMOTES}*"),
+        format!("+{}*:{}*", queue::PREFIX, queue::tracking_prefix(remote)),
     ]
 }
 
@@ -141,6 +143,11 @@ fn talk_to_remote(
 /// Fetch the remote's ledgers and notes into the tracking namespaces (the refspecs are passed
 /// on the command line, so this works whether or not `init` configured them).
 pub fn fetch(store: &Store, remote: &str) -> Result<()> {
+    fetch_with(store, remote, &[])
+}
+
+/// [`fetch`], with `extra` refspecs fetched in the same round trip.
+pub fn fetch_with(store: &Store, remote: &str, extra: &[String]) -> Result<()> {
     let mut args = git::argv([
         "fetch",
         "--quiet",
@@ -151,8 +158,18 @@ pub fn fetch(store: &Store, remote: &str) -> Result<()> {
         remote,
     ]);
     args.extend(git::argv(fetch_refspecs(remote)));
+    args.extend(git::argv(extra));
     let failed = format!("git fetch from {remote} failed");
-    talk_to_remote(store, &args, remote, Op::Fetch, &failed)?;
+    const ATTEMPTS: u32 = FETCH_ATTEMPTS;
+    for attempt in 1..=ATTEMPTS {
+        match talk_to_remote(store, &args, remote, Op::Fetch, &failed) {
+            Ok(_) => break,
+            Err(e) if attempt < ATTEMPTS && transient(&e.message) => {
+                crate::store::backoff::REMOTE_ROUNDS.sleep(attempt);
+            }
+            Err(e) => return Err(e),
+        }
+    }
     // git may have rewritten packed-refs within the same clock tick as our last read; make
     // sure the next ref read sees what it wrote. A repository without a packed-refs file (a
     // fresh clone of an empty repository, `git init` + `git fetch`) has nothing to re-read.
@@ -164,6 +181,17 @@ pub fn fetch(store: &Store, remote: &str) -> Result<()> {
             .context(|| "could not re-read packed-refs after the fetch".into())?;
     }
     Ok(())
+}
+
+/// How many times a fetch that failed for [`transient`] reasons is tried.
+pub const FETCH_ATTEMPTS: u32 = 6;
+
+/// Whether git's words say a fetch failed only because another of our processes worked in the
+/// same clone at the same moment (a lander and a worker): a tracking ref the other just moved
+/// could not be locked, or a temporary worktree the other was making or removing named an
+/// object git could not see yet. That is no failure of the remote: fetch again.
+pub fn transient(said: &str) -> bool {
+    said.contains("cannot lock ref") || said.contains("did not send all necessary objects")
 }
 
 /// The current values of `refs` on the remote, by asking it (`git ls-remote`); absent refs are

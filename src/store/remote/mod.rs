@@ -32,7 +32,28 @@ pub fn plan_notes(store: &Store, tracking: &Tracking, remote: &str) -> Result<Ve
     Ok(out)
 }
 
-/// `git tabellio sync [<remote>]`.
+/// Fetch `remote` (its ledgers, notes and queue, plus `extra` refspecs) and merge its notes
+/// into ours (compare-and-swap; a local writer that moved them meanwhile wins, and the next
+/// call merges again). The steps say what a push of ours would carry.
+pub fn fetch_and_merge_notes(
+    store: &Store,
+    remote: &str,
+    extra: &[String],
+    message: &str,
+) -> Result<Vec<NotesStep>> {
+    fetch::fetch_with(store, remote, extra)?;
+    let tracking = Tracking::read(store, remote)?;
+    let notes = plan_notes(store, &tracking, remote)?;
+    let edits: Vec<Cas> = notes
+        .iter()
+        .filter_map(|s| s.local_update(message))
+        .collect();
+    if !edits.is_empty() {
+        let _ = tx::apply(store, &edits);
+    }
+    Ok(notes)
+}
+
 /// After a successful push, move the tracking refs of what we pushed to what the remote now
 /// holds, as `git push` does for configured refspecs (when `init` configured them, git already
 /// did and this finds nothing to do). Best effort: a tracking ref is only a cache of the remote,

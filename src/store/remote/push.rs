@@ -25,6 +25,22 @@ pub struct PushRef {
     pub expect: Option<gix::ObjectId>,
 }
 
+impl PushRef {
+    /// Delete `dst` on the remote, leased on its being at `expect`. The push carries it as
+    /// `:dst`; `new` is the null id, which no object has.
+    pub fn deletion(dst: impl Into<String>, expect: gix::ObjectId) -> Self {
+        PushRef {
+            dst: dst.into(),
+            new: gix::ObjectId::null(expect.kind()),
+            expect: Some(expect),
+        }
+    }
+
+    pub fn is_deletion(&self) -> bool {
+        self.new.is_null()
+    }
+}
+
 /// How the remote took one ref.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -107,7 +123,7 @@ pub fn push(store: &Store, remote: &str, refs: &[PushRef]) -> Result<PushResult>
 /// history (its ledger of a run moved past ours — a landing or promotion whose answer never came
 /// back, another machine — or notes we did not merge) is refused before anything is sent.
 fn check_fast_forwards(store: &Store, remote: &str, refs: &[PushRef]) -> Result<()> {
-    for r in refs {
+    for r in refs.iter().filter(|r| !r.is_deletion()) {
         let Some(theirs) = r.expect.filter(|e| *e != r.new) else {
             continue;
         };
@@ -165,7 +181,11 @@ fn push_batch(store: &Store, remote: &str, refs: &[PushRef]) -> Result<PushResul
     }
     args.push(remote.into());
     for r in refs {
-        args.push(format!("{}:{}", r.new, r.dst).into());
+        if r.is_deletion() {
+            args.push(format!(":{}", r.dst).into());
+        } else {
+            args.push(format!("{}:{}", r.new, r.dst).into());
+        }
     }
     let out = git::run(store, &args)?;
     let lines = parse_porcelain(&out.stdout);

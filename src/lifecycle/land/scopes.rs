@@ -97,7 +97,7 @@ fn footprint(store: &Store, tip: gix::ObjectId, c: &Candidate) -> Result<Vec<Str
 /// Land each of `lanes` (run ids) in its own thread, with its own view of the repository,
 /// adding what each did to `outcome`. A lane that fails does not stop the others; the first
 /// error is returned once all have ended.
-pub fn land_lanes(
+pub fn land_scopes(
     env: &Env,
     (target, squash): (&str, bool),
     opts: &LandOptions,

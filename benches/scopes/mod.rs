@@ -141,7 +141,7 @@ fn landing(scoped: bool, t: u64) -> Landed {
 use super::BIN;
 
 /// Print both landings side by side, with the targets.
-pub fn lanes() {
+pub fn scopes() {
     let t: u64 = std::env::var("TABELLIO_BENCH_T")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -1,0 +1,354 @@
+//! `land --lanes W`: the lander of distributed landing. It runs no check: it plans candidate
+//! stacks ([`plan`]), publishes them as `refs/tabellio/candidates/<target>/<id>` for workers
+//! (`git tabellio worker`) to validate, and lands what their evidence proves, through the same
+//! stacking, bisection and transaction as `land` ([`super::check::settle`] with a
+//! [`deferred::Deferred`] checker: where `land` would run checks, the notes decide).
+//!
+//! It holds no state outside refs: the queue, the candidates and the evidence on their trees are
+//! all it reads, each round afresh, so a lander killed anywhere is continued by any other
+//! (`land --lanes W` again, on any clone); two at once are safe, since every move is the
+//! compare-and-swap `land` makes and candidates are created only (same stack, same id).
+//! Candidates stacked on a tip the target has left are removed after each landing.
+
+pub mod deferred;
+pub mod plan;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::model::candidate::{CandidateCheck, CandidateRecord, CandidateRun, CANDIDATE_SCHEMA};
+use crate::model::policy::ResolvedCheck;
+use crate::model::time;
+use crate::store::candidates::{candidate_id, candidate_ref, CANDIDATES};
+use crate::store::queue::target_short;
+use crate::store::remote::fetch::Tracking;
+use crate::store::remote::fetch_and_merge_notes;
+use crate::store::remote::push::{self, PushRef, PushResult};
+use crate::store::replay;
+use crate::store::tx::{self, Cas};
+use crate::store::Store;
+
+use super::check::Checker;
+use super::queue::{self, Candidate};
+use super::required::requirements;
+use super::stack::stack_one;
+use super::{LandOptions, LandOutcome};
+use deferred::Deferred;
+
+/// How long the lander waits between looks at the notes while workers validate.
+const POLL: Duration = Duration::from_millis(200);
+
+/// How many times in a row a landing that lost to another writer is read again and retried.
+const CONFLICTS: u32 = 5;
+
+/// Land `target`'s queue with `opts.lanes` candidates validated at once by workers.
+pub fn land(
+    store: &Store,
+    target: &str,
+    opts: &LandOptions,
+    (lanes, squash): (usize, bool),
+    outcome: &mut LandOutcome,
+) -> Result<()> {
+    let server = Server {
+        store,
+        remote: opts.remote.as_deref(),
+        target,
+    };
+    let mut waited_for: Option<Vec<String>> = None;
+    let mut conflicts = 0;
+    loop {
+        server.refresh()?;
+        let queue = queue::resolve(store, target, &[])?;
+        let batch: Vec<Candidate> = queue.candidates.into_iter().take(opts.batch).collect();
+        if batch.is_empty() {
+            // Also what a lander killed after its last landing left.
+            return server.retire();
+        }
+        let ids: Vec<String> = batch.iter().map(|c| c.run_id().to_string()).collect();
+        let tip = server.tip()?.ok_or_else(|| {
+            Error::not_found(format!("the target {target} does not exist"))
+                .hint("land onto an existing branch (--target)")
+        })?;
+        let mut stacks = Stacker::new(&server, tip, &batch, squash);
+        let mut checker = Checker::new(store, opts, squash);
+        checker.deferred = Some(Deferred {
+            failing: plan::smallest_failing(store, &mut stacks, &ids)?,
+            ..Deferred::default()
+        });
+        let landed = match &opts.remote {
+            Some(remote) => {
+                super::remote::land_batch(store, (remote, target), &ids, &mut checker, outcome)
+            }
+            None => super::land_batch(store, target, &ids, &mut checker, outcome, super::ROUNDS),
+        };
+        outcome.validations += checker.validations;
+        outcome.checks_reused += checker.checks_reused;
+        let pending = checker.deferred.as_mut().and_then(|d| d.pending.take());
+        match (landed, pending) {
+            (Ok(results), _) => {
+                outcome.runs.extend(results);
+                conflicts = 0;
+                server.refresh()?;
+                server.retire()?;
+                waited_for = None;
+            }
+            (Err(_), Some(pending)) => {
+                let planned = plan::plan(store, &mut stacks, &ids, &pending, lanes)?;
+                for runs in &planned {
+                    stacks.publish(runs)?;
+                }
+                // Waiting on the same stack twice without anything new would spin: wait for
+                // the notes to change first.
+                let before = store.ref_target_now(crate::store::notes::EVIDENCE)?;
+                if waited_for.as_ref() == Some(&pending) || planned.is_empty() {
+                    loop {
+                        std::thread::sleep(POLL);
+                        server.refresh()?;
+                        if store.ref_target_now(crate::store::notes::EVIDENCE)? != before {
+                            break;
+                        }
+                    }
+                }
+                waited_for = Some(pending);
+            }
+            // Another writer moved something underneath (the target, a ledger): read the
+            // refs again, a few times, before giving up as `land` does.
+            (Err(e), None) if e.kind == ErrorKind::Conflict && conflicts < CONFLICTS => {
+                conflicts += 1;
+                std::thread::sleep(POLL);
+            }
+            (Err(e), None) => return Err(e),
+        }
+    }
+}
+
+/// Where the lander reads and writes: this repository, or `--remote`'s (fetched into the
+/// tracking refs, written by leased pushes as well as here).
+struct Server<'s> {
+    store: &'s Store,
+    remote: Option<&'s str>,
+    target: &'s str,
+}
+
+impl Server<'_> {
+    /// The target's tip as the lander lands on it.
+    fn tip(&self) -> Result<Option<gix::ObjectId>> {
+        match self.remote {
+            Some(r) => self
+                .store
+                .ref_target(&format!("refs/remotes/{r}/{}", target_short(self.target))),
+            None => self.store.ref_target(self.target),
+        }
+    }
+
+    fn tracking_candidates(&self) -> Option<String> {
+        self.remote
+            .map(|r| format!("refs/tabellio/remotes/{r}/candidates/"))
+    }
+
+    /// With `--remote`: fetch the remote's target, candidates and notes, merge its notes here
+    /// (the workers' evidence), and bring its queue entries.
+    fn refresh(&self) -> Result<()> {
+        let (Some(r), Some(tracking)) = (self.remote, self.tracking_candidates()) else {
+            return Ok(());
+        };
+        let message = "tabellio: land fetches the workers' evidence";
+        let extra = [
+            format!("+{CANDIDATES}*:{tracking}*"),
+            format!(
+                "+{}:refs/remotes/{r}/{}",
+                self.target,
+                target_short(self.target)
+            ),
+        ];
+        fetch_and_merge_notes(self.store, r, &extra, message)?;
+        let runs = Tracking::read(self.store, r)?.runs;
+        // A ledger the remote moved past ours (another lander, or a push of ours whose answer
+        // never came back, landed the run) is fast-forwarded here, so the run is seen landed.
+        let mut edits = Vec::new();
+        for (id, mine) in self.store.list_ledgers()? {
+            if let Some(theirs) = runs.get(&id).filter(|t| **t != mine) {
+                if self.store.repo.has_object(*theirs) && self.store.is_ancestor(mine, *theirs)? {
+                    edits.push(Cas::update(
+                        crate::store::ledger::ref_name(&id),
+                        Some(mine),
+                        *theirs,
+                        message,
+                    ));
+                }
+            }
+        }
+        edits.extend(crate::store::queue::plan_sync(self.store, r, &runs, message)?.0);
+        let _ = tx::apply(self.store, &edits);
+        Ok(())
+    }
+
+    /// Publish a candidate commit under `name` (created only; one already there stays).
+    fn publish(&self, name: &str, commit: gix::ObjectId) -> Result<()> {
+        if let Some(r) = self.remote {
+            let push = PushRef {
+                dst: name.to_string(),
+                new: commit,
+                expect: None,
+            };
+            // A lost lease is a candidate another lander published first: the same stack.
+            if let PushResult::Declined { messages, .. } = push::push(self.store, r, &[push])? {
+                return Err(Error::refused(format!(
+                    "{r} declined the candidate {name}: {}",
+                    messages.join("; ")
+                ))
+                .hint("the server's hooks must let refs/tabellio/candidates/ be created"));
+            }
+        }
+        match tx::apply(
+            self.store,
+            &[Cas::update(
+                name,
+                None,
+                commit,
+                "tabellio: land publishes a candidate",
+            )],
+        ) {
+            Ok(()) | Err(tx::TxError::Moved { .. }) => Ok(()),
+            Err(e) => Err(e.into_error()),
+        }
+    }
+
+    /// Remove the candidates stacked on a tip the target has left (compare-and-swap each here,
+    /// one leased push there): a candidate another lander removed first is simply gone.
+    fn retire(&self) -> Result<()> {
+        let tip = self.tip()?.map(|t| t.to_string());
+        let message = "tabellio: land retires a candidate";
+        let (ours, _) = self.store.read_candidates(Some(self.target))?;
+        for c in ours.iter().filter(|c| Some(&c.record.tip) != tip.as_ref()) {
+            let _ = tx::apply(self.store, &[Cas::delete(&c.name, c.commit, message)]);
+        }
+        if let (Some(r), Some(prefix)) = (self.remote, self.tracking_candidates()) {
+            let (theirs, _) = self
+                .store
+                .read_candidates_under(&prefix, Some(self.target))?;
+            let pushes: Vec<PushRef> = theirs
+                .iter()
+                .filter(|c| Some(&c.record.tip) != tip.as_ref())
+                .map(|c| PushRef::deletion(candidate_ref(self.target, &c.id), c.commit))
+                .collect();
+            if !pushes.is_empty() {
+                push::push(self.store, r, &pushes)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Stacks of queued runs on one tip, built once each (objects only).
+struct Stacker<'s> {
+    store: &'s Store,
+    server: &'s Server<'s>,
+    tip: gix::ObjectId,
+    target: &'s str,
+    runs: &'s [Candidate],
+    squash: bool,
+    committer: gix::actor::Signature,
+    /// Run list → (top commit, checks), or `None` when it does not stack.
+    built: HashMap<Vec<String>, Option<(gix::ObjectId, Vec<ResolvedCheck>)>>,
+}
+
+impl<'s> Stacker<'s> {
+    fn new(
+        server: &'s Server<'s>,
+        tip: gix::ObjectId,
+        runs: &'s [Candidate],
+        squash: bool,
+    ) -> Self {
+        Stacker {
+            store: server.store,
+            server,
+            tip,
+            target: server.target,
+            runs,
+            squash,
+            committer: replay::committer(server.store),
+            built: HashMap::new(),
+        }
+    }
+
+    fn build(&mut self, ids: &[String]) -> Result<Option<(gix::ObjectId, Vec<ResolvedCheck>)>> {
+        if let Some(done) = self.built.get(ids) {
+            return Ok(done.clone());
+        }
+        let mut onto = self.tip;
+        let mut chosen: Vec<Candidate> = Vec::new();
+        let mut ok = true;
+        for id in ids {
+            let Some(c) = self.runs.iter().find(|c| c.run_id() == id) else {
+                ok = false;
+                break;
+            };
+            match stack_one(self.store, c, onto, self.squash, &self.committer)? {
+                Ok(s) => onto = s.head,
+                Err(_) => {
+                    ok = false;
+                    break;
+                }
+            }
+            chosen.push(c.clone());
+        }
+        let built = if ok {
+            Some((onto, requirements(self.store, self.tip, &chosen)?))
+        } else {
+            None
+        };
+        self.built.insert(ids.to_vec(), built.clone());
+        Ok(built)
+    }
+
+    /// Publish `ids` as a candidate (created only: one already there stays).
+    fn publish(&mut self, ids: &[String]) -> Result<()> {
+        let Some((top, checks)) = self.build(ids)? else {
+            return Ok(());
+        };
+        let record = CandidateRecord {
+            schema: CANDIDATE_SCHEMA.into(),
+            target: self.target.to_string(),
+            tip: self.tip.to_string(),
+            runs: ids
+                .iter()
+                .map(|id| {
+                    let c = self
+                        .runs
+                        .iter()
+                        .find(|c| c.run_id() == id)
+                        .expect("built above from these runs");
+                    CandidateRun {
+                        run: id.clone(),
+                        head: c.head.to_string(),
+                    }
+                })
+                .collect(),
+            checks: checks
+                .iter()
+                .map(|c| CandidateCheck {
+                    name: c.name.clone(),
+                    digest: c.def.digest(),
+                })
+                .collect(),
+            created_at: time::now(),
+        };
+        let name = candidate_ref(self.target, &candidate_id(&record));
+        if self.store.ref_target_now(&name)?.is_some() {
+            return Ok(());
+        }
+        let commit = self.store.write_candidate(&record, top)?;
+        self.server.publish(&name, commit)
+    }
+}
+
+impl plan::Stacks for Stacker<'_> {
+    fn tree(&mut self, runs: &[String]) -> Result<Option<(gix::ObjectId, Vec<ResolvedCheck>)>> {
+        Ok(match self.build(runs)? {
+            Some((top, checks)) => Some((self.store.tree_of(top)?, checks)),
+            None => None,
+        })
+    }
+}

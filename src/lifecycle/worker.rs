@@ -1,0 +1,347 @@
+//! `worker [--remote <name>] [--once] [--lease <seconds>] [--id <name>]`: validate the candidate
+//! stacks a `land --lanes` lander publishes. A worker never moves a target or a ledger: it
+//! writes evidence notes and its own claims, nothing else.
+//!
+//! For each candidate (`refs/tabellio/candidates/<target>/<id>`) still stacked on its target's
+//! tip and without a verdict in the notes, the worker claims it by creating
+//! `refs/tabellio/claims/<id>` (compare-and-swap: one worker wins; a claim whose lease ran out
+//! is taken over by compare-and-swap on it), runs the candidate's checks in a temporary
+//! worktree at exactly the candidate commit (as `validate` runs them, reusing passing evidence
+//! of the same tree), notes the records on the commit and its tree, and deletes its claim. With
+//! `--remote` the candidates, claims and notes are the remote's: the claim is created there by
+//! a leased push, and the evidence and the claim's release go in one atomic push.
+//!
+//! The checks are those the candidate names, each taken from the policy at the tip it was
+//! stacked on (or at the candidate itself, for a run that changed the policy) and only when the
+//! definition's digest matches: a candidate ref can ask for a check, never define one.
+//!
+//! Failure model: a worker killed while checking has written nothing but its claim, which
+//! another worker takes over once the lease runs out; partial results are never noted. SIGINT
+//! and SIGTERM stop the checks, delete the claims the worker holds, and end it.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::evidence::detached::{note_records, run_detached, Detached, DetachedRun};
+use crate::evidence::interrupt;
+use crate::evidence::known::{tree_verdict, Known};
+use crate::evidence::reuse::Reuse;
+use crate::evidence::sign::RecordSigner;
+use crate::model::policy::{ResolvedCheck, DEFAULT_EXCERPT_BYTES};
+use crate::model::time;
+use crate::model::EvidenceRecord;
+use crate::run::Env;
+use crate::runner::Stream;
+use crate::store::candidates::{self, Candidate, Claim, CANDIDATES, CLAIMS};
+use crate::store::policy::policy_at;
+use crate::store::remote::fetch_and_merge_notes;
+use crate::store::remote::notes_merge::NotesStep;
+use crate::store::remote::push::{self, PushRef, PushResult};
+use crate::store::tx::{self, Cas, TxError};
+use crate::store::Store;
+
+/// The default lease of a claim.
+pub const DEFAULT_LEASE_S: u64 = 600;
+
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    pub remote: Option<String>,
+    /// One pass over the candidates, then stop.
+    pub once: bool,
+    pub lease_s: u64,
+    /// Who this worker is, in its claims.
+    pub id: String,
+    pub sign_key: Option<std::path::PathBuf>,
+    pub no_sign: bool,
+    pub stream: Stream,
+    /// How long to wait between passes that found nothing to do.
+    pub poll: Duration,
+}
+
+/// One candidate this worker validated.
+#[derive(Debug, Clone, Serialize)]
+pub struct Validated {
+    pub candidate: String,
+    pub target: String,
+    pub commit: String,
+    pub runs: Vec<String>,
+    pub passed: bool,
+    pub checks_run: usize,
+    /// Took over a claim whose lease had run out.
+    pub took_over: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerOutcome {
+    pub worker: String,
+    pub validated: Vec<Validated>,
+    /// The signal that stopped it, if one did.
+    pub interrupted: Option<i32>,
+}
+
+/// Where this worker reads candidates and claims, and how it writes claims and evidence.
+struct Place<'a> {
+    store: &'a Store,
+    remote: Option<&'a str>,
+}
+
+impl Place<'_> {
+    fn candidates_prefix(&self) -> String {
+        match self.remote {
+            Some(r) => format!("refs/tabellio/remotes/{r}/candidates/"),
+            None => CANDIDATES.to_string(),
+        }
+    }
+
+    fn claims_prefix(&self) -> String {
+        match self.remote {
+            Some(r) => format!("refs/tabellio/remotes/{r}/claims/"),
+            None => CLAIMS.to_string(),
+        }
+    }
+
+    /// The target's tip as this worker knows it.
+    fn tip(&self, target: &str) -> Result<Option<gix::ObjectId>> {
+        match self.remote {
+            Some(r) => self.store.ref_target(&format!(
+                "refs/remotes/{r}/{}",
+                target.strip_prefix("refs/heads/").unwrap_or(target)
+            )),
+            None => self.store.ref_target(target),
+        }
+    }
+
+    /// Bring the remote's candidates, claims, target tips and notes here.
+    fn refresh(&self) -> Result<()> {
+        let Some(r) = self.remote else {
+            return Ok(());
+        };
+        let extra = [
+            format!("+{CANDIDATES}*:refs/tabellio/remotes/{r}/candidates/*"),
+            format!("+{CLAIMS}*:refs/tabellio/remotes/{r}/claims/*"),
+            format!("+refs/heads/*:refs/remotes/{r}/*"),
+        ];
+        fetch_and_merge_notes(self.store, r, &extra, "tabellio: worker fetches evidence")?;
+        Ok(())
+    }
+
+    /// Create (or take over) the claim; false when another worker holds it.
+    fn claim(&self, name: &str, old: Option<gix::ObjectId>, new: gix::ObjectId) -> Result<bool> {
+        match self.remote {
+            Some(r) => {
+                let pushed = push::push(
+                    self.store,
+                    r,
+                    &[PushRef {
+                        dst: name.to_string(),
+                        new,
+                        expect: old,
+                    }],
+                )?;
+                Ok(matches!(pushed, PushResult::Pushed(_)))
+            }
+            None => match tx::apply(
+                self.store,
+                &[Cas::update(name, old, new, "tabellio: claim")],
+            ) {
+                Ok(()) => Ok(true),
+                Err(TxError::Moved { .. } | TxError::Locked { .. }) => Ok(false),
+                Err(e) => Err(e.into_error()),
+            },
+        }
+    }
+
+    /// Delete our claim; remotely together with the evidence, in one atomic push (retried on
+    /// a notes ref another worker moved meanwhile).
+    fn release(&self, claim: gix::ObjectId, name: &str) -> Result<()> {
+        let Some(r) = self.remote else {
+            let _ = tx::apply(
+                self.store,
+                &[Cas::delete(name, claim, "tabellio: release claim")],
+            );
+            return Ok(());
+        };
+        for _ in 0..8 {
+            let notes = fetch_and_merge_notes(self.store, r, &[], "tabellio: worker merges")?;
+            let mut pushes: Vec<PushRef> = notes.iter().filter_map(NotesStep::push).collect();
+            pushes.push(PushRef::deletion(name, claim));
+            match push::push(self.store, r, &pushes)? {
+                PushResult::Pushed(_) => return Ok(()),
+                PushResult::LostRace(_) => continue,
+                PushResult::Declined { messages, .. } => {
+                    return Err(Error::refused(format!(
+                        "{r} declined the evidence: {}",
+                        messages.join("; ")
+                    ))
+                    .hint("see what the remote's hook said"))
+                }
+            }
+        }
+        Err(Error::conflict(format!(
+            "the evidence notes on {r} kept moving; the records are noted here"
+        ))
+        .hint(format!("`git tabellio sync {r}` shares them")))
+    }
+}
+
+pub fn worker(env: &Env, opts: &WorkerOptions) -> Result<WorkerOutcome> {
+    if let Some(remote) = &opts.remote {
+        crate::store::remote::fetch::check_remote(&env.store, remote)?;
+    }
+    if opts.lease_s == 0 {
+        return Err(Error::usage("--lease must be at least 1 second"));
+    }
+    let _signals = interrupt::install()?;
+    let mut outcome = WorkerOutcome {
+        worker: opts.id.clone(),
+        validated: Vec::new(),
+        interrupted: None,
+    };
+    loop {
+        // A fresh view each pass: other processes write refs, notes and objects meanwhile.
+        let store = Store::open(env.store.repo.git_dir())?;
+        let place = Place {
+            store: &store,
+            remote: opts.remote.as_deref(),
+        };
+        place.refresh()?;
+        let found = pass(&place, opts, &mut outcome)?;
+        if let Some(sig) = interrupt::received() {
+            outcome.interrupted = Some(sig);
+            return Ok(outcome);
+        }
+        if opts.once {
+            return Ok(outcome);
+        }
+        if !found {
+            let until = std::time::Instant::now() + opts.poll;
+            while std::time::Instant::now() < until && interrupt::received().is_none() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// One pass over the candidates; true when one was validated.
+fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) -> Result<bool> {
+    let store = place.store;
+    let (candidates, _) = store.read_candidates_under(&place.candidates_prefix(), None)?;
+    let mut found = false;
+    for candidate in candidates {
+        if interrupt::received().is_some() {
+            break;
+        }
+        if place.tip(&candidate.record.target)?.map(|t| t.to_string())
+            != Some(candidate.record.tip.clone())
+        {
+            continue; // stacked on a tip the target has left
+        }
+        let checks = resolve_checks(store, &candidate)?;
+        if checks.is_empty()
+            || tree_verdict(store, store.tree_of(candidate.commit)?, &checks)? != Known::Unknown
+        {
+            continue;
+        }
+        let held = store.try_find_claim(&place.claims_prefix(), &candidate.id)?;
+        let now = time::now();
+        let took_over = match &held {
+            Some(c) if !c.expired_at(&now) => continue,
+            Some(_) => true,
+            None => false,
+        };
+        let record = candidates::new_claim(&candidate, &opts.id, opts.lease_s);
+        let claim = store.write_claim(&record, held.as_ref().map(|c: &Claim| c.commit))?;
+        let name = candidates::claim_ref(&candidate.id);
+        if !place.claim(&name, held.as_ref().map(|c: &Claim| c.commit), claim)? {
+            continue;
+        }
+        let result = validate(store, opts, &candidate, &checks);
+        // Released whatever happened: interrupted, failed or passed.
+        let released = place.release(claim, &name);
+        let (passed, ran) = match result? {
+            Some(records) => (records.iter().all(EvidenceRecord::passed), records.len()),
+            None => break, // interrupted: nothing noted, claim released
+        };
+        released?;
+        found = true;
+        outcome.validated.push(Validated {
+            candidate: candidate.id.clone(),
+            target: candidate.record.target.clone(),
+            commit: candidate.commit.to_string(),
+            runs: candidate
+                .record
+                .runs
+                .iter()
+                .map(|r| r.run.clone())
+                .collect(),
+            passed,
+            checks_run: ran,
+            took_over,
+        });
+    }
+    Ok(found)
+}
+
+/// The checks the candidate names, each from the policy at its tip or at the candidate itself,
+/// by digest. A named check neither defines is an error (the lander and this worker disagree
+/// on the policy: an older tool, or a forged candidate).
+fn resolve_checks(store: &Store, candidate: &Candidate) -> Result<Vec<ResolvedCheck>> {
+    let tip = store.parse_oid(&candidate.record.tip)?;
+    let policies = [policy_at(store, tip)?, policy_at(store, candidate.commit)?];
+    let mut out = Vec::new();
+    for want in &candidate.record.checks {
+        let def = policies
+            .iter()
+            .flatten()
+            .filter_map(|p| p.checks.get(&want.name))
+            .find(|d| d.digest() == want.digest)
+            .ok_or_else(|| {
+                Error::refused(format!(
+                    "candidate {} asks for check {:?} with a definition no policy there has",
+                    candidate.id, want.name
+                ))
+                .hint(format!("delete it: `git update-ref -d {}`", candidate.name))
+            })?;
+        out.push(ResolvedCheck {
+            name: want.name.clone(),
+            def: def.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// Run `checks` on the candidate commit and note the records; `None` when a signal stopped it
+/// (nothing noted).
+fn validate(
+    store: &Store,
+    opts: &WorkerOptions,
+    candidate: &Candidate,
+    checks: &[ResolvedCheck],
+) -> Result<Option<Vec<EvidenceRecord>>> {
+    let tip = store.parse_oid(&candidate.record.tip)?;
+    let signer = RecordSigner::resolve(store, opts.sign_key.as_deref(), opts.no_sign, Some(tip))?;
+    let cap = policy_at(store, tip)?.map_or(DEFAULT_EXCERPT_BYTES, |p| p.excerpt_bytes());
+    let run = DetachedRun {
+        commit: candidate.commit,
+        run_id: None,
+        excerpt_cap: cap,
+        stream: opts.stream,
+        reuse: Reuse::Allowed,
+        signer: signer.as_ref(),
+        provenance: None,
+    };
+    let (records, scratch) = match run_detached(store, &run, checks)? {
+        Detached::Done { records, scratch } => (records, scratch),
+        Detached::Interrupted(_) => return Ok(None),
+    };
+    note_records(
+        store,
+        candidate.commit,
+        &records,
+        &format!("tabellio: worker validates candidate {}", candidate.id),
+    )?;
+    scratch.remove()?;
+    Ok(Some(records))
+}

@@ -1,0 +1,568 @@
+//! `land --lanes` with `worker`s: candidate stacks in refs, claims, parallel bisection, and a
+//! lander that runs no check itself. Real processes: the workers run beside the lander on the
+//! same repository (the compare-and-swap on claims is all that keeps them apart).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::util::*;
+
+/// A repository whose `main` requires `count`: a check that appends a line to `<dir>/count`
+/// and fails when `bad.txt` and `f0.txt` are both in the tree; `n` runs queued, `r<i>` adding
+/// `f<i>.txt`, and the run `culprit` adding `bad.txt` too.
+fn queued_repo(n: usize, culprit: Option<usize>) -> (TestEnv, PathBuf) {
+    let t = TestEnv::ref_only();
+    let count = t.path().join("count");
+    let code = format!(
+        "import os\nopen({:?}, 'a').write(os.getcwd() + '\\n')\nraise SystemExit(1 if os.path.exists('bad.txt') and os.path.exists('f0.txt') else 0)",
+        count.display().to_string()
+    );
+    t.git(&["switch", "-q", "main"]).ok();
+    t.commit_policy(&policy(&[("count", &["python3", "-c", &code])]));
+    t.git(&["switch", "-q", "elsewhere"]).ok();
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let id = format!("r{i}");
+        let wt = t.started_run(&id, &format!("f{i}.txt"));
+        if Some(i) == culprit {
+            t.commit_file_in(&wt, "bad.txt", "bad\n");
+        }
+        t.tab(&["finish", &id]).ok();
+        ids.push(id);
+    }
+    let mut args = vec!["enqueue"];
+    args.extend(ids.iter().map(String::as_str));
+    t.tab(&args).ok();
+    std::fs::remove_file(&count).ok();
+    (t, count)
+}
+
+fn executions(count: &Path) -> usize {
+    std::fs::read_to_string(count).map_or(0, |s| s.lines().count())
+}
+
+fn workers(t: &TestEnv, n: usize) -> Vec<std::process::Child> {
+    (0..n)
+        .map(|i| {
+            t.spawn_tab(&[
+                "worker",
+                "--poll",
+                "0.05",
+                "--lease",
+                "60",
+                "--id",
+                &format!("w{i}"),
+            ])
+        })
+        .collect()
+}
+
+/// Stop the workers as a person would (SIGTERM): they release their claims and end.
+fn stop(t: &TestEnv, kids: Vec<std::process::Child>) {
+    for k in &kids {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &k.id().to_string()])
+            .status();
+    }
+    for k in kids {
+        wait(k);
+    }
+    let claims = t.git_out(&[
+        "for-each-ref",
+        "--format=%(refname)",
+        "refs/tabellio/claims/",
+    ]);
+    assert_eq!(claims, "", "a stopped worker left its claims");
+}
+
+/// The candidate refs there are, one a line.
+fn candidate_refs(t: &TestEnv) -> String {
+    t.git_out(&[
+        "for-each-ref",
+        "--format=%(refname)",
+        "refs/tabellio/candidates/",
+    ])
+}
+
+/// Start a lander with `lanes` lanes and no worker, and kill it once it has published `n`
+/// candidates.
+fn published_then_killed(t: &TestEnv, lanes: &str, n: usize) {
+    let mut lander = t.spawn_tab(&["land", "--lanes", lanes, "--target", "main"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while candidate_refs(t).lines().count() < n && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    lander.kill().ok();
+    lander.wait().ok();
+}
+
+fn states(t: &TestEnv, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            t.ledger_record(&format!("refs/tabellio/runs/r{i}"))["state"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn eight_runs_no_culprit_four_lanes_land_in_one_round_of_candidates() {
+    let (t, count) = queued_repo(8, None);
+    let kids = workers(&t, 2);
+    let (code, j) = t.tab_json(&["land", "--lanes", "4", "--target", "main"]);
+    stop(&t, kids);
+    assert_eq!(code, 0, "{j}");
+    assert!(states(&t, 8).iter().all(|s| s == "promoted"), "{j}");
+    // One round: the four prefixes 2, 4, 6, 8 (and the tip, which has no evidence yet: the
+    // first run alone on it is what `land` asks first when it bisects; here nothing fails).
+    assert!(executions(&count) <= 4, "{} executions", executions(&count));
+    let r = t.tab(&["verify", "main"]);
+    assert_eq!(r.code, 0, "{}", r.desc);
+    // Every check ran in a worker's temporary worktree, none in the lander's.
+    assert!(t
+        .git_out(&["for-each-ref", "refs/tabellio/queue/"])
+        .is_empty());
+    t.fsck();
+}
+
+#[test]
+fn one_culprit_among_eight_is_isolated_in_two_rounds_and_the_other_seven_land() {
+    let (t, count) = queued_repo(8, Some(4));
+    let kids = workers(&t, 2);
+    let (code, j) = t.tab_json(&["land", "--lanes", "4", "--target", "main"]);
+    stop(&t, kids);
+    assert_eq!(code, 1, "{j}");
+    let s = states(&t, 8);
+    for (i, state) in s.iter().enumerate() {
+        let want = if i == 4 {
+            "validation_failed"
+        } else {
+            "promoted"
+        };
+        assert_eq!(state, want, "r{i}: {j}");
+    }
+    assert!(executions(&count) <= 8, "{} executions", executions(&count));
+    let r = t.tab(&["verify", "main"]);
+    assert_eq!(r.code, 0, "{}", r.desc);
+    let (_, q) = t.tab_json(&["queue"]);
+    assert_eq!(q["entries"][0]["run"], "r4", "{q}");
+    assert_eq!(q["entries"][0]["state"], "blocked", "{q}");
+    t.fsck();
+}
+
+#[test]
+fn candidates_are_refs_stock_git_reads_and_a_restarted_lander_continues_from_them() {
+    let (t, _) = queued_repo(3, None);
+    // No worker: the lander publishes and waits; stop it once the candidates are there (r0
+    // alone is not one: it lands as `finish` validated it, whose evidence is on its tree).
+    published_then_killed(&t, "2", 2);
+    let list = || candidate_refs(&t);
+    let names = list();
+    assert_eq!(names.lines().count(), 2, "{names}");
+    for name in names.lines() {
+        assert!(name.starts_with("refs/tabellio/candidates/main/"), "{name}");
+        let body = t.git_out(&["log", "-1", "--format=%b", name]);
+        let rec: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(rec["schema"], "tabellio.candidate/v1");
+        assert_eq!(rec["target"], "refs/heads/main");
+        assert_eq!(rec["tip"], t.git_out(&["rev-parse", "main"]).as_str());
+        // The candidate's tree is the stacked tree: its parent's.
+        assert_eq!(
+            t.git_out(&["rev-parse", &format!("{name}^{{tree}}")]),
+            t.git_out(&["rev-parse", &format!("{name}^1^{{tree}}")])
+        );
+    }
+    // One worker pass validates both; its claims are gone afterwards.
+    let (code, w) = t.tab_json(&["worker", "--once", "--id", "solo"]);
+    assert_eq!(code, 0, "{w}");
+    assert_eq!(w["validated"].as_array().unwrap().len(), 2, "{w}");
+    assert_eq!(w["validated"][0]["passed"], true, "{w}");
+    assert!(t
+        .git_out(&["for-each-ref", "refs/tabellio/claims/"])
+        .is_empty());
+    // The lander, run again, lands from what the refs and notes say: it runs nothing.
+    let (code, j) = t.tab_json(&["land", "--lanes", "2", "--target", "main"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["checks_run"], 0, "{j}");
+    assert_eq!(j["runs"].as_array().unwrap().len(), 3, "{j}");
+    assert!(list().is_empty(), "candidates on the old tip are retired");
+    t.fsck();
+}
+
+#[test]
+fn through_a_bare_server_workers_in_two_clones_validate_and_the_lander_lands_there() {
+    let (server, a, b) = TestEnv::server_and_two_clones();
+    let c = TestEnv::clone_of(&server);
+    let count = a.path().join("count");
+    let code = format!(
+        "import os\nopen({:?}, 'a').write(os.getcwd() + '\\n')",
+        count.display().to_string()
+    );
+    a.commit_policy(&policy(&[("count", &["python3", "-c", &code])]));
+    a.git(&["push", "-q"]).ok();
+    for id in ["s0", "s1", "s2"] {
+        a.start_with_commit(id, &format!("{id}.txt"), "x\n");
+        a.tab(&["finish", id]).ok();
+    }
+    a.tab(&["enqueue", "s0", "s1", "s2"]).ok();
+    a.tab(&["sync"]).ok();
+    std::fs::remove_file(&count).ok();
+    let kids = remote_workers(&[&b, &c]);
+    let (code, j) = a.tab_json(&[
+        "land", "--lanes", "2", "--remote", "origin", "--target", "main",
+    ]);
+    stop_remote_workers(kids);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["mode"], "remote", "{j}");
+    let files = server.git_out(&["ls-tree", "--name-only", "main"]);
+    for f in ["s0.txt", "s1.txt", "s2.txt"] {
+        assert!(files.contains(f), "{files}");
+    }
+    // The workers ran the checks, in their own clones; the lander's clone ran none.
+    let log = std::fs::read_to_string(&count).unwrap_or_default();
+    assert!(!log.is_empty(), "no check ran");
+    let (in_b, in_c) = (
+        b.path().display().to_string(),
+        c.path().display().to_string(),
+    );
+    for line in log.lines() {
+        assert!(line.starts_with(&in_b) || line.starts_with(&in_c), "{line}");
+    }
+    assert_eq!(j["checks_run"], 0, "{j}");
+    let server_refs = server.git_out(&[
+        "for-each-ref",
+        "--format=%(refname)",
+        "refs/tabellio/candidates/",
+        "refs/tabellio/claims/",
+        "refs/tabellio/queue/",
+    ]);
+    assert_eq!(server_refs, "", "left on the server");
+    let r = a.tab(&["verify", "origin/main"]);
+    assert_eq!(r.code, 0, "{}", r.desc);
+    server.git(&["fsck", "--strict", "--no-progress"]).ok();
+}
+
+/// A server with four queued runs made in clone `a`, whose branches clone `b` has too, and a
+/// worker in each clone.
+fn fleet() -> (TestEnv, TestEnv, TestEnv, Vec<std::process::Child>) {
+    let (server, a, b) = TestEnv::server_and_two_clones();
+    a.commit_policy(&policy(&[("ok", &["true"])]));
+    a.git(&["push", "-q"]).ok();
+    let ids = ["q0", "q1", "q2", "q3"];
+    for id in ids {
+        a.start_with_commit(id, &format!("{id}.txt"), "x\n");
+        a.tab(&["finish", id]).ok();
+    }
+    a.tab(&["enqueue", "q0", "q1", "q2", "q3"]).ok();
+    a.tab(&["sync"]).ok();
+    a.git(&[
+        "push",
+        "-q",
+        "origin",
+        "refs/heads/tabellio/*:refs/heads/tabellio/*",
+    ])
+    .ok();
+    b.git(&[
+        "fetch",
+        "-q",
+        "origin",
+        "refs/heads/tabellio/*:refs/heads/tabellio/*",
+    ])
+    .ok();
+    b.tab(&["sync"]).ok();
+    let kids = remote_workers(&[&a, &b]);
+    (server, a, b, kids)
+}
+
+/// A `worker --remote origin` in each of `clones` (ids `w0`, `w1`, …), polling often.
+fn remote_workers(clones: &[&TestEnv]) -> Vec<std::process::Child> {
+    clones
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            w.spawn_tab(&[
+                "worker",
+                "--remote",
+                "origin",
+                "--poll",
+                "0.05",
+                "--lease",
+                "30",
+                "--id",
+                &format!("w{i}"),
+            ])
+        })
+        .collect()
+}
+
+fn stop_remote_workers(kids: Vec<std::process::Child>) {
+    for k in &kids {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &k.id().to_string()])
+            .status();
+    }
+    for k in kids {
+        wait(k);
+    }
+}
+
+#[test]
+fn a_lander_killed_anywhere_is_continued_by_another_clone_from_the_refs() {
+    const LAND: [&str; 7] = [
+        "land", "--lanes", "2", "--remote", "origin", "--target", "main",
+    ];
+    // How long an uninterrupted landing takes here.
+    let span = {
+        let (_server, a, _b, kids) = fleet();
+        let started = std::time::Instant::now();
+        a.tab(&LAND).ok();
+        stop_remote_workers(kids);
+        (started.elapsed().as_millis() as u64).max(1)
+    };
+    for round in 0..crate::crash::crash_trials(2) {
+        let (server, a, b, kids) = fleet();
+        let base = server.git_out(&["rev-parse", "main"]);
+        let mut lander = a.spawn_tab(&LAND);
+        std::thread::sleep(crate::crash::random_delay_up_to(round, span * 3 / 2));
+        let _ = lander.kill();
+        let _ = lander.wait();
+        let after_kill = server.git_out(&["rev-parse", "main"]);
+        eprintln!(
+            "round {round}: killed with main {}",
+            if after_kill == base {
+                "unmoved"
+            } else {
+                "moved"
+            }
+        );
+        // Another clone continues: it brings what the remote knows, then lands.
+        b.tab(&["sync"]).ok();
+        let (code, j) = b.tab_json(&LAND);
+        stop_remote_workers(kids);
+        assert_eq!(code, 0, "round {round}: {j}");
+        let main = server.git_out(&["rev-parse", "main"]);
+        for id in ["q0", "q1", "q2", "q3"] {
+            let rec = server.ledger_record(&format!("refs/tabellio/runs/{id}"));
+            assert_eq!(rec["state"], "promoted", "round {round}: {id}: {rec}");
+            let landed = rec["landed"]
+                .as_str()
+                .or_else(|| rec["promotion"]["new"].as_str())
+                .unwrap_or_else(|| panic!("round {round}: {id}: {rec}"));
+            assert_eq!(
+                server
+                    .git(&["merge-base", "--is-ancestor", landed, &main])
+                    .code,
+                0,
+                "round {round}: {id}'s {landed} is not on main"
+            );
+            let touching = server.git_out(&[
+                "log",
+                "--format=%H",
+                &format!("{base}..{main}"),
+                "--",
+                &format!("{id}.txt"),
+            ]);
+            assert_eq!(
+                touching.lines().count(),
+                1,
+                "round {round}: {id} landed twice"
+            );
+        }
+        let left = server.git_out(&[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/tabellio/candidates/",
+            "refs/tabellio/claims/",
+            "refs/tabellio/queue/",
+        ]);
+        assert_eq!(left, "", "round {round}: left on the server");
+        server.git(&["fsck", "--strict", "--no-progress"]).ok();
+    }
+}
+
+#[test]
+fn a_worker_killed_mid_check_leaves_a_claim_another_takes_over_when_its_lease_runs_out() {
+    let t = TestEnv::ref_only();
+    let dir = t.path().to_path_buf();
+    let (hang, pid, log) = (dir.join("hang"), dir.join("pid"), dir.join("log"));
+    // The first execution hangs (a worker to kill mid-check); the others pass at once.
+    let code = format!(
+        "import os, time\nopen({log:?}, 'a').write('start\\n')\nif os.path.exists({hang:?}):\n    os.remove({hang:?})\n    open({pid:?}, 'w').write(str(os.getpid()))\n    time.sleep(120)",
+        log = log.display().to_string(),
+        hang = hang.display().to_string(),
+        pid = pid.display().to_string()
+    );
+    t.git(&["switch", "-q", "main"]).ok();
+    t.commit_policy(&policy(&[("slow", &["python3", "-c", &code])]));
+    t.git(&["switch", "-q", "elsewhere"]).ok();
+    for id in ["k0", "k1"] {
+        t.started_run(id, &format!("{id}.txt"));
+        t.tab(&["finish", id]).ok();
+    }
+    t.tab(&["enqueue", "k0", "k1"]).ok();
+    write_file(&hang, "");
+    let lander = t.spawn_tab(&["land", "--lanes", "1", "--target", "main"]);
+    let mut doomed = t.spawn_tab(&["worker", "--lease", "2", "--poll", "0.05", "--id", "doomed"]);
+    wait_for_file(&pid);
+    let claims = || {
+        t.git_out(&[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/tabellio/claims/",
+        ])
+    };
+    let claim = claims();
+    assert_eq!(claim.lines().count(), 1, "{claim}");
+    doomed.kill().ok();
+    doomed.wait().ok();
+    let mut check_pid = String::new();
+    while check_pid.trim().is_empty() {
+        check_pid = std::fs::read_to_string(&pid).unwrap();
+    }
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", check_pid.trim()])
+        .status();
+    // The dead worker's claim stays until its lease runs out; then another takes it over.
+    assert_eq!(claims(), claim);
+    let held = t.git_out(&["show", &format!("{}:claim.json", claim.trim())]);
+    assert!(held.contains("\"worker\": \"doomed\""), "{held}");
+    let mut took_over = None;
+    for _ in 0..200 {
+        let (code, w) = t.tab_json(&["worker", "--once", "--id", "heir", "--lease", "60"]);
+        assert_eq!(code, 0, "{w}");
+        if let Some(v) = w["validated"].as_array().and_then(|v| v.first()) {
+            took_over = Some(v.clone());
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let v = took_over.expect("the heir never validated the candidate");
+    assert_eq!(v["took_over"], true, "{v}");
+    assert_eq!(v["passed"], true, "{v}");
+    let exit = wait(lander);
+    assert_eq!(exit.code, 0, "{}", exit.stderr);
+    assert_eq!(claims(), "");
+    // Only the heir ran it (the lander's record refers to the heir's): the dead worker noted
+    // nothing.
+    let main = t.git_out(&["rev-parse", "main^{tree}"]);
+    let notes = t.git_out(&["notes", "--ref=tabellio/evidence", "show", &main]);
+    let ran: Vec<&str> = notes
+        .lines()
+        .filter(|l| l.contains("\"name\":\"slow\"") && !l.contains("reused_from"))
+        .collect();
+    assert_eq!(ran.len(), 1, "{notes}");
+    assert!(
+        notes.lines().all(|l| l.contains("\"status\":\"passed\"")),
+        "{notes}"
+    );
+    t.fsck();
+}
+
+#[test]
+fn stats_count_executions_reuse_and_the_work_a_moved_target_wasted() {
+    let (t, count) = queued_repo(3, None);
+    // Candidates validated by a worker, then the target moves under them (a run promoted
+    // directly): those executions can never land.
+    published_then_killed(&t, "2", 2);
+    let (code, w) = t.tab_json(&["worker", "--once"]);
+    assert_eq!(code, 0, "{w}");
+    assert_eq!(w["validated"].as_array().unwrap().len(), 2, "{w}");
+    t.started_run("x", "x.txt");
+    t.tab(&["finish", "x"]).ok();
+    t.tab(&["promote", "x"]).ok();
+    let kids = workers(&t, 1);
+    let (code, j) = t.tab_json(&["land", "--lanes", "2", "--target", "main"]);
+    stop(&t, kids);
+    assert_eq!(code, 0, "{j}");
+    let before = t.snapshot();
+    let (code, s) = t.tab_json(&["land", "--stats", "--target", "main"]);
+    assert_eq!(code, 0, "{s}");
+    assert_eq!(t.snapshot(), before, "--stats wrote something");
+    assert_eq!(s["landed"], 4, "{s}");
+    assert_eq!(s["wasted_executions"], 2, "{s}");
+    assert_eq!(s["flaky_passes"], 0, "{s}");
+    // Every execution of the check is a record that reused nothing; the runs' own `finish`
+    // executions count too.
+    assert_eq!(
+        s["executions"].as_u64().unwrap() as usize,
+        executions(&count) + 3,
+        "{s}"
+    );
+    assert!(s["reused"].as_u64().unwrap() > 0, "{s}");
+    assert!(s["time_in_queue_s"]["p95"].is_u64(), "{s}");
+    assert_eq!(t.tab(&["land", "--stats", "r0"]).code, 2);
+}
+
+/// The commands the worker and lander jobs of docs/ci.md run, in their order, each job in a
+/// fresh clone of a bare repository (as a CI runner has): the agents' clone pushes its runs,
+/// the lander job lands what the worker jobs validate.
+#[test]
+fn the_ci_recipe_commands_land_the_queue_through_a_bare_repository() {
+    let server = TestEnv::bare_server();
+    let agents = TestEnv::clone_of(&server);
+    agents.commit_policy(&policy(&[("ok", &["true"])]));
+    agents.git(&["push", "-q"]).ok();
+    for id in ["c0", "c1", "c2"] {
+        agents.start_with_commit(id, &format!("{id}.txt"), "x\n");
+        agents.tab(&["finish", id]).ok();
+    }
+    agents.tab(&["enqueue", "c0", "c1", "c2"]).ok();
+    agents.tab(&["sync"]).ok();
+    agents
+        .git(&["push", "-q", "origin", "refs/heads/tabellio/*"])
+        .ok();
+
+    // The lander job.
+    let lander = TestEnv::clone_of(&server);
+    lander.tab(&["sync", "origin"]).ok();
+    lander
+        .git(&[
+            "fetch",
+            "-q",
+            "origin",
+            "refs/heads/tabellio/*:refs/heads/tabellio/*",
+        ])
+        .ok();
+    let landing = lander.spawn_tab(&[
+        "--json", "land", "--lanes", "4", "--remote", "origin", "--target", "main",
+    ]);
+    // The worker jobs, on a schedule: one pass each, until the lander is done.
+    let worker = TestEnv::clone_of(&server);
+    let key = crate::trust::keygen(worker.path(), "worker_key");
+    let pid = landing.id().to_string();
+    let mut passes = 0;
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() && passes < 600 {
+        worker
+            .tab(&[
+                "worker",
+                "--remote",
+                "origin",
+                "--once",
+                "--lanes",
+                "2",
+                "--sign-key",
+                key.to_str().unwrap(),
+            ])
+            .ok();
+        passes += 1;
+        // A zombie (ended, not yet waited for) still has /proc/<pid>: look at its state.
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.contains(") Z ") {
+            break;
+        }
+    }
+    let exit = wait(landing);
+    assert_eq!(exit.code, 0, "{}\n{}", exit.stdout, exit.stderr);
+    let files = server.git_out(&["ls-tree", "--name-only", "main"]);
+    for f in ["c0.txt", "c1.txt", "c2.txt"] {
+        assert!(files.contains(f), "{files}");
+    }
+    // The evidence the lander landed on is the worker's, signed with its key.
+    let tree = server.git_out(&["rev-parse", "main^{tree}"]);
+    let notes = server.git_out(&["notes", "--ref=tabellio/evidence", "show", &tree]);
+    assert!(notes.contains("\"signature\""), "{notes}");
+    server.git(&["fsck", "--strict", "--no-progress"]).ok();
+}
