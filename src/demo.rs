@@ -120,6 +120,7 @@ pub fn run(dir: &Path, on_step: &mut dyn FnMut(&Step)) -> Result<PathBuf> {
             base: None,
             branch: None,
             actor: Some("agent:demo".into()),
+            carry_from: None,
         },
     )?;
     let wt = started.workspace.clone();

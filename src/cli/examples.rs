@@ -37,6 +37,10 @@ pub const LAND: &str = "Examples:
   git tabellio land --dry-run                              the plan: restacks, conflicts, reused evidence
   git tabellio land fix-1 --squash --remote origin         one commit, one atomic push";
 
+pub const REOPEN: &str = "Examples:
+  git tabellio reopen fix-1                                onto the target's tip; conflicts written out
+  git tabellio --json reopen fix-1                         the run, with reopen{mode, conflicts, base_before}";
+
 pub const APPROVE: &str = "Examples:
   git tabellio approve fix-1 -m \"policy change reviewed\"      approve the run head's guarded changes
   git tabellio approve fix-1 --sign-key ~/.ssh/id_ed25519  signed, for a policy with trust";

@@ -59,6 +59,9 @@ pub enum Command {
     /// Land completed runs: restack onto the moved target, validate, move it (a merge queue).
     #[command(after_long_help = examples::LAND)]
     Land(land::LandArgs),
+    /// Move a run land refused onto the target's tip for its repair (conflicts written out).
+    #[command(after_long_help = examples::REOPEN)]
+    Reopen(reopen::ReopenArgs),
     /// Approve a run's change to guarded paths (a person's signed word, noted on its head).
     #[command(after_long_help = examples::APPROVE)]
     Approve(approve::ApproveArgs),
@@ -129,6 +132,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<Output> {
         Command::Finish(a) => finish::cmd_finish(ctx, a),
         Command::Promote(a) => promote::cmd_promote(ctx, a),
         Command::Land(a) => land::cmd_land(ctx, a),
+        Command::Reopen(a) => reopen::cmd_reopen(ctx, a),
         Command::Approve(a) => approve::cmd_approve(ctx, a),
         Command::Status(a) => status::cmd_status(ctx, a),
         Command::List(a) => list::cmd_list(ctx, a),

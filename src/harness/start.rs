@@ -76,7 +76,9 @@ pub(super) fn start(
 fn check_loopable(rec: &RunRecord) -> Result<()> {
     let id = &rec.run_id;
     match rec.state {
-        RunState::Active | RunState::ValidationFailed | RunState::Blocked => Ok(()),
+        RunState::Active | RunState::ValidationFailed | RunState::Blocked | RunState::Reopened => {
+            Ok(())
+        }
         RunState::Looping => Err(Error::refused(format!("run {id} is already looping")).hint(
             format!("continue it with `git tabellio loop {id} --resume`"),
         )),
@@ -84,10 +86,9 @@ fn check_loopable(rec: &RunRecord) -> Result<()> {
             "run {id} is completed; there is nothing left to loop for"
         ))
         .hint(format!("promote it: `git tabellio promote {id}`"))),
-        RunState::Promoted | RunState::Abandoned => Err(Error::refused(format!(
-            "run {id} is {}; it is over",
-            rec.state
-        ))
+        RunState::Promoted | RunState::Abandoned | RunState::Superseded => Err(Error::refused(
+            format!("run {id} is {}; it is over", rec.state),
+        )
         .hint("start a new run")),
     }
 }

@@ -148,6 +148,10 @@ pub fn abandon_unreadable(
         landed: None,
         restack: None,
         land_attempts: Vec::new(),
+        reopens: Vec::new(),
+        repair: None,
+        superseded_by: None,
+        supersedes: None,
         created_at: now.clone(),
         updated_at: now,
     };

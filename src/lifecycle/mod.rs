@@ -14,5 +14,6 @@ pub mod land;
 pub mod manage;
 pub mod plans;
 pub mod promote;
+pub mod reopen;
 pub mod start;
 pub mod status;

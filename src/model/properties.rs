@@ -125,7 +125,10 @@ fn policy() -> impl Strategy<Value = Policy> {
                             approval: approval.map(|distinct_from_actor| ApprovalPolicy {
                                 distinct_from_actor,
                             }),
-                            land: LandPolicy { squash },
+                            land: LandPolicy {
+                                squash,
+                                ..LandPolicy::default()
+                            },
                         }
                     },
                 )
@@ -247,6 +250,12 @@ fn land_parts() -> impl Strategy<Value = (Option<String>, Option<Restack>, Vec<L
             commit,
             paths,
             at,
+            result: None,
+            head: None,
+            hunks: Vec::new(),
+            failed: Vec::new(),
+            isolated: None,
+            reason: None,
         });
     (
         prop::option::of(hex(40)),
@@ -343,6 +352,10 @@ fn run_record() -> impl Strategy<Value = RunRecord> {
             landed: land.0,
             restack: land.1,
             land_attempts: land.2,
+            reopens: Vec::new(),
+            repair: None,
+            superseded_by: None,
+            supersedes: None,
             created_at: times.0,
             updated_at: times.1,
         },
@@ -370,6 +383,10 @@ fn run_objects(v: &Value) -> Vec<(Vec<String>, &'static [&'static str])> {
         "landed",
         "restack",
         "land_attempts",
+        "reopens",
+        "repair",
+        "superseded_by",
+        "supersedes",
         "created_at",
         "updated_at",
     ];
@@ -409,7 +426,10 @@ fn run_objects(v: &Value) -> Vec<(Vec<String>, &'static [&'static str])> {
     for i in 0..list("land_attempts") {
         out.push((
             vec!["land_attempts".into(), i.to_string()],
-            &["target", "onto", "commit", "paths", "at"],
+            &[
+                "target", "onto", "commit", "paths", "at", "result", "head", "hunks", "failed",
+                "isolated", "reason",
+            ],
         ));
     }
     for (key, fields) in [

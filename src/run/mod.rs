@@ -6,6 +6,7 @@
 
 pub mod actor;
 pub mod promotion;
+pub mod reopen;
 pub mod unreadable;
 pub mod views;
 pub mod workspace;

@@ -41,6 +41,7 @@ impl TestEnv {
             base: Some("main".into()),
             branch: None,
             actor: Some("agent:lib-test".into()),
+            carry_from: None,
         };
         start(&self.env(), opts).expect("start").workspace
     }

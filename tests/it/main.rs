@@ -39,6 +39,7 @@ mod pull;
 mod recovery;
 mod reftable;
 mod refusals;
+mod reopen;
 mod replacements;
 mod report;
 mod runner;

@@ -34,6 +34,8 @@ mod plans;
 mod promote;
 #[path = "pull.rs"]
 mod pull;
+#[path = "reopen.rs"]
+mod reopen;
 #[path = "replacements.rs"]
 mod replacements;
 #[path = "sync.rs"]

@@ -30,6 +30,10 @@ pub struct LandArgs {
     /// Print the plan and write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Reopen each run refused by a conflict or a failing stack onto the new tip, for its
+    /// repair (conflicts written out in its worktree).
+    #[arg(long, conflicts_with_all = ["dry_run", "remote"])]
+    pub reopen: bool,
 }
 
 pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
@@ -44,6 +48,7 @@ pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
         stream: ctx.stream,
         sign_key: a.records.sign_key.clone(),
         no_sign: a.records.no_sign,
+        reopen: a.reopen,
     };
     let o = land::land(ctx.env()?, &opts)?;
     let json = serde_json::to_value(&o)
@@ -51,6 +56,16 @@ pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
     let mut human = String::new();
     for r in &o.runs {
         human.push_str(&line(r));
+        human.push('\n');
+    }
+    for w in &o.waiting {
+        human.push_str(&format!(
+            "waiting {}: land refused it ({}) and nothing changed since; `{}`\n",
+            w.run_id, w.reason, w.command
+        ));
+    }
+    for r in &o.reopened {
+        human.push_str(&reopened_line(r));
         human.push('\n');
     }
     if o.runs.is_empty() {
@@ -75,6 +90,23 @@ pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
     Ok(Output::new(json, human).verdict(o.all_landed()))
 }
 
+/// One line per reopened run.
+fn reopened_line(r: &land::Requeued) -> String {
+    let id = &r.run_id;
+    match (&r.mode, &r.error) {
+        (_, Some(why)) => format!("not reopened {id}: {why}"),
+        (Some(tabellio::model::land::ReopenMode::Conflict), _) => format!(
+            "reopened {id} onto {}: conflicts in {} written out for its repair",
+            r.base.as_deref().map_or("?", short),
+            r.conflicts.join(", ")
+        ),
+        _ => format!(
+            "reopened {id} onto {}: `git tabellio finish {id}` validates it there",
+            r.base.as_deref().map_or("?", short)
+        ),
+    }
+}
+
 /// One line per run.
 fn line(r: &RunLanding) -> String {
     let id = &r.run_id;
@@ -91,10 +123,11 @@ fn line(r: &RunLanding) -> String {
         Landing::AlreadyLanded => {
             format!("{id}: {}", r.reason.as_deref().unwrap_or("already landed"))
         }
-        Landing::Conflict => format!("conflict {id}: {} (left completed)", r.paths.join(", ")),
+        Landing::Conflict => format!("conflict {id}: {} (now {})", r.paths.join(", "), r.state),
         Landing::ValidationFailed => format!(
-            "failed {id}: {} (now validation_failed)",
-            r.reason.as_deref().unwrap_or("")
+            "failed {id}: {} (now {})",
+            r.reason.as_deref().unwrap_or(""),
+            r.state
         ),
         Landing::Refused => format!("refused {id}: {}", r.reason.as_deref().unwrap_or("")),
         Landing::WouldLand => format!(

@@ -41,7 +41,20 @@ pub fn cmd_log(ctx: &Ctx, args: &LogArgs) -> Result<Output> {
     let (run, entries) = manage::log(ctx.env()?, run)?;
     let human = entries
         .iter()
-        .map(|e| format!("{} {} {}", short(&e.commit), e.at, e.message))
+        .map(|e| {
+            // The body (why a landing was refused, where a reopen went) indented under it.
+            let mut lines = e.message.lines().filter(|l| !l.trim().is_empty());
+            let mut out = format!(
+                "{} {} {}",
+                short(&e.commit),
+                e.at,
+                lines.next().unwrap_or_default()
+            );
+            for line in lines {
+                out.push_str(&format!("\n    {line}"));
+            }
+            out
+        })
         .collect::<Vec<_>>()
         .join("\n");
     Ok(Output::new(

@@ -21,6 +21,7 @@ pub mod r#loop;
 pub mod man;
 pub mod plans;
 pub mod promote;
+pub mod reopen;
 pub mod start;
 pub mod status;
 pub mod sync;

@@ -16,6 +16,7 @@ use crate::evidence::produce::ResolvedCheck;
 use crate::evidence::requirements::{under_trust, Requirement};
 use crate::evidence::reuse::{passing_on_commit, try_reuse, Reuse};
 use crate::evidence::sign::RecordSigner;
+use crate::model::land::FailedCheck;
 use crate::model::policy::{self, DEFAULT_EXCERPT_BYTES};
 use crate::model::EvidenceRecord;
 use crate::runner::Stream;
@@ -49,6 +50,9 @@ pub struct Checker<'s> {
     /// `trust`, with the verdicts (`readme (unsigned)`): a run isolated for one of these is
     /// refused for its evidence's signatures, not blamed for failing.
     untrusted: HashMap<gix::ObjectId, Vec<String>>,
+    /// The failing records of every commit validated and found failing: a culprit's refusal
+    /// names them.
+    failed: HashMap<gix::ObjectId, Vec<FailedCheck>>,
 }
 
 impl<'s> Checker<'s> {
@@ -65,6 +69,7 @@ impl<'s> Checker<'s> {
             signer: None,
             policies: Policies::default(),
             untrusted: HashMap::new(),
+            failed: HashMap::new(),
         }
     }
 
@@ -114,6 +119,17 @@ impl<'s> Checker<'s> {
             let ran = self.run(commit, run_id, &to_run)?;
             self.checks_run += ran.len();
             passed = ran.iter().all(EvidenceRecord::passed);
+            let failed: Vec<FailedCheck> = ran
+                .iter()
+                .filter(|r| !r.passed())
+                .map(|r| FailedCheck {
+                    check: r.check.name.clone(),
+                    evidence: r.digest.clone(),
+                })
+                .collect();
+            if !failed.is_empty() {
+                self.failed.insert(commit, failed);
+            }
             records.extend(ran);
         }
         if !records.is_empty() {
@@ -211,6 +227,9 @@ impl<'s> Checker<'s> {
 pub struct Settled {
     pub accepted: Vec<Stacked>,
     pub refused: Vec<Unstacked>,
+    /// Each culprit's failing records and whether the stack without it was shown to pass,
+    /// by its restacked head (the refusal's `commit`).
+    pub culprits: HashMap<gix::ObjectId, (Vec<FailedCheck>, bool)>,
 }
 
 /// No required checks anywhere: a run landing exactly as `finish` validated it (not
@@ -305,6 +324,7 @@ pub fn settle(
     let mut settled = Settled {
         accepted: Vec::new(),
         refused: Vec::new(),
+        culprits: HashMap::new(),
     };
     let mut pending = candidates;
     while !pending.is_empty() {
@@ -372,10 +392,14 @@ pub fn settle(
             });
             continue;
         }
+        // Isolated: what is under the culprit passed (a passing prefix, the accepted runs, or
+        // the tip validated below); only a tip without required checks shows nothing.
+        let mut isolated = true;
         if hi == 1 && settled.accepted.is_empty() {
             // The first run on the tip fails: unless the tip itself passes, no run is to blame.
             // With evidence on the tip (a landed tip has it), this runs nothing.
             let checks = requirements(store, tip, &[])?;
+            isolated = !checks.is_empty();
             if !checks.is_empty() && !checker.validate(tip, None, &checks)? {
                 return Err(Error::refused(format!(
                     "the target's tip {tip} fails its own required checks; no run is landed on it"
@@ -385,6 +409,12 @@ pub fn settle(
         }
         settled.accepted.extend(stack);
         pending = rest.drain(..).map(|s| s.candidate).collect();
+        let failed = checker
+            .failed
+            .get(&culprit.head)
+            .cloned()
+            .unwrap_or_default();
+        settled.culprits.insert(culprit.head, (failed, isolated));
         settled.refused.push(Unstacked {
             onto: culprit.onto,
             result: Landing::ValidationFailed,

@@ -14,8 +14,10 @@
 
 mod check;
 mod queue;
+mod refusal;
 mod remote;
 mod repair;
+mod requeue;
 mod required;
 mod stack;
 mod write;
@@ -30,7 +32,8 @@ use crate::store::Store;
 use crate::evidence::reuse::Reuse;
 use crate::run::Env;
 
-pub use queue::Candidate;
+pub use queue::{Candidate, Waiting};
+pub use requeue::Requeued;
 
 /// How many times a queue is rebuilt on a target that moved underneath before giving up.
 pub const ROUNDS: u32 = 3;
@@ -59,6 +62,8 @@ pub struct LandOptions {
     pub sign_key: Option<std::path::PathBuf>,
     /// `--no-sign`: do not sign the records.
     pub no_sign: bool,
+    /// `--reopen`: reopen every run refused by a conflict or a failure onto the new tip.
+    pub reopen: bool,
 }
 
 impl Default for LandOptions {
@@ -74,6 +79,7 @@ impl Default for LandOptions {
             stream: Stream::Quiet,
             sign_key: None,
             no_sign: false,
+            reopen: false,
         }
     }
 }
@@ -141,6 +147,12 @@ pub struct LandOutcome {
     /// Queue builds: 1, plus one for every time the target moved underneath.
     pub rounds: u32,
     pub dry_run: bool,
+    /// Completed runs a bare `land` left out: refused before, unchanged since.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<Waiting>,
+    /// `--reopen` (or the policy's `on_refuse`): the refused runs reopened onto the new tip.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reopened: Vec<Requeued>,
 }
 
 impl LandOutcome {
@@ -178,11 +190,17 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         validations: 0,
         rounds: 0,
         dry_run: opts.dry_run,
+        waiting: Vec::new(),
+        reopened: Vec::new(),
     };
     // Every named run is looked at before anything is written: a run in the wrong state
     // refuses the whole command.
     let first = queue::resolve(store, &target, &opts.runs)?;
-    if opts.runs.is_empty() && first.candidates.is_empty() && first.already.is_empty() {
+    if opts.runs.is_empty()
+        && first.candidates.is_empty()
+        && first.already.is_empty()
+        && first.waiting.is_empty()
+    {
         let elsewhere = queue::waiting_elsewhere(store, &target)?;
         if let Some((other, _)) = elsewhere.first() {
             let list: Vec<String> = elsewhere
@@ -200,6 +218,7 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         }
     }
     outcome.runs.extend(first.already);
+    outcome.waiting = first.waiting;
     let squash = opts.squash || crate::store::policy::squash_at(store, &target)?;
     if opts.dry_run {
         let (results, predicted) =
@@ -239,6 +258,10 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
     outcome.validations = checker.validations;
     if opts.remote.is_none() {
         outcome.new = store.ref_target(&target)?.map(|o| o.to_string());
+        let on_refuse = crate::store::policy::land_at(store, &target)?.on_refuse;
+        if opts.reopen || on_refuse == Some(crate::model::policy::OnRefuse::Reopen) {
+            outcome.reopened = requeue::reopen_refused(env, &mut outcome.runs, &outcome.waiting)?;
+        }
     }
     Ok(outcome)
 }
