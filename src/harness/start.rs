@@ -63,9 +63,38 @@ pub(super) fn start(
     if rec.task.sha256 != sha256_hex(rec.task.text.as_bytes()) {
         return Err(task_changed(id));
     }
-    let head = clean_head(env, &ledger)?;
+    let repair = rec.state == RunState::Reopened;
+    let head = if repair && !rec.open_conflicts().is_empty() {
+        // The conflicts a reopen wrote out are the agent's to resolve: uncommitted on purpose,
+        // collected after the agent ran.
+        store
+            .ref_target(&rec.branch)?
+            .ok_or_else(|| Error::refused(format!("the run branch {} is missing", rec.branch)))?
+    } else {
+        clean_head(env, &ledger)?
+    };
     check_loop_checks(store, head, opts, id)?;
-    let state = first_loop_state(store, &ledger, opts, limits, head)?;
+    let mut limits = limits;
+    if repair {
+        // Each iteration of a repair loop is one repair round, bounded by the target's policy.
+        let allowed = crate::store::policy::land_at(store, &rec.base.reference)?.repair_rounds();
+        let used = rec.repair.as_ref().map_or(0, |r| r.rounds);
+        let left = allowed.saturating_sub(used);
+        if left == 0 {
+            return Err(Error::refused(format!(
+                "run {id} has used its {allowed} repair round(s) (land.repair_rounds)"
+            ))
+            .hint(format!(
+                "a person takes it from here: repair it in its worktree, commit, `git tabellio finish {id}`"
+            )));
+        }
+        limits.max_loops = match opts.max_loops {
+            Some(asked) => asked.min(left),
+            None => left,
+        };
+    }
+    let mut state = first_loop_state(store, &ledger, opts, limits, head)?;
+    state.repair = repair;
     let mut next = ledger::transition(rec, RunState::Looping);
     next.loop_state = Some(state);
     next.reason = None;
@@ -121,6 +150,27 @@ fn clean_head(env: &Env, ledger: &Ledger) -> Result<gix::ObjectId> {
         .hint("rebase the run branch onto its base, or start a new run"));
     }
     Ok(head)
+}
+
+/// The agent a reopened run's repair runs when `loop` is given none: the one its last loop
+/// ran, as stored (`None` for a run no loop drove).
+pub(super) fn stored_agent(rec: &RunRecord) -> Result<Option<Vec<String>>> {
+    if rec.state != RunState::Reopened {
+        return Ok(None);
+    }
+    let Some(l) = &rec.loop_state else {
+        return Ok(None);
+    };
+    if l.agent.redacted {
+        return Err(Error::usage(
+            "the loop's agent command was stored redacted (secrets or local paths); give it again after --",
+        )
+        .hint(format!(
+            "`git tabellio loop {} -- <the agent command>`",
+            rec.run_id
+        )));
+    }
+    Ok(Some(l.agent.argv.clone()))
 }
 
 /// The checks must be resolvable now; the agent's commits may change them later (the policy
@@ -195,6 +245,7 @@ fn first_loop_state(
         task_sha256: ledger.record.task.sha256.clone(),
         checks: opts.checks.clone(),
         promote: opts.promote,
+        repair: false,
         started_at: time::now(),
         stopped_at: None,
         resumes: 0,

@@ -15,6 +15,7 @@ mod completion;
 mod corruption;
 mod crash;
 mod docs;
+mod drain;
 mod exit_codes;
 mod export;
 mod fixtures;

@@ -16,6 +16,8 @@ mod approvals;
 mod corruption;
 #[path = "crash.rs"]
 mod crash;
+#[path = "drain.rs"]
+mod drain;
 #[path = "export.rs"]
 mod export;
 #[path = "git_environment.rs"]

@@ -34,6 +34,10 @@ pub struct LandArgs {
     /// repair (conflicts written out in its worktree).
     #[arg(long, conflicts_with_all = ["dry_run", "remote"])]
     pub reopen: bool,
+    /// Drain the queue: land, reopen what was refused, run each reopened run's agent loop
+    /// (runs a loop drove), land again, until nothing is left (implies --reopen).
+    #[arg(long, conflicts_with_all = ["dry_run", "remote"])]
+    pub until_empty: bool,
 }
 
 pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
@@ -48,8 +52,11 @@ pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
         stream: ctx.stream,
         sign_key: a.records.sign_key.clone(),
         no_sign: a.records.no_sign,
-        reopen: a.reopen,
+        reopen: a.reopen || a.until_empty,
     };
+    if a.until_empty {
+        return drain(ctx, &opts);
+    }
     let o = land::land(ctx.env()?, &opts)?;
     let json = serde_json::to_value(&o)
         .map_err(|e| Error::internal(format!("could not serialize the outcome: {e}")))?;
@@ -87,6 +94,47 @@ pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
             o.checks_run, o.checks_reused, o.validations
         ));
     }
+    Ok(Output::new(json, human).verdict(o.all_landed()))
+}
+
+/// `--until-empty`: the drain, with a progress line per step (on a terminal and off it).
+fn drain(ctx: &Ctx, opts: &LandOptions) -> Result<Output> {
+    let interrupt = tabellio::harness::interrupt::install()?;
+    let show = ctx.shows_progress();
+    let mut on_event = |line: String| {
+        if show {
+            eprintln!("[land] {line}");
+        }
+    };
+    let o = tabellio::harness::drain::drain(ctx.env()?, opts, interrupt, &mut on_event)?;
+    let json = serde_json::to_value(&o)
+        .map_err(|e| Error::internal(format!("could not serialize the outcome: {e}")))?;
+    let mut human = String::new();
+    for r in &o.runs {
+        human.push_str(&format!(
+            "{} {}: {} repair round(s), {} agent run(s), {} check run(s){}\n",
+            r.run_id,
+            r.state,
+            r.rounds,
+            r.agent_invocations,
+            r.check_executions,
+            r.reason
+                .as_deref()
+                .map_or(String::new(), |why| format!(" — {why}"))
+        ));
+    }
+    human.push_str(&format!(
+        "{} landed of {} in {} round(s); landing checks: {} run, {} reused ({} validations)",
+        o.runs
+            .iter()
+            .filter(|r| r.state == tabellio::model::RunState::Promoted)
+            .count(),
+        o.runs.len(),
+        o.rounds,
+        o.checks_run,
+        o.checks_reused,
+        o.validations
+    ));
     Ok(Output::new(json, human).verdict(o.all_landed()))
 }
 
