@@ -35,7 +35,9 @@ pub const LAND: &str = "Examples:
   git tabellio land                                        every completed run of the current branch
   git tabellio land fix-1 fix-2 --target main --batch 4    these runs, in this order
   git tabellio land --dry-run                              the plan: restacks, conflicts, reused evidence
-  git tabellio land fix-1 --squash --remote origin         one commit, one atomic push";
+  git tabellio land fix-1 --squash --remote origin         one commit, one atomic push
+  git tabellio land --reopen                               reopen what it refuses onto the new tip
+  git tabellio land --until-empty --target main            land, reopen, repair with the runs' agents, until done";
 
 pub const REOPEN: &str = "Examples:
   git tabellio reopen fix-1                                onto the target's tip; conflicts written out

@@ -140,6 +140,7 @@ pub fn drain(
                 );
                 continue;
             }
+            wait_for_leftovers(env, &id, on_event);
             on_event(format!(
                 "repair {id}: {} its agent",
                 if resume { "resuming" } else { "running" }
@@ -181,6 +182,9 @@ pub fn drain(
                         }
                     }
                 }
+                // A lock (a stale one a killed process left, named with its removal, or another
+                // loop's) or a ref that moved stops the drain: run it again once it is gone.
+                Err(e) if e.kind == crate::error::ErrorKind::Conflict => return Err(e),
                 Err(e) => {
                     on_event(format!("repair {id}: {}", e.message));
                     seen.reason = Some(e.message);
@@ -227,6 +231,33 @@ pub fn drain(
         outcome.runs.push(r);
     }
     Ok(outcome)
+}
+
+/// How long a drain waits for what a killed one left running in a run (its agent, a check):
+/// they hold the run's loop lock until they end.
+const LEFTOVER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Wait, bounded, until no process holds the loop lock of run `id`; a lock still held after
+/// that is reported by the loop itself (exit 4, naming it).
+fn wait_for_leftovers(env: &Env, id: &str, on_event: &mut dyn FnMut(String)) {
+    let started = std::time::Instant::now();
+    let mut said = false;
+    while started.elapsed() < LEFTOVER_WAIT {
+        match super::lock::acquire(env.store.repo.common_dir(), id) {
+            Ok(lock) => {
+                drop(lock);
+                return;
+            }
+            Err(e) if e.kind == crate::error::ErrorKind::Conflict => {
+                if !said {
+                    on_event(format!("repair {id}: waiting: {}", e.message));
+                    said = true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            Err(_) => return,
+        }
+    }
 }
 
 fn entry<'a>(runs: &'a mut BTreeMap<String, DrainedRun>, id: &str) -> &'a mut DrainedRun {

@@ -151,7 +151,15 @@ pub fn reopen(env: &Env, ledger: &Ledger, by: &str) -> Result<Reopened> {
         ))
         .hint(format!("`git tabellio status {id}` says what to do next")));
     }
-    let (path, head) = clean_workspace(env, ledger)?;
+    let (path, head, leftover) = match clean_workspace(env, ledger) {
+        Ok((path, head)) => (path, head, None),
+        // A reopen killed while it moved the files leaves them half-way: recognised below,
+        // once what it was moving to is known, and finished.
+        Err(e) => match dirty_workspace(env, ledger)? {
+            Some((path, head, changed)) => (path, head, Some((changed, e))),
+            None => return Err(e),
+        },
+    };
     let tip = store.ref_target(&rec.base.reference)?.ok_or_else(|| {
         Error::not_found(format!("the target {} does not exist", rec.base.reference))
             .hint("a run is reopened onto its target's tip; the target must exist")
@@ -167,6 +175,16 @@ pub fn reopen(env: &Env, ledger: &Ledger, by: &str) -> Result<Reopened> {
         )));
     }
     let carried = carry(store, rec, [base, head, tip])?;
+    if let Some((changed, refused)) = leftover {
+        let trees = [
+            store.tree_of(head)?,
+            store.tree_of(carried.head)?,
+            carried.files,
+        ];
+        if !left_by_a_move(store, &path, &changed, trees)? {
+            return Err(refused);
+        }
+    }
     let reopen = Reopen {
         n: rec.reopens.len() as u32 + 1,
         base_before: base.to_string(),
@@ -205,6 +223,84 @@ pub fn reopen(env: &Env, ledger: &Ledger, by: &str) -> Result<Reopened> {
         reopen,
         workspace: path,
     })
+}
+
+/// The run's worktree with uncommitted changes, on the run branch at its head: its path, head
+/// and the changed and untracked paths (`None` for any other state).
+fn dirty_workspace(
+    env: &Env,
+    ledger: &Ledger,
+) -> Result<Option<(PathBuf, gix::ObjectId, Vec<String>)>> {
+    let store = &env.store;
+    let rec = &ledger.record;
+    let Some(path) = super::run_workspace(store, ledger)? else {
+        return Ok(None);
+    };
+    let Ok(ws) = store.inspect_own(&path) else {
+        return Ok(None);
+    };
+    let tip = store.ref_target(&rec.branch)?;
+    if ws.branch.as_deref() != Some(rec.branch.as_str()) || ws.head.is_none() || ws.head != tip {
+        return Ok(None);
+    }
+    let mut changed = ws.changed;
+    changed.extend(ws.untracked);
+    Ok(ws.head.map(|head| (path, head, changed)))
+}
+
+/// Whether every one of `changed` in the worktree at `path` holds what a killed move between
+/// `trees` (the old head's, the new head's, the files' a reopen writes) leaves: one of their
+/// contents, nothing, or the start of one (a file cut mid-write). Then finishing the move
+/// loses nobody's work; anything else is someone's change, and the reopen is refused.
+fn left_by_a_move(
+    store: &Store,
+    path: &Path,
+    changed: &[String],
+    trees: [gix::ObjectId; 3],
+) -> Result<bool> {
+    for p in changed {
+        let Ok(on_disk) = std::fs::read(path.join(p)) else {
+            continue;
+        };
+        let mut known = false;
+        for tree in trees {
+            if let Some(blob) = blob_at(store, tree, p)? {
+                if blob.starts_with(&on_disk) {
+                    known = true;
+                    break;
+                }
+            }
+        }
+        if !known {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// The blob at `path` in `tree`, `None` when there is none.
+fn blob_at(store: &Store, tree: gix::ObjectId, path: &str) -> Result<Option<Vec<u8>>> {
+    let tree = store
+        .repo
+        .find_tree(tree)
+        .map_err(|e| Error::internal(format!("could not read tree {tree}: {e}")))?;
+    let Some(entry) = tree
+        .lookup_entry_by_path(path)
+        .map_err(|e| Error::internal(format!("could not look up {path}: {e}")))?
+    else {
+        return Ok(None);
+    };
+    if !entry.mode().is_blob() {
+        return Ok(None);
+    }
+    Ok(Some(
+        store
+            .repo
+            .find_blob(entry.object_id())
+            .map_err(|e| Error::internal(format!("could not read {path}: {e}")))?
+            .data
+            .clone(),
+    ))
 }
 
 /// The paths of the run's open conflicts (its newest reopen's) that still hold conflict

@@ -21,7 +21,7 @@ fn random_delay(round: u32) -> Duration {
 
 /// Run `args` and return once it passes, removing each stale lock it names first (the
 /// documented `rm`); the last refusal when it does not pass for another reason.
-fn with_stale_locks_removed(t: &TestEnv, args: &[&str]) -> Run {
+pub fn with_stale_locks_removed(t: &TestEnv, args: &[&str]) -> Run {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
     // A killed landing can leave a lock on the target and on each run's branch and ledger.
@@ -154,7 +154,7 @@ fn land_trials() -> u32 {
 }
 
 /// A delay of up to `max_ms`, different every call.
-fn random_delay_up_to(round: u32, max_ms: u64) -> Duration {
+pub fn random_delay_up_to(round: u32, max_ms: u64) -> Duration {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::from(d.subsec_nanos()))

@@ -906,6 +906,78 @@ mod tests {
         );
     }
 
+    /// A land attempt refused at `head` (the validated commit of the sample run).
+    fn refused(mut rec: RunRecord) -> RunRecord {
+        rec.land_attempts.push(crate::model::land::LandAttempt {
+            target: "refs/heads/main".into(),
+            onto: "5".repeat(40),
+            commit: VALIDATED.into(),
+            paths: vec!["a.txt".into()],
+            at: "2026-01-01T00:00:00Z".into(),
+            result: Some(crate::model::land::Refusal::Conflict),
+            head: Some(VALIDATED.into()),
+            hunks: Vec::new(),
+            failed: Vec::new(),
+            isolated: None,
+            reason: None,
+        });
+        rec
+    }
+
+    #[test]
+    fn a_standing_refusal_is_repaired_by_a_reopen_not_finished_again() {
+        for state in [RunState::Completed, RunState::ValidationFailed] {
+            let rec = refused(run(state));
+            let mut l = live();
+            l.target_moved = Some("5".repeat(40));
+            let a = next_action(&rec, &l, &cond());
+            assert_eq!((a.action.as_str(), a.blocking), ("repair", true), "{state}");
+            assert_eq!(a.command.as_deref(), Some("git tabellio reopen r1"));
+            assert!(a.reason.contains("conflict in a.txt"), "{}", a.reason);
+            let allowed = allowed_actions(&rec, &l, &cond());
+            assert!(allowed.contains(&"reopen".to_string()));
+            assert!(!allowed.contains(&"finish".to_string()));
+            // A new commit since the refusal is new work: the refusal no longer stands.
+            let mut moved = l.clone();
+            moved.head = Some("6".repeat(40));
+            moved.head_changed_since_validation = true;
+            assert_ne!(next_action(&rec, &moved, &cond()).action, "repair");
+        }
+        // Reopened: repaired by its loop when a loop drove it, else validated by hand.
+        let mut rec = refused(run(RunState::Reopened));
+        rec.reopens.push(crate::model::land::Reopen {
+            n: 1,
+            base_before: BASE.into(),
+            base_after: "5".repeat(40),
+            head_before: VALIDATED.into(),
+            head_after: "5".repeat(40),
+            mode: crate::model::land::ReopenMode::Conflict,
+            conflicts: vec!["a.txt".into()],
+            after_attempts: 1,
+            by: "reopen".into(),
+            at: "2026-01-01T00:00:00Z".into(),
+        });
+        let mut dirty = live();
+        dirty.dirty = vec!["a.txt".into()];
+        let open = Conditions {
+            conflicts_open: true,
+            ..cond()
+        };
+        let a = next_action(&rec, &dirty, &open);
+        assert_eq!((a.action.as_str(), a.blocking), ("repair", true));
+        assert_eq!(a.command.as_deref(), Some("git tabellio finish r1"));
+        rec.loop_state = Some(crate::model::loop_state::tests::stopped(
+            HarnessStop::Validated,
+        ));
+        assert_eq!(
+            next_action(&rec, &dirty, &open).command.as_deref(),
+            Some("git tabellio loop r1")
+        );
+        // Resolved and committed: validate it on its new base.
+        let a = next_action(&rec, &live(), &cond());
+        assert_eq!((a.action.as_str(), a.blocking), ("repair", false));
+    }
+
     #[test]
     fn allowed_actions_offer_nothing_that_would_be_refused() {
         let rec = run(RunState::Completed);
