@@ -127,7 +127,8 @@ pub const SYNC: &str = "Examples:
 pub const LOOP: &str = "Examples:
   git tabellio loop fix-1 -- ./agent.sh                    the agent reads $TABELLIO_CONTEXT
   git tabellio loop fix-1 --max-loops 10 --agent-timeout 15m --promote -- ./agent.sh
-  git tabellio loop fix-1 --resume                         after an interrupt or a crash";
+  git tabellio loop fix-1 --resume                         after an interrupt or a crash
+  git tabellio loop fix-1                                  a reopened run: its agent repairs it";
 
 pub const CONTEXT: &str = "Examples:
   git tabellio context fix-1 > review.md

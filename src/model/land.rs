@@ -90,16 +90,15 @@ impl LandAttempt {
         self.result.unwrap_or(Refusal::Conflict)
     }
 
-    /// One line for a person: `conflict in a.txt, b.txt onto 1234567` or
-    /// `validation_failed on 1234567: test (isolated)`.
-    pub fn describe(&self) -> String {
-        let onto: String = self.onto.chars().take(7).collect();
+    /// Why, in one line for a person: `conflict in a.txt, b.txt` or
+    /// `validation failed: test (isolated to this run)`.
+    pub fn what(&self) -> String {
         match self.refusal() {
-            Refusal::Conflict => format!("conflict in {} onto {onto}", self.paths.join(", ")),
+            Refusal::Conflict => format!("conflict in {}", self.paths.join(", ")),
             Refusal::ValidationFailed => {
                 let checks: Vec<&str> = self.failed.iter().map(|f| f.check.as_str()).collect();
                 format!(
-                    "validation failed on {onto}{}{}",
+                    "validation failed{}{}",
                     if checks.is_empty() {
                         String::new()
                     } else {
@@ -112,11 +111,14 @@ impl LandAttempt {
                     }
                 )
             }
-            Refusal::Refused => format!(
-                "refused on {onto}: {}",
-                self.reason.as_deref().unwrap_or("see the log")
-            ),
+            Refusal::Refused => self.reason.clone().unwrap_or_else(|| "refused".into()),
         }
+    }
+
+    /// [`LandAttempt::what`] and the tip: `conflict in a.txt onto 1234567`.
+    pub fn describe(&self) -> String {
+        let onto: String = self.onto.chars().take(7).collect();
+        format!("{} onto {onto}", self.what())
     }
 }
 

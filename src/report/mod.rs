@@ -203,9 +203,10 @@ fn land_refused_event(l: &LandAttempt) -> Event {
         (!l.commit.is_empty()).then_some(l.commit.as_str()),
         &l.at,
         format!(
-            "land onto {} refused: {}",
+            "land onto {} {} refused: {}",
             short_ref(&l.target),
-            l.describe()
+            oneline(&l.onto),
+            l.what()
         ),
     )
 }

@@ -113,14 +113,16 @@ fn a_refusal_is_recorded_and_shown_everywhere() {
     );
     let log = t.tab(&["log", "r3"]);
     assert!(
-        log.stdout.contains("refused: validation failed on ")
-            && log.stdout.contains(": check (isolated to this run)"),
+        log.stdout
+            .contains("refused: validation failed: check (isolated to this run) onto "),
         "{}",
         log.stdout
     );
     let graph = t.tab(&["log", "--graph", "r3"]);
     assert!(
-        graph.stdout.contains("refused: validation failed on"),
+        graph
+            .stdout
+            .contains("refused: validation failed: check (isolated"),
         "{}",
         graph.stdout
     );
