@@ -45,7 +45,9 @@ pub const LAND: &str = "Examples:
   git tabellio land fix-1 --squash --remote origin         one commit, one atomic push
   git tabellio land --enqueue fix-1 fix-2                  queue them, then land the queue
   git tabellio land --lanes 4 --remote origin              workers validate 4 candidates at a time
-  git tabellio --json land --stats --target main           time in queue, executions, reuse, waste";
+  git tabellio --json land --stats --target main           time in queue, executions, reuse, waste
+  git tabellio land --reopen                               reopen what it refuses onto the new tip
+  git tabellio land --until-empty --target main            land, reopen, repair with the runs' agents, until done";
 
 pub const ENQUEUE: &str = "Examples:
   git tabellio enqueue fix-1 fix-2                         queue them for their target, in this order
@@ -60,6 +62,10 @@ pub const WORKER: &str = "Examples:
 pub const QUEUE: &str = "Examples:
   git tabellio queue                                       every target's queue
   git tabellio --json queue --target main                  position, state, estimated wait";
+
+pub const REOPEN: &str = "Examples:
+  git tabellio reopen fix-1                                onto the target's tip; conflicts written out
+  git tabellio --json reopen fix-1                         the run, with reopen{mode, conflicts, base_before}";
 
 pub const APPROVE: &str = "Examples:
   git tabellio approve fix-1 -m \"policy change reviewed\"      approve the run head's guarded changes
@@ -156,7 +162,8 @@ pub const SYNC: &str = "Examples:
 pub const LOOP: &str = "Examples:
   git tabellio loop fix-1 -- ./agent.sh                    the agent reads $TABELLIO_CONTEXT
   git tabellio loop fix-1 --max-loops 10 --agent-timeout 15m --promote -- ./agent.sh
-  git tabellio loop fix-1 --resume                         after an interrupt or a crash";
+  git tabellio loop fix-1 --resume                         after an interrupt or a crash
+  git tabellio loop fix-1                                  a reopened run: its agent repairs it";
 
 pub const CONTEXT: &str = "Examples:
   git tabellio context fix-1 > review.md

@@ -71,6 +71,9 @@ pub enum Command {
     /// Validate the candidate stacks `land --lanes` publishes (claims, checks, evidence).
     #[command(after_long_help = examples::WORKER)]
     Worker(worker::WorkerArgs),
+    /// Move a run land refused onto the target's tip for its repair (conflicts written out).
+    #[command(after_long_help = examples::REOPEN)]
+    Reopen(reopen::ReopenArgs),
     /// Approve a run's change to guarded paths (a person's signed word, noted on its head).
     #[command(after_long_help = examples::APPROVE)]
     Approve(approve::ApproveArgs),
@@ -151,6 +154,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<Output> {
         Command::Enqueue(a) => enqueue::cmd_enqueue(ctx, a),
         Command::Queue(a) => queue::cmd_queue(ctx, a),
         Command::Worker(a) => worker::cmd_worker(ctx, a),
+        Command::Reopen(a) => reopen::cmd_reopen(ctx, a),
         Command::Approve(a) => approve::cmd_approve(ctx, a),
         Command::Status(a) => status::cmd_status(ctx, a),
         Command::List(a) => list::cmd_list(ctx, a),

@@ -67,6 +67,23 @@ impl Driver<'_> {
         } else {
             (LoopStatus::Progressing, None)
         };
+        // A repair loop's stop without passing checks, on its last allowed round, is the end of
+        // the repair: `repair_exhausted`, whatever else the round showed.
+        let exhausted = state.repair
+            && matches!(
+                harness,
+                Some(HarnessStop::RepeatedState | HarnessStop::NoProgress | HarnessStop::MaxLoops)
+            )
+            && rec.repair.as_ref().map_or(0, |r| r.rounds) + 1
+                >= crate::store::policy::land_at(store, &rec.base.reference)?.repair_rounds();
+        let (status, harness) = if exhausted {
+            (
+                LoopStatus::RepairExhausted,
+                Some(HarnessStop::RepairExhausted),
+            )
+        } else {
+            (status, harness)
+        };
         let done_reason = if status == LoopStatus::Terminal {
             DoneReason::Validated
         } else if agent.claimed_done {
@@ -120,6 +137,11 @@ impl Driver<'_> {
             .as_ref()
             .map_or_else(|| cur.start_head.clone(), |c| c.head.clone());
         let mut next = ledger::transition(rec, RunState::Looping);
+        if state.repair {
+            // One repair round spent: the agent ran and its checks were judged.
+            let rounds = next.repair.as_ref().map_or(0, |r| r.rounds) + 1;
+            next.repair = Some(crate::model::land::Repair { rounds });
+        }
         let l = next.loop_state.as_mut().expect("checked above");
         l.history.push(cur);
         if stops {

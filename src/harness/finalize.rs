@@ -256,6 +256,9 @@ fn stop_reason(state: &LoopState, last: &LoopIteration, harness: HarnessStop) ->
             "{} iteration(s) without passing checks (failing: {failing})",
             state.max_loops
         ),
+        HarnessStop::RepairExhausted => format!(
+            "repair_exhausted: the run's repair rounds are used up and its checks still fail on its new base (failing: {failing}); a person takes it from here"
+        ),
         HarnessStop::Error => last
             .evaluate
             .as_ref()

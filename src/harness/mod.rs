@@ -26,6 +26,7 @@ pub mod collect;
 pub mod context;
 mod decide;
 pub mod done;
+pub mod drain;
 mod evaluate;
 mod execute;
 mod finalize;
@@ -154,6 +155,23 @@ pub fn run_loop(
     let store = &env.store;
     let first = resolve_run(env, opts.run.as_deref())?;
     let run_id = first.record.run_id.clone();
+    // A reopened run's repair runs the agent its loop ran, unless another is given.
+    let repair_agent = if !opts.resume && opts.agent_argv.is_empty() {
+        start::stored_agent(&first.record)?
+    } else {
+        None
+    };
+    let with_agent;
+    let opts = match repair_agent {
+        Some(argv) => {
+            with_agent = LoopOptions {
+                agent_argv: argv,
+                ..opts.clone()
+            };
+            &with_agent
+        }
+        None => opts,
+    };
     if !opts.resume && opts.agent_argv.is_empty() {
         return Err(Error::usage("no agent command given").hint(format!(
             "give it after --, e.g. `git tabellio loop {run_id} -- my-agent --task-from-env`"

@@ -63,12 +63,41 @@ pub(super) fn start(
     if rec.task.sha256 != sha256_hex(rec.task.text.as_bytes()) {
         return Err(task_changed(id));
     }
-    let head = clean_head(env, &ledger)?;
+    let repair = rec.state == RunState::Reopened;
+    let head = if repair && !rec.open_conflicts().is_empty() {
+        // The conflicts a reopen wrote out are the agent's to resolve: uncommitted on purpose,
+        // collected after the agent ran.
+        store
+            .ref_target(&rec.branch)?
+            .ok_or_else(|| Error::refused(format!("the run branch {} is missing", rec.branch)))?
+    } else {
+        clean_head(env, &ledger)?
+    };
     check_loop_checks(store, head, opts, id)?;
     if opts.promote {
         refuse_unsigned_promotion(store, rec)?;
     }
-    let state = first_loop_state(store, &ledger, opts, limits, head)?;
+    let mut limits = limits;
+    if repair {
+        // Each iteration of a repair loop is one repair round, bounded by the target's policy.
+        let allowed = crate::store::policy::land_at(store, &rec.base.reference)?.repair_rounds();
+        let used = rec.repair.as_ref().map_or(0, |r| r.rounds);
+        let left = allowed.saturating_sub(used);
+        if left == 0 {
+            return Err(Error::refused(format!(
+                "run {id} has used its {allowed} repair round(s) (land.repair_rounds)"
+            ))
+            .hint(format!(
+                "a person takes it from here: repair it in its worktree, commit, `git tabellio finish {id}`"
+            )));
+        }
+        limits.max_loops = match opts.max_loops {
+            Some(asked) => asked.min(left),
+            None => left,
+        };
+    }
+    let mut state = first_loop_state(store, &ledger, opts, limits, head)?;
+    state.repair = repair;
     let mut next = ledger::transition(rec, RunState::Looping);
     next.loop_state = Some(state);
     next.reason = None;
@@ -111,7 +140,9 @@ fn refuse_unsigned_promotion(store: &Store, rec: &RunRecord) -> Result<()> {
 fn check_loopable(rec: &RunRecord) -> Result<()> {
     let id = &rec.run_id;
     match rec.state {
-        RunState::Active | RunState::ValidationFailed | RunState::Blocked => Ok(()),
+        RunState::Active | RunState::ValidationFailed | RunState::Blocked | RunState::Reopened => {
+            Ok(())
+        }
         RunState::Looping => Err(Error::refused(format!("run {id} is already looping")).hint(
             format!("continue it with `git tabellio loop {id} --resume`"),
         )),
@@ -119,10 +150,9 @@ fn check_loopable(rec: &RunRecord) -> Result<()> {
             "run {id} is completed; there is nothing left to loop for"
         ))
         .hint(format!("promote it: `git tabellio promote {id}`"))),
-        RunState::Promoted | RunState::Abandoned => Err(Error::refused(format!(
-            "run {id} is {}; it is over",
-            rec.state
-        ))
+        RunState::Promoted | RunState::Abandoned | RunState::Superseded => Err(Error::refused(
+            format!("run {id} is {}; it is over", rec.state),
+        )
         .hint("start a new run")),
     }
 }
@@ -155,6 +185,27 @@ fn clean_head(env: &Env, ledger: &Ledger) -> Result<gix::ObjectId> {
         .hint("rebase the run branch onto its base, or start a new run"));
     }
     Ok(head)
+}
+
+/// The agent a reopened run's repair runs when `loop` is given none: the one its last loop
+/// ran, as stored (`None` for a run no loop drove).
+pub(super) fn stored_agent(rec: &RunRecord) -> Result<Option<Vec<String>>> {
+    if rec.state != RunState::Reopened {
+        return Ok(None);
+    }
+    let Some(l) = &rec.loop_state else {
+        return Ok(None);
+    };
+    if l.agent.redacted {
+        return Err(Error::usage(
+            "the loop's agent command was stored redacted (secrets or local paths); give it again after --",
+        )
+        .hint(format!(
+            "`git tabellio loop {} -- <the agent command>`",
+            rec.run_id
+        )));
+    }
+    Ok(Some(l.agent.argv.clone()))
 }
 
 /// The checks must be resolvable now; the agent's commits may change them later (the policy
@@ -229,6 +280,7 @@ fn first_loop_state(
         task_sha256: ledger.record.task.sha256.clone(),
         checks: opts.checks.clone(),
         promote: opts.promote,
+        repair: false,
         started_at: time::now(),
         stopped_at: None,
         resumes: 0,

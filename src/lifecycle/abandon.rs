@@ -148,6 +148,10 @@ pub fn abandon_unreadable(
         rewound: None,
         completion: None,
         initiator: None,
+        reopens: Vec::new(),
+        repair: None,
+        superseded_by: None,
+        supersedes: None,
         created_at: now.clone(),
         updated_at: now,
     };

@@ -63,10 +63,14 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
         let rec = &ledger.record;
         if !matches!(
             rec.state,
-            RunState::Active | RunState::ValidationFailed | RunState::Completed | RunState::Blocked
+            RunState::Active
+                | RunState::ValidationFailed
+                | RunState::Completed
+                | RunState::Blocked
+                | RunState::Reopened
         ) {
             return Err(Error::refused(format!(
-                "run {} is {}; finish needs an active, failed, blocked or completed run",
+                "run {} is {}; finish needs an active, failed, blocked, reopened or completed run",
                 rec.run_id, rec.state
             ))
             .hint(if rec.state == RunState::Looping {
@@ -76,6 +80,7 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
             }));
         }
         let (path, head) = workspace_with_work(env, &ledger)?;
+        refuse_standing_refusal(rec, head)?;
         Ok((ledger, path, head))
     })?;
     let rec = &ledger.record;
@@ -160,6 +165,23 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
     })
 }
 
+/// A run `land` refused, unchanged since: finishing it again would validate the same commit
+/// on the same old base, say `completed`, and the next `land` would refuse it the same way.
+fn refuse_standing_refusal(rec: &RunRecord, head: gix::ObjectId) -> Result<()> {
+    let Some(refusal) = rec.standing_refusal(Some(&head.to_string())) else {
+        return Ok(());
+    };
+    let id = &rec.run_id;
+    Err(Error::refused(format!(
+        "land refused run {id} ({}) and nothing changed since: finishing it again would validate the same commit on its old base and change nothing",
+        refusal.describe()
+    ))
+    .hint(format!(
+        "reopen it onto the tip of {}, where it is repaired and validated: `git tabellio reopen {id}`",
+        short_ref(&refusal.target)
+    )))
+}
+
 /// `main` for `refs/heads/main`: the branch as a person names it.
 fn short_ref(name: &str) -> &str {
     name.strip_prefix("refs/heads/").unwrap_or(name)
@@ -231,6 +253,16 @@ pub fn record_attempt(
     } = new;
     let rec = &ledger.record;
     let tree = store.tree_of(head)?;
+    // A reopened run's conflict markers must be gone from what it validates: checks that do
+    // not read those files would pass them.
+    let markers = crate::run::reopen::conflicts_remaining(store, rec, None, Some(head))?;
+    let gate = match gate {
+        None if !markers.is_empty() => Some(format!(
+            "conflict markers remain in {}: resolve them, commit, then validate again",
+            markers.join(", ")
+        )),
+        gate => gate,
+    };
     // An attempt passes when every check passed and the plan gate let it through.
     let completed = records.iter().all(EvidenceRecord::passed) && gate.is_none();
     let evidence_digest = set_digest(records.iter().map(|r| r.digest.as_str()));

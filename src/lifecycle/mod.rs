@@ -19,6 +19,7 @@ pub mod manage;
 pub mod plans;
 pub mod promote;
 pub mod queue;
+pub mod reopen;
 pub mod rewind;
 pub mod start;
 pub mod status;

@@ -32,6 +32,9 @@ pub struct StartOptions {
     pub agent: crate::run::actor::AgentDetails,
     /// `--initiator <id>`: who asked for the run (default: whoever starts it).
     pub initiator: Option<String>,
+    /// `--task-from <run>`: when `land` refused that run and nothing changed since, its change
+    /// is carried onto the new base (as `reopen` carries it) and it is retired as `superseded`.
+    pub carry_from: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -43,6 +46,8 @@ pub struct StartOutcome {
     pub base_via: Option<String>,
     /// What the person should know although the run started (the base is behind its remote).
     pub warnings: Vec<String>,
+    /// The refused run whose change this run carries, now `superseded`.
+    pub superseded: Option<String>,
 }
 
 /// The task of run `run`, verbatim, for `start --task-from`: the same words in a new run (the
@@ -291,11 +296,61 @@ fn preconditions(env: &Env, opts: &StartOptions) -> Result<Checked> {
     })
 }
 
+/// A refused run whose change a new run carries onto its base.
+struct Carry {
+    source: Ledger,
+    carried: crate::run::reopen::Carried,
+    reopen: crate::model::land::Reopen,
+}
+
+/// What `--task-from` carries: the change of a run `land` refused (unchanged since), or of a
+/// completed run whose target moved, when the new run goes onto the same target. Objects
+/// only; nothing moves.
+fn carry_of(store: &Store, from: Option<&str>, c: &Checked) -> Result<Option<Carry>> {
+    let Some(from) = from.filter(|f| *f != c.run_id) else {
+        return Ok(None);
+    };
+    let Some(source) = store.try_find_ledger(from)? else {
+        return Ok(None);
+    };
+    let Some(head) = store.ref_target(&source.record.branch)? else {
+        return Ok(None);
+    };
+    let rec = &source.record;
+    // Refused by `land`, or completed on a base the target has left (what `status` sends to
+    // `start --task-from`): a run whose change would otherwise be a dead end.
+    let base = store.parse_oid(&rec.base.commit)?;
+    let stuck = rec.standing_refusal(Some(&head.to_string())).is_some()
+        || (rec.state == RunState::Completed && c.base_commit != base);
+    if rec.base.reference != c.base_ref || !stuck {
+        return Ok(None);
+    }
+    let carried = crate::run::reopen::carry(store, rec, [base, head, c.base_commit])?;
+    let reopen = crate::model::land::Reopen {
+        n: 1,
+        base_before: base.to_string(),
+        base_after: c.base_commit.to_string(),
+        head_before: head.to_string(),
+        head_after: carried.head.to_string(),
+        mode: carried.mode,
+        conflicts: carried.conflicts.clone(),
+        after_attempts: 0,
+        by: "start".into(),
+        at: time::now(),
+    };
+    Ok(Some(Carry {
+        source,
+        carried,
+        reopen,
+    }))
+}
+
 pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
     let store = &env.store;
     // Every precondition first: nothing is written until all of them hold.
     let c = store.snapshot_refs(|| preconditions(env, &opts))?;
-    let record = new_record(
+    let carry = carry_of(store, opts.carry_from.as_deref(), &c)?;
+    let mut record = new_record(
         store,
         &c.run_id,
         &opts.task,
@@ -303,6 +358,30 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
         (&c.base_ref, c.base_commit),
         &c.branch,
     );
+    let branch_tip = carry.as_ref().map_or(c.base_commit, |k| k.carried.head);
+    let mut retire: Option<(Cas, Cas)> = None;
+    if let Some(k) = &carry {
+        record.supersedes = Some(k.source.record.run_id.clone());
+        record.reopens.push(k.reopen.clone());
+        let mut old = ledger::transition(&k.source.record, RunState::Superseded);
+        old.superseded_by = Some(c.run_id.clone());
+        old.reason = Some(format!(
+            "superseded by run {}, which carries its change onto {}",
+            c.run_id, c.base_commit
+        ));
+        let commit = store.write_ledger_commit(Some(&k.source), &old, "start")?;
+        let name = ledger::ref_name(&old.run_id);
+        let message = format!("tabellio: start {} supersedes {}", c.run_id, old.run_id);
+        retire = Some((
+            Cas::update(&name, Some(k.source.tip), commit, &message),
+            Cas::update(
+                &name,
+                Some(commit),
+                k.source.tip,
+                "tabellio: start rolled back",
+            ),
+        ));
+    }
     let ledger_commit = store.write_ledger_commit(None, &record, "start")?;
     let message = format!("tabellio: start {}", c.run_id);
     if let Some(torn) = &c.torn {
@@ -314,28 +393,41 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
             ))
         })?;
     }
-    tx::apply(
-        store,
-        &[
-            Cas::update(
-                &c.ledger_ref,
-                c.torn.as_ref().map(|t| t.tip),
-                ledger_commit,
-                &message,
-            ),
-            Cas::update(&c.branch, None, c.base_commit, &message),
-        ],
-    )
-    .map_err(|e| e.into_error())?;
-    if let Err(e) = add_worktree_and_exclude(env, &c.worktree, &c.branch) {
+    let mut edits = vec![
+        Cas::update(
+            &c.ledger_ref,
+            c.torn.as_ref().map(|t| t.tip),
+            ledger_commit,
+            &message,
+        ),
+        Cas::update(&c.branch, None, branch_tip, &message),
+    ];
+    edits.extend(retire.as_ref().map(|(forward, _)| forward.clone()));
+    tx::apply(store, &edits).map_err(|e| e.into_error())?;
+    let added = add_worktree_and_exclude(env, &c.worktree, &c.branch).and_then(|()| {
+        // The carried change's conflicts, written out in the new worktree for the repair.
+        match &carry {
+            Some(k) if k.carried.files != store.tree_of(k.carried.head)? => {
+                crate::store::checkout::write_files(
+                    &c.worktree,
+                    store.tree_of(k.carried.head)?,
+                    k.carried.files,
+                )
+            }
+            _ => Ok(()),
+        }
+    });
+    if let Err(e) = added {
         // Roll back: both refs are ours and nobody else knows them yet; CAS keeps it honest.
-        let _ = tx::apply(
-            store,
-            &[
-                Cas::delete(&c.ledger_ref, ledger_commit, "tabellio: start rolled back"),
-                Cas::delete(&c.branch, c.base_commit, "tabellio: start rolled back"),
-            ],
-        );
+        let mut back = vec![
+            Cas::delete(&c.ledger_ref, ledger_commit, "tabellio: start rolled back"),
+            Cas::delete(&c.branch, branch_tip, "tabellio: start rolled back"),
+        ];
+        back.extend(retire.map(|(_, undo)| undo));
+        let _ = tx::apply(store, &back);
+        if c.worktree.exists() {
+            let _ = store.remove_worktree(&c.worktree, true);
+        }
         let _ = std::fs::remove_dir(&c.worktree);
         return Err(e);
     }
@@ -344,6 +436,7 @@ pub fn start(env: &Env, opts: StartOptions) -> Result<StartOutcome> {
         workspace: c.worktree,
         base_via: c.base_via,
         warnings: c.warnings,
+        superseded: carry.map(|k| k.source.record.run_id),
     })
 }
 
@@ -452,6 +545,10 @@ fn new_record(
         rewound: None,
         completion: None,
         initiator: Some(initiator),
+        reopens: Vec::new(),
+        repair: None,
+        superseded_by: None,
+        supersedes: None,
         created_at: now.clone(),
         updated_at: now,
     }

@@ -53,6 +53,8 @@ pub enum LoopStatus {
     RepeatedState,
     NoProgress,
     MaxLoopsReached,
+    /// A repair loop of a reopened run used its last repair round without passing checks.
+    RepairExhausted,
     /// The harness could not evaluate the iteration (`why_harness_stopped: error`).
     Error,
 }
@@ -66,6 +68,7 @@ impl LoopStatus {
             LoopStatus::RepeatedState => "repeated-state",
             LoopStatus::NoProgress => "no-progress",
             LoopStatus::MaxLoopsReached => "max-loops-reached",
+            LoopStatus::RepairExhausted => "repair-exhausted",
             LoopStatus::Error => "error",
         }
     }
@@ -79,6 +82,7 @@ impl LoopStatus {
             LoopStatus::RepeatedState => Some(HarnessStop::RepeatedState),
             LoopStatus::NoProgress => Some(HarnessStop::NoProgress),
             LoopStatus::MaxLoopsReached => Some(HarnessStop::MaxLoops),
+            LoopStatus::RepairExhausted => Some(HarnessStop::RepairExhausted),
             LoopStatus::Error => Some(HarnessStop::Error),
         }
     }
@@ -127,6 +131,8 @@ pub enum HarnessStop {
     RepeatedState,
     NoProgress,
     MaxLoops,
+    /// The repair rounds of a reopened run (`land.repair_rounds`) are used up.
+    RepairExhausted,
     ExecutorFailure,
     /// A signal (SIGINT, SIGTERM, SIGHUP) asked the loop to stop; `--resume` continues it.
     Interrupted,
@@ -141,6 +147,7 @@ impl HarnessStop {
             HarnessStop::RepeatedState => "repeated_state",
             HarnessStop::NoProgress => "no_progress",
             HarnessStop::MaxLoops => "max_loops",
+            HarnessStop::RepairExhausted => "repair_exhausted",
             HarnessStop::ExecutorFailure => "executor_failure",
             HarnessStop::Interrupted => "interrupted",
             HarnessStop::Error => "error",
@@ -307,6 +314,9 @@ pub struct LoopState {
     pub checks: Vec<String>,
     /// `--promote`: promote when validated.
     pub promote: bool,
+    /// A repair loop of a reopened run: each iteration is one repair round.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub repair: bool,
     pub started_at: String,
     pub stopped_at: Option<String>,
     /// How many times `--resume` picked the loop up again.
@@ -348,6 +358,7 @@ pub(crate) mod tests {
             task_sha256: "0".repeat(64),
             checks: Vec::new(),
             promote: false,
+            repair: false,
             started_at: "2026-01-01T00:00:00Z".into(),
             stopped_at: None,
             resumes: 0,

@@ -275,11 +275,35 @@ pub struct LandPolicy {
     /// Land every run as one commit, as `land --squash` does.
     #[serde(default)]
     pub squash: bool,
+    /// What `land` does with a run it refuses: `reopen` moves it onto the new tip at once, as
+    /// `land --reopen` does (absent: it stays as refused, for `git tabellio reopen`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_refuse: Option<OnRefuse>,
+    /// How many repair rounds an agent gets on a reopened run (default
+    /// [`DEFAULT_REPAIR_ROUNDS`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair_rounds: Option<u32>,
+}
+
+/// The repair rounds of a reopened run when the policy does not say.
+pub const DEFAULT_REPAIR_ROUNDS: u32 = 2;
+
+/// `land.on_refuse`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnRefuse {
+    /// Reopen the refused run onto the new tip.
+    Reopen,
 }
 
 impl LandPolicy {
     fn is_default(&self) -> bool {
         self == &LandPolicy::default()
+    }
+
+    /// `repair_rounds`, or the default.
+    pub fn repair_rounds(&self) -> u32 {
+        self.repair_rounds.unwrap_or(DEFAULT_REPAIR_ROUNDS)
     }
 }
 

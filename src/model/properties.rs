@@ -131,7 +131,10 @@ fn policy() -> impl Strategy<Value = Policy> {
                             approval: approval.map(|distinct_from_actor| ApprovalPolicy {
                                 distinct_from_actor,
                             }),
-                            land: LandPolicy { squash },
+                            land: LandPolicy {
+                                squash,
+                                ..LandPolicy::default()
+                            },
                             retention: None,
                         }
                     },
@@ -254,6 +257,12 @@ fn land_parts() -> impl Strategy<Value = (Option<String>, Option<Restack>, Vec<L
             commit,
             paths,
             at,
+            result: None,
+            head: None,
+            hunks: Vec::new(),
+            failed: Vec::new(),
+            isolated: None,
+            reason: None,
         });
     (
         prop::option::of(hex(40)),
@@ -351,6 +360,10 @@ fn run_record() -> impl Strategy<Value = RunRecord> {
             rewound: None,
             completion: None,
             initiator: None,
+            reopens: Vec::new(),
+            repair: None,
+            superseded_by: None,
+            supersedes: None,
             created_at: times.0,
             updated_at: times.1,
         },
@@ -380,6 +393,10 @@ fn run_objects(v: &Value) -> Vec<(Vec<String>, &'static [&'static str])> {
         "land_attempts",
         "rewound",
         "completion",
+        "reopens",
+        "repair",
+        "superseded_by",
+        "supersedes",
         "created_at",
         "updated_at",
     ];
@@ -419,7 +436,10 @@ fn run_objects(v: &Value) -> Vec<(Vec<String>, &'static [&'static str])> {
     for i in 0..list("land_attempts") {
         out.push((
             vec!["land_attempts".into(), i.to_string()],
-            &["target", "onto", "commit", "paths", "at"],
+            &[
+                "target", "onto", "commit", "paths", "at", "result", "head", "hunks", "failed",
+                "isolated", "reason",
+            ],
         ));
     }
     for (key, fields) in [

@@ -22,10 +22,14 @@ pub enum RunState {
     Abandoned,
     Looping,
     Blocked,
+    /// Moved onto the target's new tip after `land` refused it, waiting for its repair.
+    Reopened,
+    /// Retired in favour of another run (`superseded_by` names it).
+    Superseded,
 }
 
 impl RunState {
-    pub const ALL: [RunState; 7] = [
+    pub const ALL: [RunState; 9] = [
         RunState::Active,
         RunState::Completed,
         RunState::ValidationFailed,
@@ -33,6 +37,8 @@ impl RunState {
         RunState::Abandoned,
         RunState::Looping,
         RunState::Blocked,
+        RunState::Reopened,
+        RunState::Superseded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -44,6 +50,8 @@ impl RunState {
             RunState::Abandoned => "abandoned",
             RunState::Looping => "looping",
             RunState::Blocked => "blocked",
+            RunState::Reopened => "reopened",
+            RunState::Superseded => "superseded",
         }
     }
 
@@ -51,9 +59,12 @@ impl RunState {
         RunState::ALL.into_iter().find(|st| st.as_str() == s)
     }
 
-    /// `promoted` and `abandoned` end a run; nothing moves it again.
+    /// `promoted`, `abandoned` and `superseded` end a run; nothing moves it again.
     pub fn is_terminal(self) -> bool {
-        matches!(self, RunState::Promoted | RunState::Abandoned)
+        matches!(
+            self,
+            RunState::Promoted | RunState::Abandoned | RunState::Superseded
+        )
     }
 }
 
@@ -305,6 +316,19 @@ pub struct RunRecord {
     /// older tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initiator: Option<String>,
+    /// `reopen` (or `land --reopen`): each move of the run onto a new tip after a refusal,
+    /// oldest first; the previous bases are kept here (docs/storage.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reopens: Vec<super::land::Reopen>,
+    /// The repair rounds an agent's loop spent on the run since it was first reopened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<super::land::Repair>,
+    /// `superseded`: the run that carries on this one's change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
+    /// The refused run whose change this run carried onto its base (`start --task-from`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<String>,
     pub created_at: String,
     pub updated_at: String,
 }

@@ -29,8 +29,10 @@ pub enum EventKind {
     Checkpoint,
     /// A `finish` (or loop) attempt; its `status` says passed or failed.
     Attempt,
-    /// A landing that a conflict refused.
+    /// A landing `land` refused (a conflict, a failing stack).
     LandRefused,
+    /// The run was moved onto its target's newer tip after a refusal (`reopen`).
+    Reopened,
     /// `rewind`: the run went back to a checkpoint (the event's commit is the checkpoint's).
     Rewind,
     /// `land` replayed or squashed the run onto the target's tip.
@@ -163,6 +165,9 @@ fn events_between(
     {
         out.push(land_refused_event(l));
     }
+    for r in after.reopens.iter().skip(count(|r| r.reopens.len())) {
+        out.push(reopen_event(r));
+    }
     loop_events(before, after, out);
     out.extend(restack_event(before, after));
     out.extend(promotion_event(before, after));
@@ -200,13 +205,33 @@ fn start_event(after: &RunRecord) -> Event {
 fn land_refused_event(l: &LandAttempt) -> Event {
     event(
         EventKind::LandRefused,
-        Some(&l.commit),
+        (!l.commit.is_empty()).then_some(l.commit.as_str()),
         &l.at,
         format!(
-            "land onto {} {} refused: conflict in {}",
+            "land onto {} {} refused: {}",
             short_ref(&l.target),
             oneline(&l.onto),
-            l.paths.join(", ")
+            l.what()
+        ),
+    )
+}
+
+fn reopen_event(r: &crate::model::land::Reopen) -> Event {
+    let how = match r.mode {
+        crate::model::land::ReopenMode::Conflict => {
+            format!("conflicts in {} written out", r.conflicts.join(", "))
+        }
+        mode => format!("{} {}", mode.as_str(), oneline(&r.head_after)),
+    };
+    event(
+        EventKind::Reopened,
+        Some(&r.head_after),
+        &r.at,
+        format!(
+            "reopened ({}) onto {} (base was {}): {how}",
+            r.by,
+            oneline(&r.base_after),
+            oneline(&r.base_before)
         ),
     )
 }
@@ -314,6 +339,7 @@ fn state_event(
     let (kind, text) = match after.state {
         RunState::Abandoned => (EventKind::Abandoned, format!("abandoned{reason}")),
         RunState::Blocked => (EventKind::Blocked, format!("blocked{reason}")),
+        RunState::Superseded => (EventKind::State, format!("superseded{reason}")),
         state if quiet => (
             EventKind::State,
             format!(

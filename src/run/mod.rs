@@ -8,6 +8,7 @@ pub mod actor;
 pub mod completion;
 pub mod landed;
 pub mod promotion;
+pub mod reopen;
 pub mod unreadable;
 pub mod views;
 pub mod vsa;

@@ -378,6 +378,20 @@ fn move_back(
     }
 }
 
+/// Write the files of the worktree at `path` from `old_tree` to `new_tree`, leaving its index
+/// as it is: the difference shows as uncommitted changes (what a reopen leaves for a repair:
+/// the index at the new base, the files with the run's change and its conflicts). On failure
+/// every file touched is put back.
+pub fn write_files(path: &Path, old_tree: gix::ObjectId, new_tree: gix::ObjectId) -> Result<()> {
+    match try_move(path, old_tree, new_tree, false) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = try_move(path, new_tree, old_tree, false);
+            Err(e)
+        }
+    }
+}
+
 fn try_move(
     path: &Path,
     old_tree: gix::ObjectId,

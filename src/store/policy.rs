@@ -214,6 +214,17 @@ pub fn squash_at(store: &Store, target: &str) -> crate::error::Result<bool> {
     Ok(policy_at(store, tip)?.is_some_and(|p| p.land.squash))
 }
 
+/// The `land` section of the policy at `target`'s tip (the default when it has none).
+pub fn land_at(
+    store: &Store,
+    target: &str,
+) -> crate::error::Result<crate::model::policy::LandPolicy> {
+    let Some(tip) = store.ref_target(target)? else {
+        return Ok(Default::default());
+    };
+    Ok(policy_at(store, tip)?.map(|p| p.land).unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Policies, PolicyAtError};

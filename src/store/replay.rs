@@ -503,17 +503,8 @@ fn merge(
     let mut outcome = repo
         .merge_trees(ancestor, ours, theirs, labels, options.clone())
         .context(|| format!("could not merge {commit} onto {onto}"))?;
-    let how = gix::merge::tree::TreatAsUnresolved::git();
-    let mut paths: Vec<String> = outcome
-        .conflicts
-        .iter()
-        .filter(|c| c.is_unresolved(how))
-        .flat_map(|c| [c.ours.location(), c.theirs.location()])
-        .map(|p| p.to_str_lossy().into_owned())
-        .collect();
+    let paths = unresolved_paths(&outcome);
     if !paths.is_empty() {
-        paths.sort();
-        paths.dedup();
         return Err(ReplayError::Conflict {
             commit,
             onto,
@@ -525,6 +516,21 @@ fn merge(
         .write()
         .context(|| "could not write the merged tree".to_string())?
         .detach())
+}
+
+/// The paths of a tree merge's conflicts git would leave unresolved, sorted and unique.
+fn unresolved_paths(outcome: &gix::merge::tree::Outcome<'_>) -> Vec<String> {
+    let how = gix::merge::tree::TreatAsUnresolved::git();
+    let mut paths: Vec<String> = outcome
+        .conflicts
+        .iter()
+        .filter(|c| c.is_unresolved(how))
+        .flat_map(|c| [c.ours.location(), c.theirs.location()])
+        .map(|p| p.to_str_lossy().into_owned())
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
 }
 
 /// The parts of a commit we write. The author is the raw header of the original commit, so it
@@ -1271,5 +1277,158 @@ mod tests {
                 "user@example.com".to_string()
             )
         );
+    }
+}
+
+/// The run's net change (`base` → `head`) merged onto `onto` with every conflict written out:
+/// conflicting text files hold git's conflict markers (`<<<<<<< target`, `=======`,
+/// `>>>>>>> run`), as `git merge` leaves them in a worktree. What a reopened run's worktree
+/// gets when its commits do not replay cleanly, and where the hunks of a refusal come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflicted {
+    /// The merged tree, conflict markers included.
+    pub tree: ObjectId,
+    /// The paths that conflict, sorted (empty: the change merges cleanly).
+    pub paths: Vec<String>,
+}
+
+/// Whether [`merge_with_conflicts`] keeps its objects in memory or writes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Objects {
+    /// Nothing is written to the repository (a refusal's hunks).
+    InMemory,
+    /// The merged tree and its blobs are written (a reopen checks them out).
+    Written,
+}
+
+/// Merge `base` → `head` onto `onto`, conflicts written out (see [`Conflicted`]), together
+/// with the bounded hunks of the conflicting paths (each at most `hunk_bytes`).
+pub fn merge_with_conflicts(
+    store: &Store,
+    [base, head, onto]: [ObjectId; 3],
+    objects: Objects,
+    hunk_bytes: usize,
+) -> Result<(Conflicted, Vec<Hunk>), ReplayError> {
+    let repo = match objects {
+        Objects::InMemory => store.repo.clone().with_object_memory(),
+        Objects::Written => store.repo.clone(),
+    };
+    let (repo, _shadow) = merging(store, repo)?;
+    let trees = [
+        tree_of(&repo, base)?,
+        tree_of(&repo, onto)?,
+        tree_of(&repo, head)?,
+    ];
+    let labels = gix::merge::blob::builtin_driver::text::Labels {
+        ancestor: Some("base".into()),
+        current: Some("target".into()),
+        other: Some("run".into()),
+    };
+    let mut outcome = repo
+        .merge_trees(trees[0], trees[1], trees[2], labels, merge_options(&repo)?)
+        .context(|| format!("could not merge {head} onto {onto}"))?;
+    let paths = unresolved_paths(&outcome);
+    let tree = outcome
+        .tree
+        .write()
+        .context(|| "could not write the merged tree".to_string())?
+        .detach();
+    let mut hunks = Vec::new();
+    for path in &paths {
+        let Some(entry) = repo
+            .find_tree(tree)
+            .context(|| format!("could not read the merged tree {tree}"))?
+            .lookup_entry_by_path(path)
+            .context(|| format!("could not look up {path} in the merged tree"))?
+        else {
+            continue;
+        };
+        if !entry.mode().is_blob() {
+            continue;
+        }
+        let blob = repo
+            .find_blob(entry.object_id())
+            .context(|| format!("could not read {path} of the merged tree"))?;
+        hunks.extend(conflict_hunks(path, &blob.data, hunk_bytes));
+    }
+    Ok((Conflicted { tree, paths }, hunks))
+}
+
+/// One conflicting region of a merged file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hunk {
+    pub path: String,
+    /// The lines from `<<<<<<<` to `>>>>>>>`, cut at the bound.
+    pub text: String,
+    pub truncated: bool,
+}
+
+/// The regions of `data` between conflict markers, each at most `bound` bytes (cut on a
+/// character boundary, `truncated` set).
+pub fn conflict_hunks(path: &str, data: &[u8], bound: usize) -> Vec<Hunk> {
+    let text = String::from_utf8_lossy(data);
+    let mut out = Vec::new();
+    let mut current: Option<String> = None;
+    for line in text.split_inclusive('\n') {
+        if line.starts_with("<<<<<<< ") || line.trim_end() == "<<<<<<<" {
+            current = Some(String::new());
+        }
+        if let Some(hunk) = current.as_mut() {
+            hunk.push_str(line);
+            if line.starts_with(">>>>>>> ") || line.trim_end() == ">>>>>>>" {
+                let mut text = current.take().unwrap_or_default();
+                let truncated = text.len() > bound;
+                if truncated {
+                    let mut cut = bound;
+                    while !text.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    text.truncate(cut);
+                }
+                out.push(Hunk {
+                    path: path.to_string(),
+                    text,
+                    truncated,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Whether `data` still holds a conflict marker line (`<<<<<<< `, `>>>>>>> `, or a bare
+/// `=======` between them): a conflict written out by a reopen and not yet resolved.
+pub fn has_conflict_markers(data: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(data);
+    let mut open = false;
+    for line in text.lines() {
+        if line.starts_with("<<<<<<< ") || line == "<<<<<<<" {
+            open = true;
+        } else if open && (line.starts_with(">>>>>>> ") || line == ">>>>>>>") {
+            return true;
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod conflict_tests {
+    use super::*;
+
+    #[test]
+    fn hunks_are_the_marked_regions_and_bounded() {
+        let file = "a\n<<<<<<< target\nx\n=======\ny\n>>>>>>> run\nb\n<<<<<<< target\nlong line here\n=======\n>>>>>>> run\n";
+        let hunks = conflict_hunks("f.txt", file.as_bytes(), 1000);
+        assert_eq!(hunks.len(), 2);
+        assert_eq!(
+            hunks[0].text,
+            "<<<<<<< target\nx\n=======\ny\n>>>>>>> run\n"
+        );
+        assert!(!hunks[0].truncated);
+        let cut = conflict_hunks("f.txt", file.as_bytes(), 10);
+        assert!(cut.iter().all(|h| h.truncated && h.text.len() <= 10));
+        assert!(has_conflict_markers(file.as_bytes()));
+        assert!(!has_conflict_markers(b"a\n=======\nb\n"));
+        assert!(!has_conflict_markers(b"<<<<<<< only an opening\n"));
     }
 }

@@ -21,7 +21,7 @@ fn random_delay(round: u32) -> Duration {
 
 /// Run `args` and return once it passes, removing each stale lock it names first (the
 /// documented `rm`); the last refusal when it does not pass for another reason.
-fn with_stale_locks_removed(t: &TestEnv, args: &[&str]) -> Run {
+pub fn with_stale_locks_removed(t: &TestEnv, args: &[&str]) -> Run {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
     // A killed landing can leave a lock on the target and on each run's branch and ledger.

@@ -27,7 +27,7 @@ fn runs_counted(count: &Path) -> usize {
 }
 
 /// Start `id` from main, commit `file`, finish with the policy's checks.
-fn finished(t: &TestEnv, id: &str, file: &str, content: &str) -> PathBuf {
+pub fn finished(t: &TestEnv, id: &str, file: &str, content: &str) -> PathBuf {
     t.tab(&[
         "start",
         id,
@@ -43,11 +43,11 @@ fn finished(t: &TestEnv, id: &str, file: &str, content: &str) -> PathBuf {
     wt
 }
 
-fn run_json(t: &TestEnv, id: &str) -> Value {
+pub fn run_json(t: &TestEnv, id: &str) -> Value {
     t.ledger_record(&format!("refs/tabellio/runs/{id}"))
 }
 
-fn result_of<'a>(j: &'a Value, id: &str) -> &'a Value {
+pub fn result_of<'a>(j: &'a Value, id: &str) -> &'a Value {
     j["runs"]
         .as_array()
         .unwrap()

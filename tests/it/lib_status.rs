@@ -52,6 +52,7 @@ fn loop_stopped(stop: Option<HarnessStop>) -> LoopState {
         task_sha256: "0".repeat(64),
         checks: Vec::new(),
         promote: false,
+        repair: false,
         started_at: "2026-01-01T00:00:00Z".into(),
         stopped_at: None,
         resumes: 0,

@@ -18,6 +18,8 @@ mod blame;
 mod corruption;
 #[path = "crash.rs"]
 mod crash;
+#[path = "drain.rs"]
+mod drain;
 #[path = "export.rs"]
 mod export;
 #[path = "gc.rs"]
@@ -48,6 +50,8 @@ mod provenance;
 mod pull;
 #[path = "queue.rs"]
 mod queue;
+#[path = "reopen.rs"]
+mod reopen;
 #[path = "replacements.rs"]
 mod replacements;
 #[path = "rewind.rs"]

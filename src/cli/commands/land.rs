@@ -43,6 +43,14 @@ pub struct LandArgs {
     /// executions per landed run, reuse, wasted executions, flaky passes).
     #[arg(long, conflicts_with_all = ["enqueue", "lanes", "dry_run", "runs"])]
     pub stats: bool,
+    /// Reopen each run refused by a conflict or a failing stack onto the new tip, for its
+    /// repair (conflicts written out in its worktree).
+    #[arg(long, conflicts_with_all = ["dry_run", "remote"])]
+    pub reopen: bool,
+    /// Drain the queue: land, reopen what was refused, run each reopened run's agent loop
+    /// (runs a loop drove), land again, until nothing is left (implies --reopen).
+    #[arg(long, conflicts_with_all = ["dry_run", "remote"])]
+    pub until_empty: bool,
 }
 
 pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
@@ -76,7 +84,11 @@ pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
         sign_key: a.records.sign_key.clone(),
         no_sign: a.records.no_sign,
         lanes: a.lanes,
+        reopen: a.reopen || a.until_empty,
     };
+    if a.until_empty {
+        return drain(ctx, &opts);
+    }
     let o = land::land(ctx.env()?, &opts)?;
     let json = serde_json::to_value(&o)
         .map_err(|e| Error::internal(format!("could not serialize the outcome: {e}")))?;
@@ -86,6 +98,16 @@ pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
     let mut human = String::new();
     for r in &o.runs {
         human.push_str(&line(r));
+        human.push('\n');
+    }
+    for w in &o.waiting {
+        human.push_str(&format!(
+            "waiting {}: land refused it ({}) and nothing changed since; `{}`\n",
+            w.run_id, w.reason, w.command
+        ));
+    }
+    for r in &o.reopened {
+        human.push_str(&reopened_line(r));
         human.push('\n');
     }
     if o.runs.is_empty() {
@@ -110,6 +132,64 @@ pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
     Ok(Output::new(json, human).verdict(o.all_landed()))
 }
 
+/// `--until-empty`: the drain, with a progress line per step (on a terminal and off it).
+fn drain(ctx: &Ctx, opts: &LandOptions) -> Result<Output> {
+    let interrupt = tabellio::harness::interrupt::install()?;
+    let show = ctx.shows_progress();
+    let mut on_event = |line: String| {
+        if show {
+            eprintln!("[land] {line}");
+        }
+    };
+    let o = tabellio::harness::drain::drain(ctx.env()?, opts, interrupt, &mut on_event)?;
+    let json = serde_json::to_value(&o)
+        .map_err(|e| Error::internal(format!("could not serialize the outcome: {e}")))?;
+    let mut human = String::new();
+    for r in &o.runs {
+        human.push_str(&format!(
+            "{} {}: {} repair round(s), {} agent run(s), {} check run(s){}\n",
+            r.run_id,
+            r.state,
+            r.rounds,
+            r.agent_invocations,
+            r.check_executions,
+            r.reason
+                .as_deref()
+                .map_or(String::new(), |why| format!(" — {why}"))
+        ));
+    }
+    human.push_str(&format!(
+        "{} landed of {} in {} round(s); landing checks: {} run, {} reused ({} validations)",
+        o.runs
+            .iter()
+            .filter(|r| r.state == tabellio::model::RunState::Promoted)
+            .count(),
+        o.runs.len(),
+        o.rounds,
+        o.checks_run,
+        o.checks_reused,
+        o.validations
+    ));
+    Ok(Output::new(json, human).verdict(o.all_landed()))
+}
+
+/// One line per reopened run.
+fn reopened_line(r: &land::Requeued) -> String {
+    let id = &r.run_id;
+    match (&r.mode, &r.error) {
+        (_, Some(why)) => format!("not reopened {id}: {why}"),
+        (Some(tabellio::model::land::ReopenMode::Conflict), _) => format!(
+            "reopened {id} onto {}: conflicts in {} written out for its repair",
+            r.base.as_deref().map_or("?", short),
+            r.conflicts.join(", ")
+        ),
+        _ => format!(
+            "reopened {id} onto {}: `git tabellio finish {id}` validates it there",
+            r.base.as_deref().map_or("?", short)
+        ),
+    }
+}
+
 /// One line per run.
 fn line(r: &RunLanding) -> String {
     let id = &r.run_id;
@@ -126,10 +206,11 @@ fn line(r: &RunLanding) -> String {
         Landing::AlreadyLanded => {
             format!("{id}: {}", r.reason.as_deref().unwrap_or("already landed"))
         }
-        Landing::Conflict => format!("conflict {id}: {} (left completed)", r.paths.join(", ")),
+        Landing::Conflict => format!("conflict {id}: {} (now {})", r.paths.join(", "), r.state),
         Landing::ValidationFailed => format!(
-            "failed {id}: {} (now validation_failed)",
-            r.reason.as_deref().unwrap_or("")
+            "failed {id}: {} (now {})",
+            r.reason.as_deref().unwrap_or(""),
+            r.state
         ),
         Landing::Refused => format!("refused {id}: {}", r.reason.as_deref().unwrap_or("")),
         Landing::WouldLand => format!(

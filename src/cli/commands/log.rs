@@ -42,14 +42,24 @@ pub fn cmd_log(ctx: &Ctx, args: &LogArgs) -> Result<Output> {
     let human = entries
         .iter()
         .map(|e| {
-            let mut line = format!("{} {} {}", short(&e.commit), e.at, e.message);
+            // The body (why a landing was refused, where a reopen went) indented under it.
+            let mut lines = e.message.lines().filter(|l| !l.trim().is_empty());
+            let mut out = format!(
+                "{} {} {}",
+                short(&e.commit),
+                e.at,
+                lines.next().unwrap_or_default()
+            );
             if let Some(n) = e.checkpoint {
-                line.push_str(&format!(" [checkpoint {n}]"));
+                out.push_str(&format!(" [checkpoint {n}]"));
             }
             if let Some(n) = e.rewound_to {
-                line.push_str(&format!(" [to checkpoint {n}]"));
+                out.push_str(&format!(" [to checkpoint {n}]"));
             }
-            line
+            for line in lines {
+                out.push_str(&format!("\n    {line}"));
+            }
+            out
         })
         .collect::<Vec<_>>()
         .join("\n");

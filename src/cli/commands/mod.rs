@@ -25,6 +25,7 @@ pub mod man;
 pub mod plans;
 pub mod promote;
 pub mod queue;
+pub mod reopen;
 pub mod rewind;
 pub mod start;
 pub mod status;

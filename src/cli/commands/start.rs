@@ -75,6 +75,7 @@ pub fn cmd_start(ctx: &Ctx, args: &StartArgs) -> Result<Output> {
                 session: args.session.clone(),
             },
             initiator: args.initiator.clone(),
+            carry_from: args.task_from.clone(),
         },
     )?;
     if !ctx.json && !ctx.quiet {
@@ -86,22 +87,39 @@ pub fn cmd_start(ctx: &Ctx, args: &StartArgs) -> Result<Output> {
         .base_via
         .as_ref()
         .map_or_else(String::new, |v| format!(" (named as {v}, a symbolic ref)"));
-    let human = format!(
-        "started run {} from {}{via} ({})\nworktree: {}\nbranch:   {}\nnext: commit your work there, then `git tabellio finish {}`",
+    let mut human = format!(
+        "started run {} from {}{via} ({})\nworktree: {}\nbranch:   {}\n",
         o.run.run_id,
         o.run.base.reference,
         short(&o.run.base.commit),
         o.workspace.display(),
         o.run.branch,
-        o.run.run_id
     );
+    let conflicts = o.run.open_conflicts();
+    match &o.superseded {
+        Some(old) if !conflicts.is_empty() => human.push_str(&format!(
+            "carries {old}'s change (now superseded); it conflicts in {}: resolve the conflict markers there, commit, then `git tabellio finish {}`",
+            conflicts.join(", "),
+            o.run.run_id
+        )),
+        Some(old) => human.push_str(&format!(
+            "carries {old}'s change (now superseded), committed on the new base; `git tabellio finish {}` validates it",
+            o.run.run_id
+        )),
+        None => human.push_str(&format!(
+            "next: commit your work there, then `git tabellio finish {}`",
+            o.run.run_id
+        )),
+    }
     Ok(Output::new(
         run_json(
             &o.run,
             Some(&o.workspace),
             match &o.base_via {
-                Some(via) => json!({ "base_via": via, "warnings": o.warnings }),
-                None => json!({ "warnings": o.warnings }),
+                Some(via) => {
+                    json!({ "base_via": via, "warnings": o.warnings, "superseded": o.superseded })
+                }
+                None => json!({ "warnings": o.warnings, "superseded": o.superseded }),
             },
         ),
         human,

@@ -1,7 +1,7 @@
 //! The markdown form of the context packet, for a prompt: the same content as the JSON, with
 //! the verbatim task and every excerpt in fences that cannot be closed early.
 
-use super::{ContextPacket, LastFailure, LoopSummary};
+use super::{ContextPacket, LandRefusalSummary, LastFailure, LoopSummary, ReopenSummary};
 
 /// The markdown form of a packet: the same content, for a prompt.
 pub fn to_markdown(p: &ContextPacket) -> String {
@@ -45,6 +45,8 @@ pub fn to_markdown(p: &ContextPacket) -> String {
     }
     md_history(&mut md, p);
     md_last_failure(&mut md, p.last_failure.as_ref());
+    md_land_refusal(&mut md, p.land_refusal.as_ref());
+    md_reopened(&mut md, p.reopened.as_ref());
     md_loop(&mut md, p.loop_summary.as_ref());
     md.push_str(&format!(
         "\n## Next\n\n- allowed actions: {}\n- next action: {}{} — {}\n- command: {}\n- satisfied evidence: {}\n- missing evidence: {}\n",
@@ -137,6 +139,78 @@ fn md_last_failure(md: &mut String, failure: Option<&LastFailure>) {
             },
             fenced(c.excerpt.as_deref().unwrap_or("-"), "text")
         ));
+    }
+}
+
+fn md_land_refusal(md: &mut String, refusal: Option<&LandRefusalSummary>) {
+    let Some(l) = refusal else {
+        return;
+    };
+    md.push_str(&format!(
+        "\n## Land refusal\n\n{} onto {} of {} at {}{}\n",
+        l.result,
+        l.onto,
+        l.target,
+        l.at,
+        match l.isolated {
+            Some(true) => " (isolated to this run: the stack without it passed)",
+            Some(false) => " (not isolated)",
+            None => "",
+        }
+    ));
+    if let Some(reason) = &l.reason {
+        md.push_str(&format!("\nreason: {reason}\n"));
+    }
+    if !l.paths.is_empty() {
+        md.push_str(&format!("\nconflicting paths: {}\n", list(&l.paths)));
+    }
+    for h in &l.hunks {
+        md.push_str(&format!(
+            "\n### {}{}\n\n{}",
+            h.path,
+            if h.truncated {
+                " — hunk truncated"
+            } else {
+                ""
+            },
+            fenced(&h.text, "diff")
+        ));
+    }
+    for f in &l.failed {
+        md.push_str(&format!(
+            "\n### {} (evidence {}){}\n\n{}",
+            f.check,
+            f.evidence,
+            if f.truncated == Some(true) {
+                " — excerpt truncated"
+            } else {
+                ""
+            },
+            fenced(f.excerpt.as_deref().unwrap_or("-"), "text")
+        ));
+    }
+}
+
+fn md_reopened(md: &mut String, reopened: Option<&ReopenSummary>) {
+    let Some(r) = reopened else {
+        return;
+    };
+    md.push_str(&format!(
+        "\n## Reopened\n\nreopen {} ({}): base {} -> {}; repair rounds {} of {}\n",
+        r.n, r.mode, r.base_before, r.base_after, r.repair_rounds, r.repair_rounds_allowed
+    ));
+    if !r.conflicts.is_empty() {
+        md.push_str(&format!(
+            "\nconflict markers to resolve in: {}\n",
+            list(&r.conflicts)
+        ));
+    }
+    md.push_str("\nlanded on the target since the old base:\n\n");
+    if r.landed_since.is_empty() {
+        md.push_str("- nothing\n");
+    }
+    for l in &r.landed_since {
+        md.push_str(&format!("- {l}\n"));
     }
 }
 

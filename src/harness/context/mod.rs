@@ -58,6 +58,10 @@ pub struct ContextPacket {
     pub head: Option<String>,
     /// SHA-256 of the canonical JSON of the packet without this field.
     pub integrity: String,
+    /// The newest landing `land` refused: why, with the conflict hunks or the failing
+    /// records' excerpts. Absent for a run never refused.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub land_refusal: Option<LandRefusalSummary>,
     pub last_failure: Option<LastFailure>,
     #[serde(rename = "loop")]
     pub loop_summary: Option<LoopSummary>,
@@ -70,6 +74,10 @@ pub struct ContextPacket {
     pub needs_approval: Option<Vec<String>>,
     pub next_action: NextActionSummary,
     pub previous_state: Option<String>,
+    /// The newest reopen: the base it moved from and to, what landed in between, the
+    /// conflicts written out, the repair rounds. Absent for a run never reopened.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reopened: Option<ReopenSummary>,
     pub repository: String,
     pub run_id: String,
     pub satisfied_evidence: Vec<String>,
@@ -134,6 +142,49 @@ pub struct CheckSummary {
     pub exit_code: Option<i32>,
     pub name: String,
     pub status: String,
+}
+
+/// The newest land attempt that refused the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LandRefusalSummary {
+    pub at: String,
+    /// The commit that did not apply (a conflict) or carries the failing records (a culprit).
+    pub commit: String,
+    pub failed: Vec<FailingRecord>,
+    pub hunks: Vec<crate::model::land::ConflictHunk>,
+    pub isolated: Option<bool>,
+    pub onto: String,
+    pub paths: Vec<String>,
+    pub reason: Option<String>,
+    /// `conflict`, `validation_failed` or `refused`.
+    pub result: String,
+    pub target: String,
+}
+
+/// A failing evidence record of a refused stack, with its excerpt from the notes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailingRecord {
+    pub check: String,
+    pub evidence: String,
+    /// `None` when the record is not in the notes here.
+    pub excerpt: Option<String>,
+    pub truncated: Option<bool>,
+}
+
+/// The newest reopen of the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReopenSummary {
+    pub base_after: String,
+    pub base_before: String,
+    /// The paths a reopen wrote conflict markers into that still hold them.
+    pub conflicts: Vec<String>,
+    /// What landed on the target between the two bases: `<short id> <subject>`, oldest first.
+    pub landed_since: Vec<String>,
+    pub mode: String,
+    pub n: u32,
+    /// Repair rounds spent, and allowed by the policy at the target's tip.
+    pub repair_rounds: u32,
+    pub repair_rounds_allowed: u32,
 }
 
 /// The most recent attempt that did not pass.
@@ -290,6 +341,7 @@ pub fn build(store: &Store, ledger: &Ledger, audience: Audience) -> Result<Conte
             .collect(),
         head: head_hex,
         integrity: String::new(),
+        land_refusal: land_refusal(store, run)?,
         last_failure: last_failure(store, run)?,
         loop_summary: loop_summary(run),
         merge_base,
@@ -302,6 +354,7 @@ pub fn build(store: &Store, ledger: &Ledger, audience: Audience) -> Result<Conte
         needs_approval: status.approval_needed.clone(),
         next_action: next_action_for(audience, &status.next_action),
         previous_state: run.previous_state.map(|s| s.as_str().to_string()),
+        reopened: reopen_summary(store, run, status.workspace.as_deref(), head)?,
         repository: run.repository.clone(),
         run_id: run.run_id.clone(),
         satisfied_evidence: status.satisfied_evidence.clone(),
@@ -531,6 +584,82 @@ fn last_failure(store: &Store, run: &RunRecord) -> Result<Option<LastFailure>> {
         attempt: attempt.n,
         checks,
         commit: attempt.commit.clone(),
+    }))
+}
+
+/// The newest land refusal, with the excerpts of its failing records from the notes.
+fn land_refusal(store: &Store, run: &RunRecord) -> Result<Option<LandRefusalSummary>> {
+    let Some(l) = run.land_attempts.last() else {
+        return Ok(None);
+    };
+    let mut failed = Vec::new();
+    if !l.failed.is_empty() {
+        let commit = store.parse_oid(&l.commit)?;
+        let tree = store.tree_of(commit)?;
+        let records = records_for(store, commit, tree)?;
+        for f in &l.failed {
+            let record = records
+                .iter()
+                .filter_map(|(_, r)| r.as_ref())
+                .find(|r| r.digest == f.evidence && r.digest_is_valid());
+            failed.push(FailingRecord {
+                check: f.check.clone(),
+                evidence: f.evidence.clone(),
+                excerpt: record.map(|r| r.output.excerpt.clone()),
+                truncated: record.map(|r| r.output.truncated),
+            });
+        }
+    }
+    Ok(Some(LandRefusalSummary {
+        at: l.at.clone(),
+        commit: l.commit.clone(),
+        failed,
+        hunks: l.hunks.clone(),
+        isolated: l.isolated,
+        onto: l.onto.clone(),
+        paths: l.paths.clone(),
+        reason: l.reason.clone(),
+        result: l.refusal().as_str().into(),
+        target: l.target.clone(),
+    }))
+}
+
+/// The newest reopen, with what landed between its bases and the conflicts still open.
+fn reopen_summary(
+    store: &Store,
+    run: &RunRecord,
+    workspace: Option<&std::path::Path>,
+    head: Option<gix::ObjectId>,
+) -> Result<Option<ReopenSummary>> {
+    let Some(r) = run.reopens.last() else {
+        return Ok(None);
+    };
+    let before = store.parse_oid(&r.base_before)?;
+    let after = store.parse_oid(&r.base_after)?;
+    let mut landed_since = Vec::new();
+    if store.is_ancestor(before, after)? {
+        for c in crate::store::ancestry::first_parent_chain(store, before, after)?
+            .into_iter()
+            .take(50)
+        {
+            landed_since.push(format!(
+                "{} {}",
+                &c.to_string()[..7],
+                store.commit_subject(c)
+            ));
+        }
+    }
+    let workspace = workspace.filter(|p| p.exists());
+    Ok(Some(ReopenSummary {
+        base_after: r.base_after.clone(),
+        base_before: r.base_before.clone(),
+        conflicts: crate::run::reopen::conflicts_remaining(store, run, workspace, head)?,
+        landed_since,
+        mode: r.mode.as_str().into(),
+        n: r.n,
+        repair_rounds: run.repair.as_ref().map_or(0, |p| p.rounds),
+        repair_rounds_allowed: crate::store::policy::land_at(store, &run.base.reference)?
+            .repair_rounds(),
     }))
 }
 

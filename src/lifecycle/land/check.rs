@@ -17,6 +17,7 @@ use crate::evidence::requirements::{under_trust, Requirement};
 use crate::evidence::reuse::{passing_on_commit, reused_failure, try_reuse, Reuse};
 use crate::evidence::sign::maybe_sign;
 use crate::evidence::sign::RecordSigner;
+use crate::model::land::FailedCheck;
 use crate::model::policy::{self, DEFAULT_EXCERPT_BYTES};
 use crate::model::EvidenceRecord;
 use crate::runner::Stream;
@@ -60,6 +61,9 @@ pub struct Checker<'s> {
     failed: HashMap<(String, String), EvidenceRecord>,
     /// `land --lanes`: checks are never run here; the notes decide, or the stack waits.
     pub deferred: Option<Deferred>,
+    /// The failing records of every commit validated and found failing: a culprit's refusal
+    /// names them.
+    failures: HashMap<gix::ObjectId, Vec<FailedCheck>>,
 }
 
 impl<'s> Checker<'s> {
@@ -79,6 +83,7 @@ impl<'s> Checker<'s> {
             policies: Policies::default(),
             untrusted: HashMap::new(),
             failed: HashMap::new(),
+            failures: HashMap::new(),
             deferred: None,
         }
     }
@@ -152,6 +157,17 @@ impl<'s> Checker<'s> {
                 }
             }
             passed = ran.iter().all(EvidenceRecord::passed);
+            let failed: Vec<FailedCheck> = ran
+                .iter()
+                .filter(|r| !r.passed())
+                .map(|r| FailedCheck {
+                    check: r.check.name.clone(),
+                    evidence: r.digest.clone(),
+                })
+                .collect();
+            if !failed.is_empty() {
+                self.failures.insert(commit, failed);
+            }
             records.extend(ran);
         }
         if !records.is_empty() {
@@ -274,6 +290,9 @@ impl<'s> Checker<'s> {
 pub struct Settled {
     pub accepted: Vec<Stacked>,
     pub refused: Vec<Unstacked>,
+    /// Each culprit's failing records and whether the stack without it was shown to pass,
+    /// by its restacked head (the refusal's `commit`).
+    pub culprits: HashMap<gix::ObjectId, (Vec<FailedCheck>, bool)>,
 }
 
 /// No required checks anywhere: a run landing exactly as `finish` validated it (not
@@ -368,6 +387,7 @@ pub fn settle(
     let mut settled = Settled {
         accepted: Vec::new(),
         refused: Vec::new(),
+        culprits: HashMap::new(),
     };
     let mut pending = candidates;
     while !pending.is_empty() {
@@ -435,10 +455,14 @@ pub fn settle(
             });
             continue;
         }
+        // Isolated: what is under the culprit passed (a passing prefix, the accepted runs, or
+        // the tip validated below); only a tip without required checks shows nothing.
+        let mut isolated = true;
         if hi == 1 && settled.accepted.is_empty() {
             // The first run on the tip fails: unless the tip itself passes, no run is to blame.
             // With evidence on the tip (a landed tip has it), this runs nothing.
             let checks = requirements(store, tip, &[])?;
+            isolated = !checks.is_empty();
             if !checks.is_empty() && !checker.validate(tip, None, &checks)? {
                 return Err(Error::refused(format!(
                     "the target's tip {tip} fails its own required checks; no run is landed on it"
@@ -448,6 +472,12 @@ pub fn settle(
         }
         settled.accepted.extend(stack);
         pending = rest.drain(..).map(|s| s.candidate).collect();
+        let failed = checker
+            .failures
+            .get(&culprit.head)
+            .cloned()
+            .unwrap_or_default();
+        settled.culprits.insert(culprit.head, (failed, isolated));
         settled.refused.push(Unstacked {
             onto: culprit.onto,
             result: Landing::ValidationFailed,

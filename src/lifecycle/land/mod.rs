@@ -16,8 +16,10 @@ mod check;
 mod lanes;
 mod plan;
 mod queue;
+mod refusal;
 mod remote;
 mod repair;
+mod requeue;
 mod required;
 mod scopes;
 mod signing;
@@ -34,7 +36,8 @@ use crate::store::Store;
 use crate::evidence::reuse::Reuse;
 use crate::run::Env;
 
-pub use queue::Candidate;
+pub use queue::{Candidate, Waiting};
+pub use requeue::Requeued;
 
 /// How many times a queue is rebuilt on a target that moved underneath before giving up.
 pub const ROUNDS: u32 = 3;
@@ -65,6 +68,8 @@ pub struct LandOptions {
     pub no_sign: bool,
     /// `--lanes W`: run no check here; publish up to W candidate stacks at once for workers.
     pub lanes: Option<usize>,
+    /// `--reopen`: reopen every run refused by a conflict or a failure onto the new tip.
+    pub reopen: bool,
 }
 
 impl Default for LandOptions {
@@ -81,6 +86,7 @@ impl Default for LandOptions {
             sign_key: None,
             no_sign: false,
             lanes: None,
+            reopen: false,
         }
     }
 }
@@ -157,6 +163,12 @@ pub struct LandOutcome {
     /// landing itself stands).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary_warning: Option<String>,
+    /// Completed runs a bare `land` left out: refused before, unchanged since.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<Waiting>,
+    /// `--reopen` (or the policy's `on_refuse`): the refused runs reopened onto the new tip.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reopened: Vec<Requeued>,
 }
 
 impl LandOutcome {
@@ -195,11 +207,17 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         rounds: 0,
         dry_run: opts.dry_run,
         summary_warning: None,
+        waiting: Vec::new(),
+        reopened: Vec::new(),
     };
     // Every named run is looked at before anything is written: a run in the wrong state
     // refuses the whole command.
     let first = queue::resolve(store, &target, &opts.runs)?;
-    if opts.runs.is_empty() && first.candidates.is_empty() && first.already.is_empty() {
+    if opts.runs.is_empty()
+        && first.candidates.is_empty()
+        && first.already.is_empty()
+        && first.waiting.is_empty()
+    {
         let elsewhere = queue::waiting_elsewhere(store, &target)?;
         if let Some((other, _)) = elsewhere.first() {
             let list: Vec<String> = elsewhere
@@ -217,6 +235,7 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         }
     }
     outcome.runs.extend(first.already);
+    outcome.waiting = first.waiting;
     let squash = opts.squash || crate::store::policy::squash_at(store, &target)?;
     if opts.dry_run {
         let (results, predicted) =
@@ -285,6 +304,10 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
                         .err()
                         .map(|e| e.message);
             }
+        }
+        let on_refuse = crate::store::policy::land_at(store, &target)?.on_refuse;
+        if opts.reopen || on_refuse == Some(crate::model::policy::OnRefuse::Reopen) {
+            outcome.reopened = requeue::reopen_refused(env, &mut outcome.runs, &outcome.waiting)?;
         }
     }
     for run in &mut outcome.runs {

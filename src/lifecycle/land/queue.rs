@@ -33,6 +33,19 @@ pub struct Queue {
     pub candidates: Vec<Candidate>,
     /// Runs that are promoted already.
     pub already: Vec<RunLanding>,
+    /// Completed runs left out of a bare `land` because `land` refused them and nothing
+    /// changed since: trying them again would only be refused again.
+    pub waiting: Vec<Waiting>,
+}
+
+/// A completed run whose land refusal stands.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Waiting {
+    pub run_id: String,
+    /// The refusal, in a person's words.
+    pub reason: String,
+    /// What starts its repair.
+    pub command: String,
 }
 
 /// The target: `--target` (a branch name or `refs/heads/…`), else the named runs' base branch,
@@ -85,8 +98,23 @@ pub fn target(env: &Env, opts: &LandOptions) -> Result<String> {
 /// oldest completion first. A named run in a state other than `completed` or `promoted` refuses
 /// the whole command (exit 3), as does a completed run whose evidence no longer holds.
 pub fn resolve(store: &Store, target: &str, named: &[String]) -> Result<Queue> {
+    let mut waiting = Vec::new();
     let ledgers = if named.is_empty() {
-        completed_of(store, target)?
+        let mut queued = Vec::new();
+        for ledger in completed_of(store, target)? {
+            let head = store
+                .ref_target(&ledger.record.branch)?
+                .map(|h| h.to_string());
+            match ledger.record.standing_refusal(head.as_deref()) {
+                Some(refusal) => waiting.push(Waiting {
+                    run_id: ledger.record.run_id.clone(),
+                    reason: refusal.describe(),
+                    command: format!("git tabellio reopen {}", ledger.record.run_id),
+                }),
+                None => queued.push(ledger),
+            }
+        }
+        queued
     } else {
         let mut out: Vec<Ledger> = Vec::new();
         for id in named {
@@ -101,6 +129,7 @@ pub fn resolve(store: &Store, target: &str, named: &[String]) -> Result<Queue> {
     let mut queue = Queue {
         candidates: Vec::new(),
         already: Vec::new(),
+        waiting,
     };
     for ledger in ledgers {
         // A landing killed half-way may have put the run on the target already.

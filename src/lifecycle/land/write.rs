@@ -206,36 +206,32 @@ pub fn results(store: &Store, target: &str, settled: Settled) -> Result<Vec<RunL
         })
         .collect();
     for u in settled.refused {
-        out.push(record_refusal(store, target, u)?);
+        let culprit = u.commit.and_then(|c| settled.culprits.get(&c));
+        let attempt = super::refusal::attempt_of(store, target, &u, culprit)?;
+        out.push(record_refusal(store, u, attempt)?);
     }
     Ok(out)
 }
 
 /// Record one refused run in its ledger (compare-and-swap; a ledger that moved meanwhile was
-/// changed by someone else, whose word stands).
-fn record_refusal(store: &Store, target: &str, u: Unstacked) -> Result<RunLanding> {
+/// changed by someone else, whose word stands): the land attempt, and a culprit becomes
+/// `validation_failed`.
+fn record_refusal(store: &Store, u: Unstacked, attempt: Option<LandAttempt>) -> Result<RunLanding> {
     let ledger: &Ledger = &u.candidate.ledger;
     let rec = &ledger.record;
-    let next = match u.result {
-        Landing::Conflict => {
-            let mut next = ledger::transition(rec, RunState::Completed);
-            next.land_attempts.push(LandAttempt {
-                target: target.to_string(),
-                onto: u.onto.to_string(),
-                commit: u.commit.map(|c| c.to_string()).unwrap_or_default(),
-                paths: u.paths.clone(),
-                at: time::now(),
-            });
-            Some(next)
-        }
-        Landing::ValidationFailed => {
-            let mut next = ledger::transition(rec, RunState::ValidationFailed);
-            next.validated = None;
-            next.reason = Some(u.reason.clone());
-            Some(next)
-        }
-        _ => None,
-    };
+    let next = attempt.map(|attempt| {
+        let mut next = match u.result {
+            Landing::ValidationFailed => {
+                let mut next = ledger::transition(rec, RunState::ValidationFailed);
+                next.validated = None;
+                next.reason = Some(u.reason.clone());
+                next
+            }
+            _ => ledger::transition(rec, RunState::Completed),
+        };
+        next.land_attempts.push(attempt);
+        next
+    });
     let mut state = rec.state;
     if let Some(next) = next {
         state = next.state;

@@ -143,6 +143,8 @@ pub struct Conditions {
     pub torn_start_lock: Option<String>,
     /// The guarded paths the run changes without an approval of its head's tree.
     pub approval_needed: Option<Vec<String>>,
+    /// A reopened run's conflict markers are still in its worktree or head.
+    pub conflicts_open: bool,
 }
 
 fn next(action: Action, blocking: bool, reason: String, command: Option<String>) -> NextAction {
@@ -230,6 +232,11 @@ pub fn next_action(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAct
             )),
         );
     }
+    if let Some(action) = reopened_with_conflicts(run, c) {
+        // The conflicts a reopen wrote out are uncommitted on purpose: resolving them is the
+        // repair, not a stray change to commit as it is.
+        return action;
+    }
     if !loop_pending(run) && (!live.dirty.is_empty() || !live.untracked.is_empty()) {
         // A loop killed or interrupted mid-iteration leaves the agent's changes uncommitted on
         // purpose: its `collect` phase commits them on resume, so resuming is the next action.
@@ -263,9 +270,61 @@ fn finish_command(run: &RunRecord, c: &Conditions) -> String {
     }
 }
 
+/// The command that starts a reopened run's repair: its agent's loop when a loop drove it,
+/// else `finish` once a person repaired it.
+fn repair_command(run: &RunRecord, c: &Conditions) -> String {
+    if run.loop_state.is_some() {
+        format!("git tabellio loop {}", run.run_id)
+    } else {
+        finish_command(run, c)
+    }
+}
+
+/// A reopened run whose worktree holds the conflicts the reopen wrote out.
+fn reopened_with_conflicts(run: &RunRecord, c: &Conditions) -> Option<NextAction> {
+    if run.state != RunState::Reopened || run.open_conflicts().is_empty() || !c.conflicts_open {
+        return None;
+    }
+    Some(next(
+        Action::Repair,
+        true,
+        format!(
+            "reopened onto {} of {}: the run's change conflicts in {}; resolve the conflict markers in the run worktree, commit, then validate",
+            short_oid(&run.base.commit),
+            run.base.reference,
+            run.open_conflicts().join(", ")
+        ),
+        Some(repair_command(run, c)),
+    ))
+}
+
+fn short_oid(oid: &str) -> &str {
+    oid.get(..7).unwrap_or(oid)
+}
+
+/// A land refusal that stands (nothing moved since): the repair starts with a reopen.
+fn refused(run: &RunRecord, live: &LiveState) -> Option<NextAction> {
+    if !matches!(run.state, RunState::Completed | RunState::ValidationFailed) {
+        return None;
+    }
+    let refusal = run.standing_refusal(live.head.as_deref())?;
+    Some(next(
+        Action::Repair,
+        true,
+        format!(
+            "land refused the run: {}; finishing again would change nothing, reopen moves it onto the target's tip for its repair",
+            refusal.describe()
+        ),
+        Some(format!("git tabellio reopen {}", run.run_id)),
+    ))
+}
+
 /// The last rule: by the run's state, once nothing else blocks.
 fn by_state(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
     let id = &run.run_id;
+    if let Some(action) = refused(run, live) {
+        return action;
+    }
     match run.state {
         RunState::Looping => next(
             Action::Loop,
@@ -298,6 +357,16 @@ fn by_state(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
                 Some(finish_command(run, c)),
             ),
         },
+        RunState::Reopened => next(
+            Action::Repair,
+            false,
+            format!(
+                "reopened onto {} of {}; validate the run on its new base",
+                short_oid(&run.base.commit),
+                run.base.reference
+            ),
+            Some(repair_command(run, c)),
+        ),
         RunState::Blocked => next(
             Action::Finish,
             true,
@@ -426,12 +495,12 @@ fn completed(run: &RunRecord, live: &LiveState, c: &Conditions) -> NextAction {
 /// refused right now is offered.
 pub fn allowed_actions(run: &RunRecord, live: &LiveState, c: &Conditions) -> Vec<String> {
     let mut v: Vec<&str> = match run.state {
-        RunState::Active | RunState::ValidationFailed | RunState::Blocked => {
+        RunState::Active | RunState::ValidationFailed | RunState::Blocked | RunState::Reopened => {
             vec!["checkpoint", "finish", "loop", "abandon"]
         }
         RunState::Completed => vec!["promote", "checkpoint", "finish", "abandon"],
         RunState::Looping => vec!["loop --resume", "abandon"],
-        RunState::Promoted | RunState::Abandoned => {
+        RunState::Promoted | RunState::Abandoned | RunState::Superseded => {
             if live.worktree_exists || c.branch_exists {
                 vec!["cleanup"]
             } else {
@@ -439,6 +508,11 @@ pub fn allowed_actions(run: &RunRecord, live: &LiveState, c: &Conditions) -> Vec
             }
         }
     };
+    if run.standing_refusal(live.head.as_deref()).is_some() {
+        // Finishing again would change nothing: the refusal stands until the run moves.
+        v.retain(|a| *a != "finish");
+        v.insert(0, "reopen");
+    }
     if !run.state.is_terminal() {
         let no_work = live.head.as_deref() == Some(run.base.commit.as_str());
         let workspace_ok = live.worktree_exists
@@ -830,6 +904,78 @@ mod tests {
             decide(&rec, &live(), &c).2.as_deref(),
             Some("git tabellio plans status r1")
         );
+    }
+
+    /// A land attempt refused at `head` (the validated commit of the sample run).
+    fn refused(mut rec: RunRecord) -> RunRecord {
+        rec.land_attempts.push(crate::model::land::LandAttempt {
+            target: "refs/heads/main".into(),
+            onto: "5".repeat(40),
+            commit: VALIDATED.into(),
+            paths: vec!["a.txt".into()],
+            at: "2026-01-01T00:00:00Z".into(),
+            result: Some(crate::model::land::Refusal::Conflict),
+            head: Some(VALIDATED.into()),
+            hunks: Vec::new(),
+            failed: Vec::new(),
+            isolated: None,
+            reason: None,
+        });
+        rec
+    }
+
+    #[test]
+    fn a_standing_refusal_is_repaired_by_a_reopen_not_finished_again() {
+        for state in [RunState::Completed, RunState::ValidationFailed] {
+            let rec = refused(run(state));
+            let mut l = live();
+            l.target_moved = Some("5".repeat(40));
+            let a = next_action(&rec, &l, &cond());
+            assert_eq!((a.action.as_str(), a.blocking), ("repair", true), "{state}");
+            assert_eq!(a.command.as_deref(), Some("git tabellio reopen r1"));
+            assert!(a.reason.contains("conflict in a.txt"), "{}", a.reason);
+            let allowed = allowed_actions(&rec, &l, &cond());
+            assert!(allowed.contains(&"reopen".to_string()));
+            assert!(!allowed.contains(&"finish".to_string()));
+            // A new commit since the refusal is new work: the refusal no longer stands.
+            let mut moved = l.clone();
+            moved.head = Some("6".repeat(40));
+            moved.head_changed_since_validation = true;
+            assert_ne!(next_action(&rec, &moved, &cond()).action, "repair");
+        }
+        // Reopened: repaired by its loop when a loop drove it, else validated by hand.
+        let mut rec = refused(run(RunState::Reopened));
+        rec.reopens.push(crate::model::land::Reopen {
+            n: 1,
+            base_before: BASE.into(),
+            base_after: "5".repeat(40),
+            head_before: VALIDATED.into(),
+            head_after: "5".repeat(40),
+            mode: crate::model::land::ReopenMode::Conflict,
+            conflicts: vec!["a.txt".into()],
+            after_attempts: 1,
+            by: "reopen".into(),
+            at: "2026-01-01T00:00:00Z".into(),
+        });
+        let mut dirty = live();
+        dirty.dirty = vec!["a.txt".into()];
+        let open = Conditions {
+            conflicts_open: true,
+            ..cond()
+        };
+        let a = next_action(&rec, &dirty, &open);
+        assert_eq!((a.action.as_str(), a.blocking), ("repair", true));
+        assert_eq!(a.command.as_deref(), Some("git tabellio finish r1"));
+        rec.loop_state = Some(crate::model::loop_state::tests::stopped(
+            HarnessStop::Validated,
+        ));
+        assert_eq!(
+            next_action(&rec, &dirty, &open).command.as_deref(),
+            Some("git tabellio loop r1")
+        );
+        // Resolved and committed: validate it on its new base.
+        let a = next_action(&rec, &live(), &cond());
+        assert_eq!((a.action.as_str(), a.blocking), ("repair", false));
     }
 
     #[test]

@@ -162,7 +162,15 @@ pub fn observe(
             .map(|lock| crate::error::shell_path(&lock)),
         Some(_) => None,
     };
+    let conflicts_open = !crate::run::reopen::conflicts_remaining(
+        store,
+        run,
+        ws.as_ref().and(workspace.as_deref()),
+        head,
+    )?
+    .is_empty();
     let conditions = Conditions {
+        conflicts_open,
         torn_start_lock,
         branch_exists: branch_tip.is_some(),
         has_policy: head

@@ -133,10 +133,16 @@ impl Store {
         keep: Option<gix::ObjectId>,
     ) -> Result<gix::ObjectId> {
         let from = previous.map_or("(none)".to_string(), |p| p.record.state.to_string());
-        let message = format!(
+        let mut message = format!(
             "tabellio: {command} {}: {from} -> {}\n",
             record.run_id, record.state
         );
+        let body = why_body(previous.map(|p| &p.record), record);
+        if !body.is_empty() {
+            message.push('\n');
+            message.push_str(&body.join("\n"));
+            message.push('\n');
+        }
         let tree = self.write_ledger_tree(record)?;
         let parents: Vec<gix::ObjectId> = previous.map(|p| p.tip).into_iter().chain(keep).collect();
         self.write_commit(&message, tree, parents)
@@ -191,6 +197,40 @@ fn ledger_repair(name: &str) -> String {
          kept, or another clone): `git update-ref {name} <commit>`; or delete it with \
          `git update-ref -d {name}` and let `git tabellio sync` bring it back from a remote that has it"
     )
+}
+
+/// The body of a ledger commit message: why, for the transitions a person reads `git log` for
+/// (a refused landing, a reopen, a superseded run), so stock git shows the reason too.
+fn why_body(previous: Option<&RunRecord>, record: &RunRecord) -> Vec<String> {
+    let mut body = Vec::new();
+    let had = |f: fn(&RunRecord) -> usize| previous.map_or(0, f);
+    for a in record
+        .land_attempts
+        .iter()
+        .skip(had(|r| r.land_attempts.len()))
+    {
+        body.push(format!("refused: {}", a.describe()));
+    }
+    for r in record.reopens.iter().skip(had(|r| r.reopens.len())) {
+        body.push(format!(
+            "reopened onto {} (base was {}): {}{}",
+            r.base_after,
+            r.base_before,
+            r.mode.as_str(),
+            if r.conflicts.is_empty() {
+                String::new()
+            } else {
+                format!(", conflicts in {}", r.conflicts.join(", "))
+            }
+        ));
+    }
+    if let (Some(by), true) = (
+        &record.superseded_by,
+        previous.is_none_or(|p| p.superseded_by.is_none()),
+    ) {
+        body.push(format!("superseded by {by}"));
+    }
+    body
 }
 
 /// A new record for the transition to `state`, with `previous_state` and `updated_at` set.
