@@ -80,8 +80,8 @@ pub fn resolve_checks(
         crate::model::ids::check_run_id(&name)
             .map_err(|_| selection(Error::usage(format!("invalid check name {name:?}"))))?;
         let def = CheckDef {
-            argv: sel.argv.clone(),
             timeout_s: sel.timeout_s.unwrap_or(policy::DEFAULT_TIMEOUT_S),
+            ..CheckDef::of_argv(sel.argv.clone())
         };
         if def.timeout_s == 0 {
             return Err(selection(Error::usage(
@@ -189,8 +189,16 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
         let outcome = runner::run_command(&cmd, &opts)
             .context(|| format!("could not run check {}", check.name))?;
         let mutated = head_moved(ctx, &mut opened)?;
+        let tests = check.def.report.as_ref().and_then(|decl| {
+            super::report::read_report(ctx.worktree, decl, &redactor, outcome.started_at)
+        });
         let rec = EvidenceRecord {
             schema: SCHEMA.into(),
+            attempt: Some(super::history::next_attempt(
+                ctx.store,
+                tree,
+                &check.def.digest(),
+            )?),
             run_id: ctx.run_id.map(str::to_string),
             repository: repository.clone(),
             commit: ctx.commit.to_string(),
@@ -215,6 +223,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
                 command: outcome.stop.as_str().into(),
                 tabellio: None,
             },
+            tests,
             tool: tool_id(),
             reused_from: None,
             signature: None,

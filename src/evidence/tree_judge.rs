@@ -14,7 +14,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::judge::{best_for, missing, no_records, unreadable_is_tampered, CheckVerdict, Verdict};
+use super::judge::{best_for, missing, no_records, settle, unreadable_is_tampered, CheckVerdict};
 use super::read::Line;
 use super::requirements::{under_trust, Gate, Requirement};
 use crate::store::policy::TrustAt;
@@ -138,7 +138,7 @@ impl TreeJudgements {
         match gate {
             Gate::Required(reqs) => {
                 let checks = entry.judge_all(reqs, &own, commit_hex, tree_hex);
-                let verified = checks.iter().all(|c| c.verdict == Verdict::Satisfied);
+                let verified = checks.iter().all(CheckVerdict::satisfies);
                 (checks, verified)
             }
             Gate::AnyPassing => {
@@ -153,7 +153,7 @@ impl TreeJudgements {
                     .collect();
                 let reqs = under_trust(reqs, trust);
                 let mut checks = entry.judge_all(&reqs, &own, commit_hex, tree_hex);
-                let verified = checks.iter().any(|c| c.verdict == Verdict::Satisfied);
+                let verified = checks.iter().any(CheckVerdict::satisfies);
                 if checks.is_empty() {
                     let tampered = entry.tampered_unreadable
                         || own
@@ -196,21 +196,26 @@ impl TreeLines {
                     })
                     .clone();
                 let own = best_for(req, own, commit_hex, tree_hex).map(|(v, i)| (v, &own[i].0));
-                match (fixed, own) {
-                    (None, None) => missing(req),
+                let best = match (fixed, own) {
+                    (None, None) => return missing(req),
                     (Some((v, _)), None) => v,
                     (None, Some((v, _))) => v,
                     // As if merged and sorted: the more alarming wins, among equals the line
-                    // that sorts first.
+                    // that sorts first; a failure on either side makes a pass flaky.
                     (Some((f, fline)), Some((o, oline))) => {
                         let (fr, or) = (f.verdict.rank(), o.verdict.rank());
-                        if fr > or || (fr == or && fline.as_str() <= oline.as_str()) {
+                        let failed = f.failed_record.clone().or(o.failed_record.clone());
+                        let mut best = if fr > or || (fr == or && fline.as_str() <= oline.as_str())
+                        {
                             f
                         } else {
                             o
-                        }
+                        };
+                        best.failed_record = failed;
+                        best
                     }
-                }
+                };
+                settle(best, req)
             })
             .collect()
     }

@@ -9,6 +9,7 @@
 pub mod abandon;
 pub mod approve;
 pub mod checkpoint;
+pub mod checks;
 pub mod finish;
 pub mod land;
 pub mod manage;

@@ -68,10 +68,42 @@ pub struct Stopped {
     pub tabellio: Option<String>,
 }
 
+/// What a check's machine-readable test report said (JUnit XML or TAP): how many tests ran and
+/// failed, and the ids of the failing ones (redacted, at most [`MAX_FAILING_TESTS`] kept, each
+/// at most [`MAX_TEST_ID_BYTES`] bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestReport {
+    /// `junit` or `tap`.
+    pub format: String,
+    pub total: u64,
+    pub failed: u64,
+    /// The failing test ids, sorted and unique; fewer than `failed` when the list was cut.
+    pub failing: Vec<String>,
+}
+
+/// At most this many failing test ids are kept in a record.
+pub const MAX_FAILING_TESTS: usize = 200;
+/// A failing test id is cut to at most this many bytes.
+pub const MAX_TEST_ID_BYTES: usize = 256;
+
+impl TestReport {
+    /// Were all failing ids kept (the list is the whole set)?
+    pub fn complete(&self) -> bool {
+        self.failing.len() as u64 == self.failed
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EvidenceRecord {
     pub schema: String,
+    /// Which execution of this check (same tree, same check digest) this record is: 1 for the
+    /// first, counted from the records already noted on the tree. Absent in records made before
+    /// attempts were counted, so their digests are what they always were; a reused record keeps
+    /// the attempt of the execution it stands on.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub attempt: Option<u32>,
     pub run_id: Option<String>,
     pub repository: String,
     pub commit: String,
@@ -85,6 +117,10 @@ pub struct EvidenceRecord {
     pub duration_ms: u64,
     pub output: OutputRecord,
     pub stopped: Stopped,
+    /// The failing tests the check's declared report names (`report` in the policy), when it
+    /// declares one. Absent otherwise, so older records keep their digests.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tests: Option<TestReport>,
     pub tool: String,
     /// The digest of the passing record on the same tree this one stands on, when the check was
     /// not run again (docs/storage.md). Absent in records of checks that ran, so their bytes
@@ -119,6 +155,7 @@ impl EvidenceRecord {
     fn write_signed_fields(&self, out: &mut String) {
         let EvidenceRecord {
             schema,
+            attempt,
             run_id,
             repository,
             commit,
@@ -132,12 +169,16 @@ impl EvidenceRecord {
             duration_ms,
             output,
             stopped,
+            tests,
             tool,
             reused_from,
             signature: _,
             digest: _,
         } = self;
         let mut fields = canonical::Fields::new(out);
+        if let Some(n) = attempt {
+            fields.int("attempt", *n);
+        }
         fields
             .object("check", |f| {
                 f.strs("argv", &check.argv)
@@ -168,10 +209,16 @@ impl EvidenceRecord {
             .object("stopped", |f| {
                 f.str("command", &stopped.command)
                     .opt_str("tabellio", stopped.tabellio.as_deref());
-            })
-            .str("tool", tool)
-            .str("tree", tree)
-            .end();
+            });
+        if let Some(t) = tests {
+            fields.object("tests", |f| {
+                f.int("failed", t.failed)
+                    .strs("failing", &t.failing)
+                    .str("format", &t.format)
+                    .int("total", t.total);
+            });
+        }
+        fields.str("tool", tool).str("tree", tree).end();
     }
 
     /// Set `digest` from the content.
@@ -235,6 +282,7 @@ pub(crate) mod tests {
     pub(crate) fn sample() -> EvidenceRecord {
         EvidenceRecord {
             schema: SCHEMA.into(),
+            attempt: None,
             run_id: Some("r1".into()),
             repository: "local/demo".into(),
             commit: "a".repeat(40),
@@ -261,6 +309,7 @@ pub(crate) mod tests {
                 command: "exited".into(),
                 tabellio: None,
             },
+            tests: None,
             tool: "git-tabellio/0.1.0".into(),
             reused_from: None,
             signature: None,
@@ -319,6 +368,7 @@ pub(crate) mod tests {
                 argv in prop::collection::vec(text(), 0..4),
                 ints in any::<(Option<i32>, Option<i32>, u64, u64, u64, bool)>(),
                 options in any::<(bool, bool, bool, bool)>(),
+                extra in any::<(Option<u32>, bool, u64, u64)>(),
             ) {
                 let (exit_code, signal, duration_ms, bytes, redactions, truncated) = ints;
                 let (run_id, tabellio, reused, signed) = options;
@@ -345,6 +395,11 @@ pub(crate) mod tests {
                 rec.stopped = Stopped { command: t(0), tabellio: tabellio.then(|| t(1)) };
                 rec.tool = t(2);
                 rec.reused_from = reused.then(|| t(3));
+                let (attempt, with_tests, total, failed) = extra;
+                rec.attempt = attempt;
+                rec.tests = with_tests.then(|| TestReport {
+                    format: t(8), total, failed, failing: vec![t(9), t(10)],
+                });
                 rec.signature = signed.then(|| crate::model::signature::Signature {
                     format: "ssh".into(), principal: t(4), key_fingerprint: t(5), sig: t(6),
                 });
@@ -388,6 +443,7 @@ pub(crate) mod tests {
         let value = super::super::to_value(&sample());
         let fields: Vec<serde_json::Value> = [
             "schema",
+            "attempt",
             "run_id",
             "repository",
             "commit",
@@ -401,6 +457,7 @@ pub(crate) mod tests {
             "duration_ms",
             "output",
             "stopped",
+            "tests",
             "tool",
             "reused_from",
             "signature",

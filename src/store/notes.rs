@@ -130,6 +130,33 @@ impl Store {
         self.lines_in(state, notes_ref, object)
     }
 
+    /// Every note line in `notes_ref`, note by note (each note's lines sorted, unique): for
+    /// statistics over all the records (`checks`, flake budgets). It reads every note blob once.
+    pub fn all_note_lines(&self, notes_ref: &str) -> Result<Vec<String>> {
+        let Some((_, tree)) = self.notes_tree(notes_ref)? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for change in super::diff::tree_changes_from(&self.objects(), None, tree)? {
+            let Some((mode, blob)) = change.new else {
+                continue;
+            };
+            if !mode.is_blob() {
+                continue;
+            }
+            let data = self
+                .read_blob(blob)
+                .context(|| format!("could not read the note {} in {notes_ref}", change.path))?;
+            out.extend(
+                note_text(&data)
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(str::to_string),
+            );
+        }
+        Ok(out)
+    }
+
     fn lines_in(
         &self,
         state: &mut State,

@@ -109,6 +109,12 @@ pub fn cmd_finish(ctx: &Ctx, args: &FinishArgs) -> Result<Output> {
             ));
         }
     }
-    let extra = json!({"attempt": to_json(&o.attempt), "evidence": to_json(&o.evidence), "verdict": verdict_word(passed)});
+    if !o.failures.is_empty() {
+        human.push_str(&format!(
+            "why: {}\n",
+            tabellio::evidence::explain::describe(&o.failures)
+        ));
+    }
+    let extra = json!({"attempt": to_json(&o.attempt), "evidence": to_json(&o.evidence), "executions": to_json(&o.executions), "failures": to_json(&o.failures), "verdict": verdict_word(passed)});
     Ok(Output::new(run_json(&o.run, Some(&o.workspace), extra), human).verdict(passed))
 }

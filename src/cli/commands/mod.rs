@@ -4,6 +4,7 @@
 pub mod abandon;
 pub mod approve;
 pub mod checkpoint;
+pub mod checks;
 pub mod cleanup;
 pub mod completions;
 pub mod context;
