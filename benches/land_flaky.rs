@@ -11,7 +11,8 @@
 //! Then a check that never flakes: 6 runs, 1 culprit, not marked flaky, and marked `flaky_prone`
 //! (what the lazy confirmations cost when nothing flakes).
 //!
-//! `TABELLIO_SIM_SEEDS` (default 200), `TABELLIO_SIM_FLAKE` (default 0.1),
+//! `TABELLIO_SIM_SEEDS` (default 200), `TABELLIO_SIM_FIRST_SEED` (default 0),
+//! `TABELLIO_SIM_FLAKE` (default 0.1),
 //! `TABELLIO_SIM_BATCH` (default: land's own). Nothing here asserts: the numbers are printed
 //! (and recorded in docs/land.md).
 
@@ -220,8 +221,18 @@ fn simulate(
     let template = template(&home, &root, runs, policy.clone());
     let mut executions = Vec::new();
     let (mut innocent, mut culprits_landed) = (0, 0);
-    for seed in 0..seeds {
+    // `TABELLIO_SIM_FIRST_SEED` starts elsewhere, so seeds can be split across processes.
+    let first: u64 = std::env::var("TABELLIO_SIM_FIRST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    for seed in first..first + seeds {
         let l = land_once(&home, &template, &root, seed, runs, culprits, flake);
+        // One line per seed: a partial run still says something.
+        eprintln!(
+            "{label} seed {seed}: {} executions, {} innocent refused, {} culprits landed",
+            l.executions, l.innocent_refused, l.culprits_landed
+        );
         executions.push(l.executions);
         innocent += l.innocent_refused;
         culprits_landed += l.culprits_landed;

@@ -106,6 +106,12 @@ pub struct CheckVerdict {
     /// policy accepts it; `no-new-failures`).
     #[serde(skip)]
     pub accepted: bool,
+    /// Until [`settle`]: the definition digest of the deciding record, and (definition digest,
+    /// record digest) of each failing record on the tree that counts, for `flaky-pass`.
+    #[serde(skip)]
+    pub(crate) check_digest: Option<String>,
+    #[serde(skip)]
+    pub(crate) failures: Vec<(String, String)>,
 }
 
 impl CheckVerdict {
@@ -139,6 +145,8 @@ impl CheckVerdict {
             new_failures: Vec::new(),
             fixed: Vec::new(),
             accepted: verdict == Verdict::Satisfied,
+            check_digest: None,
+            failures: Vec::new(),
         }
     }
 }
@@ -321,12 +329,18 @@ pub fn evaluate_records(
 /// The final verdict of a deciding one ([`best_for`]): a pass beside a failure of the same
 /// tree and check digest is a `flaky-pass`, accepted where the requirement's policy says so.
 pub(crate) fn settle(mut best: CheckVerdict, req: &Requirement) -> CheckVerdict {
-    if best.verdict == Verdict::Satisfied && best.failed_record.is_some() {
-        best.verdict = Verdict::FlakyPass;
+    let failures = std::mem::take(&mut best.failures);
+    if best.verdict == Verdict::Satisfied {
+        let same = best.check_digest.take();
+        best.failed_record = failures
+            .into_iter()
+            .find(|(def, _)| Some(def) == same.as_ref())
+            .map(|(_, record)| record);
+        if best.failed_record.is_some() {
+            best.verdict = Verdict::FlakyPass;
+        }
     }
-    if best.verdict != Verdict::FlakyPass {
-        best.failed_record = None;
-    }
+    best.check_digest = None;
     best.accepted = match best.verdict {
         Verdict::Satisfied | Verdict::NoNewFailures => true,
         Verdict::FlakyPass => req.flaky == FlakyPolicy::Accept,
@@ -342,8 +356,8 @@ pub(crate) fn missing(req: &Requirement) -> CheckVerdict {
 
 /// The deciding verdict of `req` among `records` (sorted by line) and the index of the line
 /// that decided it: the most alarming, or satisfied; among equals the first line. `None` when
-/// no line is about `req`. Not final: `failed_record` names the first (trusted) failing record
-/// of the same tree and check digest, which [`settle`] turns into `flaky-pass`.
+/// no line is about `req`. Not final: `failures` holds the (trusted) failing records of the
+/// tree, which [`settle`] turns into `flaky-pass` when one has the deciding pass's definition.
 pub(crate) fn best_for(
     req: &Requirement,
     records: &[Line],
@@ -351,19 +365,19 @@ pub(crate) fn best_for(
     tree: &str,
 ) -> Option<(CheckVerdict, usize)> {
     let mut best: Option<(CheckVerdict, usize)> = None;
-    let mut failed: Option<String> = None;
+    let mut failures: Vec<(String, String)> = Vec::new();
     for (i, (line, rec)) in records.iter().enumerate() {
         let v = match rec {
             Some(rec) if rec.check.name == req.name => {
                 let (v, signer) = judge_signed(rec, req, commit, tree);
-                if failed.is_none()
-                    && matches!(v, Verdict::Failed | Verdict::NoNewFailures)
+                if matches!(v, Verdict::Failed | Verdict::NoNewFailures)
                     && rec.tree == tree
                     && trusted_for(rec, req)
                 {
-                    failed = Some(rec.digest.clone());
+                    failures.push((rec.check.digest.clone(), rec.digest.clone()));
                 }
                 let mut verdict = CheckVerdict::of(&req.name, v, Some(rec.digest.clone()), signer);
+                verdict.check_digest = Some(rec.check.digest.clone());
                 if let Some(diff) = baseline_diff(rec, req) {
                     verdict.inherited = diff.inherited;
                     verdict.fixed = diff.fixed;
@@ -387,7 +401,7 @@ pub(crate) fn best_for(
         }
     }
     let mut best = best.filter(|(b, _)| b.verdict.rank() > Verdict::Missing.rank())?;
-    best.0.failed_record = failed;
+    best.0.failures = failures;
     Some(best)
 }
 
@@ -693,10 +707,14 @@ pub(crate) mod tests {
             verdict(&lines(&[elsewhere, good.clone()]), &r),
             Verdict::Satisfied
         );
-        // Nor does a failure of another definition.
-        let stale_failure = record("test", "failed", "d0");
+        // Nor does a failure of another definition, even where any definition is accepted.
+        let other_failure = record("test", "failed", "d0");
         assert_eq!(
-            verdict(&lines(&[stale_failure, good.clone()]), &r),
+            verdict(&lines(&[other_failure.clone(), good.clone()]), &r),
+            Verdict::Satisfied
+        );
+        assert_eq!(
+            verdict(&lines(&[other_failure, good.clone()]), &req("test", None)),
             Verdict::Satisfied
         );
         assert_eq!(

@@ -204,14 +204,15 @@ impl TreeLines {
                     // that sorts first; a failure on either side makes a pass flaky.
                     (Some((f, fline)), Some((o, oline))) => {
                         let (fr, or) = (f.verdict.rank(), o.verdict.rank());
-                        let failed = f.failed_record.clone().or(o.failed_record.clone());
+                        let mut failures = f.failures.clone();
+                        failures.extend(o.failures.iter().cloned());
                         let mut best = if fr > or || (fr == or && fline.as_str() <= oline.as_str())
                         {
                             f
                         } else {
                             o
                         };
-                        best.failed_record = failed;
+                        best.failures = failures;
                         best
                     }
                 };

@@ -157,6 +157,15 @@ fn every_execution_of_a_flaky_check_is_a_record_with_its_attempt_number() {
             .find(|r| r["run_id"] == "r3")
             .expect("r3 is reported");
         assert_ne!(culprit["result"], "landed", "{j}");
+        if culprit["result"] == "validation_failed" {
+            // Explained from the notes alone.
+            let reason = culprit["reason"].as_str().unwrap();
+            assert!(
+                reason.contains("flaky: new on this tree")
+                    || reason.contains("flaky: proven flaky since "),
+                "{reason}"
+            );
+        }
         assert!(
             t.git(&["cat-file", "-e", "main:f3.txt"]).code != 0,
             "the culprit's file reached main: {j}"
@@ -281,6 +290,60 @@ fn a_flaky_pass_never_reaches_a_protected_branch_under_the_default_policy() {
         json_of(&r)["commits"][0]["checks"][0]["verdict"],
         "flaky-pass"
     );
+    t.fsck();
+}
+
+#[test]
+fn land_never_moves_main_to_a_tree_that_passed_only_on_a_retry_under_the_default_policy() {
+    // flaky_prone: one retry; `flaky` unset: refuse.
+    let t = flaky_repo(json!({"flaky_prone": true}));
+    finished(&t, "r1", "a.txt");
+    move_main(&t, "moved.txt");
+    tab_env(&t, &[("FLAKE", "0")], &["validate", "main"]).ok();
+    let main = t.git_out(&["rev-parse", "main"]);
+    let counter = t.path().join("counter");
+    // Seed 2 draws a spurious failure, then a pass.
+    let env = [
+        ("FLAKE", "0.5"),
+        ("SEED", "2"),
+        ("FLAKE_COUNTER", counter.to_str().unwrap()),
+    ];
+    let r = tab_env(&t, &env, &["--json", "land", "r1"]);
+    assert_eq!(r.code, 1, "{}", r.desc);
+    let j = json_of(&r);
+    assert_eq!(every_execution_has_its_record(&t, &counter), 2, "{j}");
+    let statuses: Vec<&str> = j["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["failed", "passed"], "{j}");
+    assert_eq!(j["runs"][0]["result"], "refused", "{j}");
+    let reason = j["runs"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("flaky (flaky-pass)"), "{reason}");
+    assert_eq!(t.git_out(&["rev-parse", "main"]), main);
+    assert_eq!(
+        t.ledger_record("refs/tabellio/runs/r1")["state"],
+        "completed"
+    );
+    // Accepted by the policy, the same retry lands the run, and says it was a flaky pass.
+    t.git(&["switch", "-q", "main"]).ok();
+    t.commit_policy(&flaky_policy(json!({"flaky_prone": true, "flaky": "accept"})).to_string());
+    t.git(&["switch", "-q", "elsewhere"]).ok();
+    tab_env(&t, &[("FLAKE", "0")], &["validate", "main"]).ok();
+    let counter = t.path().join("counter-2");
+    let env = [
+        ("FLAKE", "0.5"),
+        ("SEED", "2"),
+        ("FLAKE_COUNTER", counter.to_str().unwrap()),
+    ];
+    let r = tab_env(&t, &env, &["--json", "land", "r1"]);
+    r.ok();
+    let j = json_of(&r);
+    assert_eq!(j["runs"][0]["result"], "landed", "{j}");
+    assert_eq!(j["verdicts"][0]["verdict"], "flaky-pass", "{j}");
+    every_execution_has_its_record(&t, &counter);
     t.fsck();
 }
 

@@ -67,7 +67,7 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
     }
     if !o.failures.is_empty() {
         human.push_str(&format!(
-            "why: {}\n",
+            "history: {}\n",
             tabellio::evidence::explain::describe(&o.failures)
         ));
     }

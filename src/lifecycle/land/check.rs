@@ -326,11 +326,19 @@ fn is_flaky_verdict(verdict: &str) -> bool {
     verdict.starts_with("flake budget exceeded") || verdict.ends_with("(flaky-pass)")
 }
 
-/// The length of the smallest failing prefix of `stack` (whose whole failed, confirmed): a
-/// bisection whose probes are not confirmed, and whose result is confirmed before it blames a
-/// run. A prefix that passes on a retry is no culprit: the bisection goes on between it and
-/// the next prefix seen failing. A prefix is never blamed when a longer one passed (`lo` only
-/// grows), which is how a pass on a superset clears the failure of its subset.
+/// The length of the smallest failing prefix of `stack` (whose whole failed), 0 when none
+/// fails after all: a bisection whose probes are not confirmed, and whose result is confirmed
+/// (re-run where the policy gives retries) before it blames a run. A prefix that passes on a
+/// retry is no culprit: the bisection goes on between it and the next prefix seen failing, and
+/// when there is none (the whole stack's failure was the flake) nothing is to blame. A prefix
+/// is never blamed once a longer one passed (`lo` only grows), which is how a pass on a
+/// superset clears the failure of its subset.
+///
+/// The failed top is not re-run before bisecting: its failure is confirmed where the bisection
+/// isolates it (the top's own prefix when its last run is isolated). Confirming first costs an
+/// execution for every stack a real culprit fails, and saves a bisection only when the top's
+/// failure was a flake: measured over 200 seeds of 20 runs with 2 culprits and a 10 % flaky
+/// check, 14.6 executions on average against 13.5 (docs/land.md).
 fn isolate(
     checker: &mut Checker<'_>,
     tip: gix::ObjectId,
@@ -338,12 +346,7 @@ fn isolate(
     stack: &[Stacked],
 ) -> Result<usize> {
     let len = stack.len();
-    if checker.probe(tip, (accepted, stack, len), Probe::Confirm)? {
-        // The whole stack passed on a retry, counted under the policy: no culprit.
-        return Ok(0);
-    }
     let mut failing = std::collections::BTreeSet::from([len]);
-    let mut confirmed = std::collections::BTreeSet::from([len]);
     let (mut lo, mut hi) = (0, len);
     loop {
         while hi - lo > 1 {
@@ -355,15 +358,15 @@ fn isolate(
                 failing.insert(mid);
             }
         }
-        if confirmed.contains(&hi) || !checker.probe(tip, (accepted, stack, hi), Probe::Confirm)? {
+        if !checker.probe(tip, (accepted, stack, hi), Probe::Confirm)? {
             return Ok(hi);
         }
-        confirmed.insert(hi);
         lo = hi;
-        hi = *failing
-            .range(hi + 1..)
-            .next()
-            .expect("the whole stack's failure was confirmed");
+        match failing.range(hi + 1..).next() {
+            Some(next) => hi = *next,
+            // The whole stack passed on a retry, counted under the policy: no culprit.
+            None => return Ok(0),
+        }
     }
 }
 
