@@ -217,12 +217,13 @@ fn trusted(rec: &EvidenceRecord, trust: Option<&TrustAt>) -> bool {
 
 /// `recs`: one check definition's executions, oldest first.
 fn stats_of(name: &str, digest: &str, recs: &[EvidenceRecord]) -> CheckStats {
-    // The last pass on each tree: a failure before it is a flake.
-    let mut last_pass: HashMap<&str, &str> = HashMap::new();
+    // The last pass on each tree: a failure before it is a flake. Times have whole seconds;
+    // the attempt number orders executions of one tree within a second.
+    let mut last_pass: HashMap<&str, (&str, u32)> = HashMap::new();
     let mut first_fail: HashMap<&str, &str> = HashMap::new();
     for r in recs {
         if r.passed() {
-            last_pass.insert(&r.tree, &r.started_at);
+            last_pass.insert(&r.tree, (&r.started_at, r.attempt.unwrap_or(0)));
         } else {
             first_fail.entry(&r.tree).or_insert(&r.started_at);
         }
@@ -231,7 +232,7 @@ fn stats_of(name: &str, digest: &str, recs: &[EvidenceRecord]) -> CheckStats {
         !r.passed()
             && last_pass
                 .get(r.tree.as_str())
-                .is_some_and(|pass| *pass > r.started_at.as_str())
+                .is_some_and(|pass| *pass > (r.started_at.as_str(), r.attempt.unwrap_or(0)))
     };
     let window = &recs[recs.len().saturating_sub(FLAKE_WINDOW)..];
     let flakes = window.iter().filter(|r| is_flake(r)).count();
