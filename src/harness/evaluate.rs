@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::error::{Error, Result};
-use crate::evidence::judge::{evaluate as evaluate_evidence, Verdict};
+use crate::evidence::judge::evaluate as evaluate_evidence;
 use crate::evidence::produce::{
     resolve_checks, run_checks, CheckContext, CheckSelection, ResolveChecksError,
 };
@@ -156,7 +156,7 @@ fn missing_after(
                     && r.passed()
                     && req.digest.as_ref().is_none_or(|d| *d == r.check.digest)
             });
-            !fresh_ok && verdict.verdict != Verdict::Satisfied
+            !fresh_ok && !verdict.satisfies()
         })
         .map(|(req, _)| req.name.clone())
         .collect())

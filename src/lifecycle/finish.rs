@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::evidence::judge::{evaluate, Verdict};
+use crate::evidence::judge::evaluate;
+use crate::evidence::judge::inherits_failures;
 use crate::evidence::produce::{resolve_checks, run_checks, CheckContext, CheckSelection};
 use crate::evidence::requirements::{required_at, Claim, Requirement};
 use crate::evidence::sign::{refuse_uncountable, JudgedAt, RecordSigner};
@@ -30,6 +31,11 @@ pub struct FinishOutcome {
     pub workspace: PathBuf,
     pub attempt: Attempt,
     pub evidence: Vec<EvidenceRecord>,
+    /// Every execution of a check on the head's tree, this attempt's and earlier ones, each
+    /// with its attempt number: a pass now never hides a failure before.
+    pub executions: Vec<crate::evidence::history::Execution>,
+    /// Each failing check of this attempt, explained from the evidence in the notes.
+    pub failures: Vec<crate::evidence::explain::FailureExplanation>,
 }
 
 impl FinishOutcome {
@@ -133,7 +139,7 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
     // Checks chosen by hand (`--check`, or an ad-hoc command) do not complete a run whose
     // policy requires others: the policy's required checks must pass too, in this attempt or
     // in evidence already noted on this commit.
-    let gate = match required_gap(store, head, &records)? {
+    let gate = match required_gap(store, head, target_tip, &records)? {
         Some(gap) => Some(gap),
         None => plans_gate,
     };
@@ -157,7 +163,14 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
         |_| {},
     )?;
     let next = next.record;
+    let failing: Vec<(String, String)> = records
+        .iter()
+        .filter(|r| !r.passed())
+        .map(|r| (r.check.name.clone(), r.check.digest.clone()))
+        .collect();
     Ok(FinishOutcome {
+        failures: crate::evidence::explain::explain(store, target_tip, &failing)?,
+        executions: crate::evidence::history::executions_on(store, head)?,
         run: next,
         workspace: path,
         attempt,
@@ -192,24 +205,29 @@ fn short_ref(name: &str) -> &str {
 fn required_gap(
     store: &Store,
     head: gix::ObjectId,
+    target_tip: Option<gix::ObjectId>,
     records: &[EvidenceRecord],
 ) -> Result<Option<String>> {
     let reqs = required_at(store, head, Claim::Policy)?;
     if reqs.is_empty() {
         return Ok(None);
     }
+    // Failing tests the target's tip has count as inherited where the policy allows it.
+    let reqs = crate::evidence::requirements::with_baselines(store, reqs, target_tip)?;
     let satisfied_now = |r: &Requirement| {
         records.iter().any(|rec| {
             rec.check.name == r.name
-                && rec.passed()
                 && r.digest.as_deref().is_none_or(|d| d == rec.check.digest)
+                && (rec.passed()
+                    || crate::evidence::judge::judge(rec, r, &rec.commit, &rec.tree)
+                        == crate::evidence::judge::Verdict::NoNewFailures)
         })
     };
     let before = evaluate(store, head, &reqs)?;
     let missing: Vec<String> = reqs
         .iter()
         .zip(before)
-        .filter(|(r, v)| !satisfied_now(r) && v.verdict != Verdict::Satisfied)
+        .filter(|(r, v)| !satisfied_now(r) && !v.satisfies())
         .map(|(r, _)| r.name.clone())
         .collect();
     Ok((!missing.is_empty()).then(|| {
@@ -263,8 +281,13 @@ pub fn record_attempt(
         )),
         gate => gate,
     };
-    // An attempt passes when every check passed and the plan gate let it through.
-    let completed = records.iter().all(EvidenceRecord::passed) && gate.is_none();
+    // An attempt passes when every check passed (or failed only tests the target's tip fails
+    // too, where its policy allows a baseline) and the plan gate let it through.
+    let tip = store.ref_target(&rec.base.reference)?;
+    let mut completed = gate.is_none();
+    for r in records {
+        completed = completed && (r.passed() || inherits_failures(store, tip, r)?);
+    }
     let evidence_digest = set_digest(records.iter().map(|r| r.digest.as_str()));
     let attempt = Attempt {
         n: rec.attempts.len() as u32 + 1,
