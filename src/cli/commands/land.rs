@@ -76,6 +76,7 @@ pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
         sign_key: a.records.sign_key.clone(),
         no_sign: a.records.no_sign,
         lanes: a.lanes,
+        progress: (!ctx.quiet).then_some(say as fn(&str)),
     };
     let o = land::land(ctx.env()?, &opts)?;
     let json = serde_json::to_value(&o)
@@ -178,4 +179,9 @@ fn stats(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
         s.flaky_passes
     );
     Ok(Output::new(json, human))
+}
+
+/// A line of `land --lanes` progress, on stderr.
+fn say(line: &str) {
+    eprintln!("land: {line}");
 }

@@ -65,6 +65,8 @@ pub struct LandOptions {
     pub no_sign: bool,
     /// `--lanes W`: run no check here; publish up to W candidate stacks at once for workers.
     pub lanes: Option<usize>,
+    /// Where `land --lanes` says it is still waiting for workers (a line at a time).
+    pub progress: Option<fn(&str)>,
 }
 
 impl Default for LandOptions {
@@ -81,6 +83,7 @@ impl Default for LandOptions {
             sign_key: None,
             no_sign: false,
             lanes: None,
+            progress: None,
         }
     }
 }
