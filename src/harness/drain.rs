@@ -129,6 +129,15 @@ pub fn drain(
         if outcome.target.is_empty() {
             break;
         }
+        // A culprit an earlier landing refused but did not reopen (a drain killed between the
+        // two, or a plain `land` before): reopened here, so it is repaired like the others.
+        for id in refused_unreopened(env, &outcome.target)? {
+            let ledger = store.find_ledger(&id)?;
+            match crate::run::reopen::reopen(env, &ledger, "land") {
+                Ok(_) => on_event(format!("round {round}: reopened {id}, refused earlier")),
+                Err(e) => entry(&mut runs, &id).reason = Some(e.message),
+            }
+        }
         let mut completed = 0;
         for (id, resume) in to_repair(env, &outcome.target)? {
             let ledger = store.find_ledger(&id)?;
@@ -278,6 +287,27 @@ fn list<'a>(ids: impl Iterator<Item = &'a str>) -> String {
     } else {
         format!(" ({})", ids.join(", "))
     }
+}
+
+/// The `validation_failed` runs of `target` whose land refusal stands: refused as a culprit,
+/// not reopened since, the run branch where it was.
+fn refused_unreopened(env: &Env, target: &str) -> Result<Vec<String>> {
+    let store = &env.store;
+    let mut out = Vec::new();
+    for (id, _) in store.list_ledgers()? {
+        let Ok(Some(ledger)) = store.try_find_ledger(&id) else {
+            continue;
+        };
+        let rec = &ledger.record;
+        if rec.base.reference != target || rec.state != RunState::ValidationFailed {
+            continue;
+        }
+        let head = store.ref_target(&rec.branch)?.map(|h| h.to_string());
+        if rec.standing_refusal(head.as_deref()).is_some() {
+            out.push(id);
+        }
+    }
+    Ok(out)
 }
 
 /// The runs of `target` a repair loop is to drive: reopened ones (a new repair loop), and

@@ -228,6 +228,10 @@ pub fn worker(env: &Env, opts: &WorkerOptions) -> Result<WorkerOutcome> {
 fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) -> Result<bool> {
     let store = place.store;
     let (candidates, _) = store.read_candidates_under(&place.candidates_prefix(), None)?;
+    let mut candidates_by_tree = Vec::new();
+    for c in &candidates {
+        candidates_by_tree.push((store.tree_of(c.commit)?, c.id.clone()));
+    }
     let mut found = false;
     for candidate in candidates {
         if interrupt::received().is_some() {
@@ -244,6 +248,10 @@ fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) ->
         {
             continue;
         }
+        let tree = store.tree_of(candidate.commit)?;
+        if same_tree_claimed(place, &candidates_by_tree, &candidate, tree)? {
+            continue; // another candidate of the same tree is being validated
+        }
         let held = store.try_find_claim(&place.claims_prefix(), &candidate.id)?;
         let now = time::now();
         let took_over = match &held {
@@ -255,6 +263,12 @@ fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) ->
         let claim = store.write_claim(&record, held.as_ref().map(|c: &Claim| c.commit))?;
         let name = candidates::claim_ref(&candidate.id);
         if !place.claim(&name, held.as_ref().map(|c: &Claim| c.commit), claim)? {
+            continue;
+        }
+        // Evidence noted while this worker claimed (by a worker that held the claim before, or
+        // one that validated the same tree as another candidate): nothing left to run.
+        if tree_verdict(store, tree, &checks)? != Known::Unknown {
+            place.release(claim, &name)?;
             continue;
         }
         let result = validate(store, opts, &candidate, &checks);
@@ -282,6 +296,28 @@ fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) ->
         });
     }
     Ok(found)
+}
+
+/// Does a live claim of another candidate with the same tree exist? Claims are per candidate,
+/// evidence is per tree: two candidates of one tree are one validation, run by one worker.
+fn same_tree_claimed(
+    place: &Place<'_>,
+    by_tree: &[(gix::ObjectId, String)],
+    candidate: &Candidate,
+    tree: gix::ObjectId,
+) -> Result<bool> {
+    let now = time::now();
+    for (t, id) in by_tree {
+        if *t != tree || *id == candidate.id {
+            continue;
+        }
+        if let Some(c) = place.store.try_find_claim(&place.claims_prefix(), id)? {
+            if !c.expired_at(&now) {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// The checks the candidate names, each from the policy at its tip or at the candidate itself,

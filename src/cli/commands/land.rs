@@ -85,6 +85,7 @@ pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
         no_sign: a.records.no_sign,
         lanes: a.lanes,
         reopen: a.reopen || a.until_empty,
+        progress: (!ctx.quiet).then_some(say as fn(&str)),
     };
     if a.until_empty {
         return drain(ctx, &opts);
@@ -272,4 +273,9 @@ fn stats(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
         s.flaky_passes
     );
     Ok(Output::new(json, human))
+}
+
+/// A line of `land --lanes` progress, on stderr.
+fn say(line: &str) {
+    eprintln!("land: {line}");
 }

@@ -71,6 +71,8 @@ pub struct LandOptions {
     pub lanes: Option<usize>,
     /// `--reopen`: reopen every run refused by a conflict or a failure onto the new tip.
     pub reopen: bool,
+    /// Where `land --lanes` says it is still waiting for workers (a line at a time).
+    pub progress: Option<fn(&str)>,
 }
 
 impl Default for LandOptions {
@@ -88,6 +90,7 @@ impl Default for LandOptions {
             no_sign: false,
             lanes: None,
             reopen: false,
+            progress: None,
         }
     }
 }

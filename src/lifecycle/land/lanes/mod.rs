@@ -17,10 +17,12 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::evidence::known::{tree_verdict, Known};
 use crate::model::candidate::{CandidateCheck, CandidateRecord, CandidateRun, CANDIDATE_SCHEMA};
 use crate::model::policy::ResolvedCheck;
 use crate::model::time;
 use crate::store::candidates::{candidate_id, candidate_ref, CANDIDATES};
+use crate::store::notes::EVIDENCE;
 use crate::store::queue::target_short;
 use crate::store::remote::fetch::Tracking;
 use crate::store::remote::fetch_and_merge_notes;
@@ -39,6 +41,9 @@ use deferred::Deferred;
 /// How long the lander waits between looks at the notes while workers validate.
 const POLL: Duration = Duration::from_millis(200);
 
+/// How often a lander waiting for workers says so (`progress`).
+const SAY_EVERY: Duration = Duration::from_secs(30);
+
 /// How many times in a row a landing that lost to another writer is read again and retried.
 const CONFLICTS: u32 = 5;
 
@@ -55,10 +60,13 @@ pub fn land(
         remote: opts.remote.as_deref(),
         target,
     };
-    let mut waited_for: Option<Vec<String>> = None;
     let mut conflicts = 0;
+    let mut idle = 0;
     loop {
         server.refresh()?;
+        // The notes as this round reads them: evidence noted from here on ends the wait below
+        // at once, so a worker finishing while this round plans is never missed.
+        let seen = store.ref_target_now(EVIDENCE)?;
         let queue = queue::resolve(store, target, &[])?;
         let batch: Vec<Candidate> = queue.candidates.into_iter().take(opts.batch).collect();
         if batch.is_empty() {
@@ -91,26 +99,36 @@ pub fn land(
                 conflicts = 0;
                 server.refresh()?;
                 server.retire()?;
-                waited_for = None;
             }
             (Err(_), Some(pending)) => {
-                let planned = plan::plan(store, &mut stacks, &ids, &pending, lanes)?;
-                for runs in &planned {
-                    stacks.publish(runs)?;
-                }
-                // Waiting on the same stack twice without anything new would spin: wait for
-                // the notes to change first.
-                let before = store.ref_target_now(crate::store::notes::EVIDENCE)?;
-                if waited_for.as_ref() == Some(&pending) || planned.is_empty() {
-                    loop {
-                        std::thread::sleep(POLL);
-                        server.refresh()?;
-                        if store.ref_target_now(crate::store::notes::EVIDENCE)? != before {
-                            break;
-                        }
+                // A round is the candidates published together: the next is planned once the
+                // notes give each of them its verdict, from all they say, so a round never
+                // plans on half of the last one's results (and validates more than it needs).
+                let mut waiting = stacks.unvalidated()?;
+                if waiting == 0 {
+                    let planned = plan::plan(store, &mut stacks, &ids, &pending, lanes)?;
+                    for runs in &planned {
+                        stacks.publish(runs)?;
                     }
+                    waiting = stacks.unvalidated()?;
                 }
-                waited_for = Some(pending);
+                if waiting == 0 {
+                    // Nothing any worker could validate would decide this stack: waiting
+                    // would never end. Read everything again a few times (another lander may
+                    // have moved the target meanwhile), then say so.
+                    idle += 1;
+                    if idle > CONFLICTS {
+                        return Err(Error::refused(format!(
+                            "the stack of {} on {target} waits for a validation no candidate can ask for",
+                            pending.join(", ")
+                        ))
+                        .hint("see `git tabellio queue`; `land` without --lanes validates it here"));
+                    }
+                    std::thread::sleep(POLL);
+                    continue;
+                }
+                idle = 0;
+                server.wait_for_evidence(seen, waiting, opts.progress)?;
             }
             // Another writer moved something underneath (the target, a ledger): read the
             // refs again, a few times, before giving up as `land` does.
@@ -182,6 +200,46 @@ impl Server<'_> {
         edits.extend(crate::store::queue::plan_sync(self.store, r, &runs, message)?.0);
         let _ = tx::apply(self.store, &edits);
         Ok(())
+    }
+
+    /// The candidates of the target published here (or, with `--remote`, there).
+    fn candidates(&self) -> Result<Vec<crate::store::candidates::Candidate>> {
+        Ok(match self.tracking_candidates() {
+            Some(prefix) => {
+                self.store
+                    .read_candidates_under(&prefix, Some(self.target))?
+                    .0
+            }
+            None => self.store.read_candidates(Some(self.target))?.0,
+        })
+    }
+
+    /// Wait until the evidence notes move from `seen` (the workers noted something), saying
+    /// every [`SAY_EVERY`] how many candidates are still waiting and how many of them workers
+    /// hold: a lander without workers waits for them, never silently.
+    fn wait_for_evidence(
+        &self,
+        seen: Option<gix::ObjectId>,
+        waiting: usize,
+        progress: Option<fn(&str)>,
+    ) -> Result<()> {
+        let started = std::time::Instant::now();
+        let mut said = started;
+        loop {
+            if self.store.ref_target_now(EVIDENCE)? != seen {
+                return Ok(());
+            }
+            if let Some(say) = progress.filter(|_| said.elapsed() >= SAY_EVERY) {
+                said = std::time::Instant::now();
+                say(&format!(
+                    "waiting {}s for workers: {waiting} candidate(s) of {} without a verdict (`git tabellio worker` validates them)",
+                    started.elapsed().as_secs(),
+                    target_short(self.target)
+                ));
+            }
+            std::thread::sleep(POLL);
+            self.refresh()?;
+        }
     }
 
     /// Publish a candidate commit under `name` (created only; one already there stays).
@@ -301,6 +359,25 @@ impl<'s> Stacker<'s> {
         };
         self.built.insert(ids.to_vec(), built.clone());
         Ok(built)
+    }
+
+    /// How many candidates on this tip whose stack is one of these runs have no verdict in
+    /// the notes yet: what the workers are still to validate for this lander.
+    fn unvalidated(&mut self) -> Result<usize> {
+        let tip = self.tip.to_string();
+        let mut n = 0;
+        for c in self.server.candidates()? {
+            if c.record.tip != tip {
+                continue;
+            }
+            let runs: Vec<String> = c.record.runs.iter().map(|r| r.run.clone()).collect();
+            if let Some((top, checks)) = self.build(&runs)? {
+                if tree_verdict(self.store, self.store.tree_of(top)?, &checks)? == Known::Unknown {
+                    n += 1;
+                }
+            }
+        }
+        Ok(n)
     }
 
     /// Publish `ids` as a candidate (created only: one already there stays).
