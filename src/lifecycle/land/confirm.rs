@@ -2,9 +2,9 @@
 //! judge it (the tip's policy: `flaky`, `baseline`, `trust`), and a failure is confirmed only
 //! when a refusal depends on it.
 //!
-//! Confirming costs executions, so it is lazy: a failing stack top is re-run once (per the
-//! check's `retries`) before it is bisected, and a prefix isolated as a culprit by bisection is
-//! re-run before the run is refused, but the prefixes probed in between are not. A prefix that
+//! Confirming costs executions, so it is lazy: a failing stack top is bisected without being
+//! re-run, the prefixes bisection probes are not re-run either, and the prefix it isolates is
+//! re-run (per the check's `retries`) before its last run is refused. A prefix that
 //! passes on a retry is no culprit; the bisection goes on above it. Every execution is its own
 //! record with its attempt number. A check whose measured flake rate is over its
 //! `max_flake_rate` is not retried: the stack is refused with `flake budget exceeded` and the
