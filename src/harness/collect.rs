@@ -17,6 +17,7 @@ use gix::bstr::{BString, ByteSlice};
 use crate::error::{Context, Error, Result};
 use crate::lifecycle::checkpoint::record_checkpoint;
 use crate::model::loop_state::{Collected, CommittedBy, Phase};
+use crate::runner::is_secret_path;
 use crate::store::ledger::Ledger;
 use crate::store::{worktree, Store};
 
@@ -31,23 +32,38 @@ pub struct Committed {
     pub tree: gix::ObjectId,
 }
 
+/// What [`commit_all`] did: the commit it made, if any, and the untracked secret-named paths
+/// it left out (they stay in the worktree, never in a commit).
+#[derive(Debug, Clone)]
+pub struct Collection {
+    pub committed: Option<Committed>,
+    pub left_out: Vec<String>,
+}
+
 /// Commit every change in the worktree at `path` on top of `head` (its `HEAD`, on `branch`)
-/// with `message`. Returns `None` when the worktree's content equals `head`'s tree — the index
-/// is brought in line with `head` all the same.
+/// with `message`, except untracked files with secret names (`.env`, `id_ed25519`, `*.pem`,
+/// `api_token.txt`, …), which stay in the worktree and are returned in
+/// [`Collection::left_out`]. No commit when the rest equals `head`'s tree — the index is
+/// brought in line with `head` all the same.
 pub fn commit_all(
     store: &Store,
     path: &Path,
     branch: &str,
     head: gix::ObjectId,
     message: &str,
-) -> Result<Option<Committed>> {
+) -> Result<Collection> {
     let repo = crate::store::repo::open_path(path)?;
     let workdir = crate::store::repo::workdir_of(&repo, path)?;
     let head_tree = store.tree_of(head)?;
-    // The loop commits everything the agent left, as `git add -A` would.
-    let snap = worktree::snapshot::snapshot(&repo, path, head_tree, &|_| false)?;
+    // The loop commits everything the agent left, as `git add -A` would, but a credential the
+    // agent wrote next to its work (an untracked `.env`, a key file) never enters a commit.
+    let snap = worktree::snapshot::snapshot(&repo, path, head_tree, &is_secret_path)?;
+    let left_out = snap.left_out;
     if snap.touched.is_empty() {
-        return Ok(None);
+        return Ok(Collection {
+            committed: None,
+            left_out,
+        });
     }
     let (tree, candidates) = (snap.tree, snap.touched);
     let committed = if tree == head_tree {
@@ -62,7 +78,10 @@ pub fn commit_all(
         Some(Committed { commit, tree })
     };
     write_index(&repo, &workdir, tree, &candidates)?;
-    Ok(committed)
+    Ok(Collection {
+        committed,
+        left_out,
+    })
 }
 
 /// Rewrite the worktree's index for `tree`: fresh stat data for the paths we read, the old
@@ -151,7 +170,7 @@ impl Driver<'_> {
                     rec.run_id, rec.actor.kind, rec.actor.id
                 );
                 let ours = commit_all(store, &path, &rec.branch, head, &message)?;
-                let (head, committed_by) = match ours {
+                let (head, committed_by) = match ours.committed {
                     Some(c) => (c.commit, CommittedBy::Tabellio),
                     None if head == start_head => (head, CommittedBy::Nobody),
                     // Ours from a collect that was killed before its ledger commit, or the
@@ -159,13 +178,21 @@ impl Driver<'_> {
                     None if is_iteration_commit(store, head, n)? => (head, CommittedBy::Tabellio),
                     None => (head, CommittedBy::Agent),
                 };
+                // A credential is never committed, and a check must not run beside a file the
+                // commit does not have: the rest is kept, and the person decides where it goes.
+                let failure = (!ours.left_out.is_empty()).then(|| {
+                    format!(
+                        "the agent left untracked files with secret names, which are never committed: {} (remove them, or ignore them in .gitignore or .git/info/exclude, then loop again)",
+                        ours.left_out.join(", ")
+                    )
+                });
                 Collected {
                     head: head.to_string(),
                     tree: store.tree_of(head)?.to_string(),
                     changed: head != start_head,
                     committed_by,
                     checkpoint: None,
-                    failure: None,
+                    failure,
                 }
             }
         };
@@ -174,6 +201,10 @@ impl Driver<'_> {
             n,
             Phase::Collect,
             match (&collected.failure, collected.committed_by) {
+                (Some(why), CommittedBy::Tabellio) => format!(
+                    "committed the agent's changes as {}, but {why}",
+                    short(&collected.head)
+                ),
                 (Some(why), _) => format!("cannot collect: {why}"),
                 (None, CommittedBy::Nobody) => "the agent changed nothing".into(),
                 (None, CommittedBy::Tabellio) => {

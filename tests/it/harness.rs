@@ -207,6 +207,66 @@ fn promote_flag_promotes_when_validated() {
 }
 
 #[test]
+fn untracked_secret_named_files_stop_the_loop_and_are_never_committed() {
+    let t = repo_with_check(VALUE_IS_TWO);
+    start(&t, "r1");
+    let base = t.git_out(&["rev-parse", "tabellio/r1"]);
+    let leaky = agent(
+        &t,
+        "leaky.py",
+        "open('value.txt', 'w').write('2\\n')\n\
+         open('.env', 'w').write('API_TOKEN=tok_live_5f3e2a1b9c8d7e6f\\n')\n\
+         os.makedirs('keys', exist_ok=True)\n\
+         open('keys/id_ed25519', 'w').write('not really a key\\n')",
+    );
+    let (code, out) = run_loop(&t, &["r1", "--", leaky.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out:#}");
+    assert_eq!(out["run"]["state"], "blocked");
+    assert_stopped(
+        &out,
+        "executor-failure",
+        "executor_failure",
+        "exited",
+        "none",
+    );
+    // The work was committed without them: they stay where the agent left them, and the stop
+    // names them with the way out.
+    let why = out["run"]["loop"]["history"][0]["collect"]["failure"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        why.contains(".env") && why.contains("keys/id_ed25519") && why.contains(".gitignore"),
+        "{why}"
+    );
+    assert_ne!(t.git_out(&["rev-parse", "tabellio/r1"]), base);
+    let files = t.git_out(&["ls-tree", "-r", "--name-only", "tabellio/r1"]);
+    assert!(files.lines().any(|f| f == "value.txt"), "{files}");
+    assert!(
+        !files.contains(".env") && !files.contains("id_ed25519"),
+        "{files}"
+    );
+    let wt = t.worktree("r1");
+    assert!(wt.join(".env").exists() && wt.join("keys/id_ed25519").exists());
+
+    // Following the hint (ignore them) and looping again completes the run without them.
+    write_file(&t.repo.join(".git/info/exclude"), ".env\nkeys/\n");
+    let (code, out) = run_loop(&t, &["r1", "--", leaky.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out:#}");
+    assert_eq!(out["run"]["state"], "completed");
+    let files = t.git_out(&["ls-tree", "-r", "--name-only", "tabellio/r1"]);
+    assert!(files.lines().any(|f| f == "value.txt"), "{files}");
+    assert!(
+        !files.contains(".env") && !files.contains("id_ed25519"),
+        "{files}"
+    );
+    // No object anywhere in the repository holds the token.
+    let all = t.git_out(&["log", "--all", "-p", "--format="]);
+    assert!(!all.contains("tok_live_5f3e2a1b9c8d7e6f"), "{all}");
+    t.fsck();
+}
+
+#[test]
 fn same_edit_every_time_is_repeated_state() {
     let t = repo_with_check(VALUE_IS_TWO);
     start(&t, "r1");
