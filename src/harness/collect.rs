@@ -197,27 +197,7 @@ impl Driver<'_> {
             }
         };
         let head = store.parse_oid(&collected.head)?;
-        self.say(
-            n,
-            Phase::Collect,
-            match (&collected.failure, collected.committed_by) {
-                (Some(why), CommittedBy::Tabellio) => format!(
-                    "committed the agent's changes as {}, but {why}",
-                    short(&collected.head)
-                ),
-                (Some(why), _) => format!("cannot collect: {why}"),
-                (None, CommittedBy::Nobody) => "the agent changed nothing".into(),
-                (None, CommittedBy::Tabellio) => {
-                    format!(
-                        "committed the agent's changes as {}",
-                        short(&collected.head)
-                    )
-                }
-                (None, CommittedBy::Agent) => {
-                    format!("the agent committed {}", short(&collected.head))
-                }
-            },
-        );
+        self.say(n, Phase::Collect, describe(&collected));
         let already = rec.checkpoints.iter().any(|c| c.commit == collected.head);
         if collected.changed && !already {
             let summary = match collected.committed_by {
@@ -253,4 +233,18 @@ impl Driver<'_> {
 /// recorded it)?
 fn is_iteration_commit(store: &Store, commit: gix::ObjectId, n: u32) -> Result<bool> {
     Ok(store.commit_subject(commit) == format!("tabellio: iteration {n}"))
+}
+
+/// What collect says it did.
+fn describe(collected: &Collected) -> String {
+    let head = short(&collected.head);
+    match (&collected.failure, collected.committed_by) {
+        (Some(why), CommittedBy::Tabellio) => {
+            format!("committed the agent's changes as {head}, but {why}")
+        }
+        (Some(why), _) => format!("cannot collect: {why}"),
+        (None, CommittedBy::Nobody) => "the agent changed nothing".into(),
+        (None, CommittedBy::Tabellio) => format!("committed the agent's changes as {head}"),
+        (None, CommittedBy::Agent) => format!("the agent committed {head}"),
+    }
 }

@@ -104,27 +104,7 @@ pub fn drain(
             }
         }
         if named.is_empty() || !land_opts.runs.is_empty() {
-            let landed = land(env, &land_opts)?;
-            outcome.target = landed.target.clone();
-            outcome.checks_run += landed.checks_run;
-            outcome.checks_reused += landed.checks_reused;
-            outcome.validations += landed.validations;
-            let mut n = 0;
-            for r in &landed.runs {
-                let seen = entry(&mut runs, &r.run_id);
-                if r.result == Landing::Landed {
-                    n += 1;
-                }
-                seen.reason = r.reason.clone();
-            }
-            for w in &landed.waiting {
-                entry(&mut runs, &w.run_id).reason = Some(w.reason.clone());
-            }
-            on_event(format!(
-                "round {round}: landed {n}, reopened {}{}",
-                landed.reopened.len(),
-                list(landed.reopened.iter().map(|r| r.run_id.as_str()))
-            ));
+            land_round(env, &land_opts, round, (&mut outcome, &mut runs), on_event)?;
         }
         if outcome.target.is_empty() {
             break;
@@ -140,64 +120,9 @@ pub fn drain(
         }
         let mut completed = 0;
         for (id, resume) in to_repair(env, &outcome.target)? {
-            let ledger = store.find_ledger(&id)?;
             let seen = entry(&mut runs, &id);
-            if !resume && super::start::stored_agent(&ledger.record)?.is_none() {
-                seen.reason = Some(
-                    "reopened for a person: no loop drove it, so there is no agent to resume"
-                        .into(),
-                );
-                continue;
-            }
-            wait_for_leftovers(env, &id, on_event);
-            on_event(format!(
-                "repair {id}: {} its agent",
-                if resume { "resuming" } else { "running" }
-            ));
-            let loop_opts = LoopOptions {
-                run: Some(id.clone()),
-                resume,
-                stream: opts.stream,
-                ..LoopOptions::default()
-            };
-            let mut quiet = |_: &LoopEvent| {};
-            match run_loop(env, &loop_opts, interrupt, &mut quiet) {
-                Ok(o) => {
-                    if let Some(l) = o.loop_state() {
-                        seen.agent_invocations +=
-                            l.history.iter().filter(|h| h.agent.is_some()).count() as u32;
-                        seen.check_executions += l
-                            .history
-                            .iter()
-                            .filter_map(|h| h.evaluate.as_ref())
-                            .map(|e| e.checks.len() as u32)
-                            .sum::<u32>();
-                    }
-                    if o.run.state == RunState::Completed {
-                        completed += 1;
-                        on_event(format!("repair {id}: completed, back in the queue"));
-                    } else {
-                        let why = o.loop_state().and_then(|l| l.why_harness_stopped);
-                        seen.reason = o.run.reason.clone();
-                        on_event(format!(
-                            "repair {id}: stopped {}",
-                            why.map_or("-", HarnessStop::as_str)
-                        ));
-                        if why == Some(HarnessStop::Interrupted) {
-                            return Err(crate::error::Error::refused(format!(
-                                "the drain was interrupted while repairing {id}"
-                            ))
-                            .hint("run `git tabellio land --until-empty` again to go on"));
-                        }
-                    }
-                }
-                // A lock (a stale one a killed process left, named with its removal, or another
-                // loop's) or a ref that moved stops the drain: run it again once it is gone.
-                Err(e) if e.kind == crate::error::ErrorKind::Conflict => return Err(e),
-                Err(e) => {
-                    on_event(format!("repair {id}: {}", e.message));
-                    seen.reason = Some(e.message);
-                }
+            if repair_one(env, opts, (&id, resume), seen, interrupt, on_event)? {
+                completed += 1;
             }
         }
         // Only a repair that completed puts something new in the queue.
@@ -205,28 +130,8 @@ pub fn drain(
             break;
         }
     }
-    // What is left on the target for a person: runs whose repair is exhausted, and reopened
-    // runs no agent can repair, seen in this drain or left by an earlier one.
     if !outcome.target.is_empty() {
-        for (id, _) in store.list_ledgers()? {
-            let Ok(Some(ledger)) = store.try_find_ledger(&id) else {
-                continue;
-            };
-            let rec = &ledger.record;
-            let exhausted = rec.state == RunState::Blocked
-                && rec
-                    .loop_state
-                    .as_ref()
-                    .is_some_and(|l| l.why_harness_stopped == Some(HarnessStop::RepairExhausted));
-            if rec.base.reference == outcome.target
-                && (exhausted || rec.state == RunState::Reopened)
-            {
-                entry(&mut runs, &id).reason = entry(&mut runs, &id)
-                    .reason
-                    .take()
-                    .or_else(|| rec.reason.clone());
-            }
-        }
+        left_for_a_person(env, &outcome.target, &mut runs)?;
     }
     for (id, mut r) in runs {
         let Some(ledger) = store.try_find_ledger(&id)? else {
@@ -240,6 +145,132 @@ pub fn drain(
         outcome.runs.push(r);
     }
     Ok(outcome)
+}
+
+/// One `land` of the queue in round `round`: its counts added to `outcome`, each run's
+/// reason noted in `runs`.
+fn land_round(
+    env: &Env,
+    land_opts: &LandOptions,
+    round: u32,
+    (outcome, runs): (&mut DrainOutcome, &mut BTreeMap<String, DrainedRun>),
+    on_event: &mut dyn FnMut(String),
+) -> Result<()> {
+    let landed = land(env, land_opts)?;
+    outcome.target = landed.target.clone();
+    outcome.checks_run += landed.checks_run;
+    outcome.checks_reused += landed.checks_reused;
+    outcome.validations += landed.validations;
+    let mut n = 0;
+    for r in &landed.runs {
+        let seen = entry(runs, &r.run_id);
+        if r.result == Landing::Landed {
+            n += 1;
+        }
+        seen.reason = r.reason.clone();
+    }
+    for w in &landed.waiting {
+        entry(runs, &w.run_id).reason = Some(w.reason.clone());
+    }
+    on_event(format!(
+        "round {round}: landed {n}, reopened {}{}",
+        landed.reopened.len(),
+        list(landed.reopened.iter().map(|r| r.run_id.as_str()))
+    ));
+    Ok(())
+}
+
+/// Repair reopened run `id` with its agent (resumed, or run again from the stored argv): true
+/// when the repair completed it, so it is back in the queue. An interrupt, a lock or a ref that
+/// moved stops the drain (an error); any other failure is the run's reason.
+fn repair_one(
+    env: &Env,
+    opts: &LandOptions,
+    (id, resume): (&str, bool),
+    seen: &mut DrainedRun,
+    interrupt: &AtomicBool,
+    on_event: &mut dyn FnMut(String),
+) -> Result<bool> {
+    let ledger = env.store.find_ledger(id)?;
+    if !resume && super::start::stored_agent(&ledger.record)?.is_none() {
+        seen.reason =
+            Some("reopened for a person: no loop drove it, so there is no agent to resume".into());
+        return Ok(false);
+    }
+    wait_for_leftovers(env, id, on_event);
+    on_event(format!(
+        "repair {id}: {} its agent",
+        if resume { "resuming" } else { "running" }
+    ));
+    let loop_opts = LoopOptions {
+        run: Some(id.to_string()),
+        resume,
+        stream: opts.stream,
+        ..LoopOptions::default()
+    };
+    let mut quiet = |_: &LoopEvent| {};
+    let o = match run_loop(env, &loop_opts, interrupt, &mut quiet) {
+        Ok(o) => o,
+        // A lock (a stale one a killed process left, named with its removal, or another loop's)
+        // or a ref that moved stops the drain: run it again once it is gone.
+        Err(e) if e.kind == crate::error::ErrorKind::Conflict => return Err(e),
+        Err(e) => {
+            on_event(format!("repair {id}: {}", e.message));
+            seen.reason = Some(e.message);
+            return Ok(false);
+        }
+    };
+    if let Some(l) = o.loop_state() {
+        seen.agent_invocations += l.history.iter().filter(|h| h.agent.is_some()).count() as u32;
+        seen.check_executions += l
+            .history
+            .iter()
+            .filter_map(|h| h.evaluate.as_ref())
+            .map(|e| e.checks.len() as u32)
+            .sum::<u32>();
+    }
+    if o.run.state == RunState::Completed {
+        on_event(format!("repair {id}: completed, back in the queue"));
+        return Ok(true);
+    }
+    let why = o.loop_state().and_then(|l| l.why_harness_stopped);
+    seen.reason = o.run.reason.clone();
+    on_event(format!(
+        "repair {id}: stopped {}",
+        why.map_or("-", HarnessStop::as_str)
+    ));
+    if why == Some(HarnessStop::Interrupted) {
+        return Err(crate::error::Error::refused(format!(
+            "the drain was interrupted while repairing {id}"
+        ))
+        .hint("run `git tabellio land --until-empty` again to go on"));
+    }
+    Ok(false)
+}
+
+/// What is left on `target` for a person, added to `runs`: runs whose repair is exhausted, and
+/// reopened runs no agent can repair, seen in this drain or left by an earlier one.
+fn left_for_a_person(
+    env: &Env,
+    target: &str,
+    runs: &mut BTreeMap<String, DrainedRun>,
+) -> Result<()> {
+    for (id, _) in env.store.list_ledgers()? {
+        let Ok(Some(ledger)) = env.store.try_find_ledger(&id) else {
+            continue;
+        };
+        let rec = &ledger.record;
+        let exhausted = rec.state == RunState::Blocked
+            && rec
+                .loop_state
+                .as_ref()
+                .is_some_and(|l| l.why_harness_stopped == Some(HarnessStop::RepairExhausted));
+        if rec.base.reference == target && (exhausted || rec.state == RunState::Reopened) {
+            let seen = entry(runs, &id);
+            seen.reason = seen.reason.take().or_else(|| rec.reason.clone());
+        }
+    }
+    Ok(())
 }
 
 /// How long a drain waits for what a killed one left running in a run (its agent, a check):

@@ -32,6 +32,7 @@ use crate::store::notes::CHECKPOINTS;
 use crate::store::publish::publish_with;
 use crate::store::tx::Cas;
 use crate::store::worktree::snapshot::snapshot;
+use crate::store::Store;
 
 /// What to do with uncommitted work in the run worktree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -76,33 +77,13 @@ pub fn rewind(env: &Env, opts: &RewindOptions<'_>) -> Result<RewindOutcome> {
     let ledger = resolve_run(env, opts.run)?;
     let rec = &ledger.record;
     let id = rec.run_id.as_str();
-    if rec.state.is_terminal() || rec.state == RunState::Looping {
-        return Err(Error::refused(format!(
-            "run {id} is {}; rewind needs a run that is not looping or finished",
-            rec.state
-        ))
-        .hint(if rec.state == RunState::Looping {
-            "a loop is driving it: wait for it to stop (or stop it), then rewind"
-        } else {
-            "a finished run is not rewound; `git tabellio start --task-from <run>` starts over"
-        }));
-    }
+    refuse_state(rec)?;
     let index = find_checkpoint(rec, opts.checkpoint)?;
     let target = &rec.checkpoints[index];
     let number = index + 1;
     let commit = store.parse_oid(&target.commit)?;
     let index_tree = store.parse_oid(&target.tree)?;
-    let files_tree = match &target.snapshot {
-        Some(s) => store.parse_oid(s).and_then(|s| store.tree_of(s)),
-        None => store.tree_of(commit).map(|_| index_tree),
-    }
-    .map_err(|e| {
-        Error::not_found(format!(
-            "checkpoint {number} of run {id} ({}) is not in this repository: {}",
-            target.commit, e.message
-        ))
-        .hint("its commit came from another clone, or was pruned; `git tabellio sync` brings ledgers and what they keep")
-    })?;
+    let files_tree = checkpoint_files(store, rec, number)?;
 
     let path = run_workspace(store, &ledger)?.ok_or_else(|| {
         Error::refused(format!("the worktree of run {id} is missing")).hint(
@@ -115,18 +96,7 @@ pub fn rewind(env: &Env, opts: &RewindOptions<'_>) -> Result<RewindOutcome> {
         .head
         .ok_or_else(|| Error::refused("the run worktree has no HEAD commit"))?;
     let head_tree = store.tree_of(head)?;
-    // Untracked files with secret names are never saved, so they are never removed either.
-    let mut dirty: Vec<String> = ws
-        .changed
-        .iter()
-        .map(|p| format!("modified: {p}"))
-        .collect();
-    dirty.extend(
-        ws.untracked
-            .iter()
-            .filter(|p| !is_secret_path(p.trim_end_matches('/')))
-            .map(|p| format!("untracked: {p}")),
-    );
+    let dirty = dirty_paths(&ws);
     if !dirty.is_empty() && opts.uncommitted == Uncommitted::Refuse {
         return Err(Error::refused(format!(
             "the run worktree has uncommitted changes ({})",
@@ -173,36 +143,10 @@ pub fn rewind(env: &Env, opts: &RewindOptions<'_>) -> Result<RewindOutcome> {
     let mut notes = Vec::new();
     let mut saved = None;
     if now_tree != head_tree {
-        if !descends_from_base(store, rec, head)? {
-            return Err(Error::refused(format!(
-                "the run head {head} does not descend from the run's base {}, so its uncommitted work cannot be checkpointed",
-                rec.base.commit
-            ))
-            .hint("commit or remove the changes, then rewind"));
-        }
-        let kept = store.write_commit(
-            &format!("tabellio: uncommitted work of {id}, saved by rewind --force\n"),
-            now_tree,
-            [head],
-        )?;
-        let entry = CheckpointEntry {
-            commit: head.to_string(),
-            tree: head_tree.to_string(),
-            summary: format!("uncommitted work, saved before rewinding to checkpoint {number}"),
-            at: time::now(),
-            snapshot: Some(kept.to_string()),
-        };
-        notes.push((CHECKPOINTS, vec![(head, vec![entry.note(id).to_line()])]));
-        let mut next = ledger::transition(rec, rec.state);
-        next.checkpoints.push(entry);
-        saved = Some(next.checkpoints.len());
-        let tip = store.write_ledger_commit_keeping(
-            Some(&current),
-            &next,
-            "checkpoint (rewind --force)",
-            Some(kept),
-        )?;
-        current = Ledger { tip, record: next };
+        let (save, entry) = save_uncommitted(store, &current, (head, head_tree, now_tree), number)?;
+        notes.push((CHECKPOINTS, vec![(head, vec![entry])]));
+        saved = Some(save.record.checkpoints.len());
+        current = save;
     }
     let mut next = ledger::transition(&current.record, RunState::Active);
     // The head moves: what was validated is no longer the run's head.
@@ -246,6 +190,101 @@ pub fn rewind(env: &Env, opts: &RewindOptions<'_>) -> Result<RewindOutcome> {
         left_out,
         rewound: true,
     })
+}
+
+/// A run that is looping or finished is not rewound (exit 3, with what to do instead).
+fn refuse_state(rec: &RunRecord) -> Result<()> {
+    if !rec.state.is_terminal() && rec.state != RunState::Looping {
+        return Ok(());
+    }
+    Err(Error::refused(format!(
+        "run {} is {}; rewind needs a run that is not looping or finished",
+        rec.run_id, rec.state
+    ))
+    .hint(if rec.state == RunState::Looping {
+        "a loop is driving it: wait for it to stop (or stop it), then rewind"
+    } else {
+        "a finished run is not rewound; `git tabellio start --task-from <run>` starts over"
+    }))
+}
+
+/// The tree of the files checkpoint `number` (1-based) holds: its snapshot's, or its commit's
+/// (exit 5 when they are not in this repository).
+fn checkpoint_files(store: &Store, rec: &RunRecord, number: usize) -> Result<gix::ObjectId> {
+    let target = &rec.checkpoints[number - 1];
+    let files = match &target.snapshot {
+        Some(s) => store.parse_oid(s).and_then(|s| store.tree_of(s)),
+        None => store
+            .parse_oid(&target.commit)
+            .and_then(|c| store.tree_of(c))
+            .and_then(|_| store.parse_oid(&target.tree)),
+    };
+    files.map_err(|e| {
+        Error::not_found(format!(
+            "checkpoint {number} of run {} ({}) is not in this repository: {}",
+            rec.run_id, target.commit, e.message
+        ))
+        .hint("its commit came from another clone, or was pruned; `git tabellio sync` brings ledgers and what they keep")
+    })
+}
+
+/// The worktree's uncommitted changes as `modified: <path>` and `untracked: <path>`. Untracked
+/// files with secret names are never saved, so they are never removed either: not listed.
+fn dirty_paths(ws: &crate::store::worktree::WorkspaceState) -> Vec<String> {
+    let mut dirty: Vec<String> = ws
+        .changed
+        .iter()
+        .map(|p| format!("modified: {p}"))
+        .collect();
+    dirty.extend(
+        ws.untracked
+            .iter()
+            .filter(|p| !is_secret_path(p.trim_end_matches('/')))
+            .map(|p| format!("untracked: {p}")),
+    );
+    dirty
+}
+
+/// Save the uncommitted work (`now_tree`, on `head` whose tree is `head_tree`) as a checkpoint
+/// of the run in `ledger` before rewinding to checkpoint `number`: the ledger commit that keeps
+/// the snapshot commit (not yet published) and the checkpoint note's line for `head`.
+fn save_uncommitted(
+    store: &Store,
+    ledger: &Ledger,
+    (head, head_tree, now_tree): (gix::ObjectId, gix::ObjectId, gix::ObjectId),
+    number: usize,
+) -> Result<(Ledger, String)> {
+    let rec = &ledger.record;
+    let id = rec.run_id.as_str();
+    if !descends_from_base(store, rec, head)? {
+        return Err(Error::refused(format!(
+            "the run head {head} does not descend from the run's base {}, so its uncommitted work cannot be checkpointed",
+            rec.base.commit
+        ))
+        .hint("commit or remove the changes, then rewind"));
+    }
+    let kept = store.write_commit(
+        &format!("tabellio: uncommitted work of {id}, saved by rewind --force\n"),
+        now_tree,
+        [head],
+    )?;
+    let entry = CheckpointEntry {
+        commit: head.to_string(),
+        tree: head_tree.to_string(),
+        summary: format!("uncommitted work, saved before rewinding to checkpoint {number}"),
+        at: time::now(),
+        snapshot: Some(kept.to_string()),
+    };
+    let line = entry.note(id).to_line();
+    let mut next = ledger::transition(rec, rec.state);
+    next.checkpoints.push(entry);
+    let tip = store.write_ledger_commit_keeping(
+        Some(ledger),
+        &next,
+        "checkpoint (rewind --force)",
+        Some(kept),
+    )?;
+    Ok((Ledger { tip, record: next }, line))
 }
 
 /// The index in `checkpoints` of the checkpoint `arg` names: its number (1-based, as `log`
