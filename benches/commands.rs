@@ -638,6 +638,8 @@ fn populate_archive(b: &Bench, live: usize, archived: usize) {
         .filter_map(|(m, id)| Some((m.trim_start_matches(':').parse().ok()?, id.to_string())))
         .collect();
     let mut script = String::new();
+    // (index path, entry) of every archived run, for the archive index.
+    let mut indexed = Vec::new();
     for (m, month_runs) in tips.chunks(per_month).enumerate() {
         let refname = format!("refs/tabellio/archive/2026-{:02}", m + 1);
         for chunk in month_runs.chunks(100) {
@@ -661,13 +663,198 @@ fn populate_archive(b: &Bench, live: usize, archived: usize) {
                     "M 100644 inline runs/{bucket}/{id}.json\ndata {}\n{entry}\n",
                     entry.len()
                 ));
+                let hash = format!("{:x}", sha2::Sha256::digest(id.as_bytes()));
+                indexed.push((
+                    format!("runs/{}/{}/{id}.json", &hash[..2], &hash[2..4]),
+                    entry,
+                ));
             }
             script.push('\n');
         }
     }
-    if !script.is_empty() {
-        b.fast_import_with_marks(&script, &marks);
+    if script.is_empty() {
+        return;
     }
+    b.fast_import_with_marks(&script, &marks);
+    // The archive index as `gc` writes it: one parentless commit listing the month tips it
+    // covers, every run's entry at `runs/<xx>/<yy>/<id>.json`.
+    let months = b.git(&[
+        "for-each-ref",
+        "--format=%(refname:lstrip=3) %(objectname)",
+        "refs/tabellio/archive/",
+    ]);
+    let months = format!("{months}\n");
+    let msg = "tabellio: archive index of 10 months\n";
+    let mut script = format!(
+        "commit refs/tabellio/archive-index\ncommitter bench <bench@example.com> {now} +0000\ndata {}\n{msg}M 100644 inline months\ndata {}\n{months}\n",
+        msg.len(),
+        months.len()
+    );
+    for (path, entry) in indexed {
+        script.push_str(&format!(
+            "M 100644 inline {path}\ndata {}\n{entry}\n",
+            entry.len()
+        ));
+    }
+    script.push('\n');
+    b.fast_import(&script);
+}
+
+impl Bench {
+    /// A clone of `server` (its `main` checked out), which `sync` has brought up to date.
+    fn synced_clone_of(server: &Bench) -> Bench {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let repo = dir.path().join("repo");
+        let b = Bench { dir, repo };
+        b.run(
+            "git",
+            b.dir.path(),
+            &[
+                "clone",
+                "-q",
+                "-b",
+                "main",
+                server.repo.to_str().unwrap(),
+                b.repo.to_str().unwrap(),
+            ],
+        );
+        b.tab(&b.repo, &["sync"]);
+        b
+    }
+
+    /// `count` new ended runs `<prefix><i>` (ledger refs) and an evidence note on each ledger
+    /// commit (one notes commit on top of the current one), by one `git fast-import`: the ref
+    /// names of the new ledgers.
+    fn new_runs(&self, prefix: &str, count: usize) -> Vec<String> {
+        let head = self.git(&["rev-parse", "main"]);
+        let now = 1_767_225_600;
+        let mut script = String::new();
+        let mut names = Vec::new();
+        for i in 0..count {
+            let id = format!("{prefix}{i}");
+            let run = ended_run_json(&id, &head);
+            let name = format!("refs/tabellio/runs/{id}");
+            let msg = format!("tabellio: abandon {id}: active -> abandoned\n");
+            script.push_str(&format!(
+                "commit {name}\nmark :{}\ncommitter bench <bench@example.com> {now} +0000\ndata {}\n{msg}M 100644 inline run.json\ndata {}\n{run}\n",
+                i + 1,
+                msg.len(),
+                run.len()
+            ));
+            names.push(name);
+        }
+        let notes = "refs/notes/tabellio/evidence";
+        let from = self
+            .run_status("git", &["rev-parse", "-q", "--verify", notes])
+            .map(|_| format!("from {notes}^0\n"))
+            .unwrap_or_default();
+        script.push_str(&format!(
+            "commit {notes}\ncommitter bench <bench@example.com> {now} +0000\ndata 6\nbench\n{from}"
+        ));
+        for i in 0..count {
+            let note = format!("{{\"bench\":\"{prefix}{i}\"}}\n");
+            script.push_str(&format!(
+                "N inline :{}\ndata {}\n{note}\n",
+                i + 1,
+                note.len()
+            ));
+        }
+        script.push('\n');
+        self.fast_import(&script);
+        names
+    }
+
+    /// `git <args>`'s trimmed stdout when it succeeds, `None` when it fails.
+    fn run_status(&self, program: &str, args: &[&str]) -> Option<String> {
+        let mut cmd = Command::new(program);
+        cmd.args(args).current_dir(&self.repo).stdin(Stdio::null());
+        hermetic::apply(&mut cmd, self.dir.path());
+        let out = cmd.output().expect("spawn");
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    /// Delete `names` in one `git update-ref --stdin` (each wherever it is).
+    fn delete_refs(&self, names: &[String]) {
+        let input: String = names.iter().map(|n| format!("delete {n}\n")).collect();
+        self.with_input("git", &self.repo, &["update-ref", "--stdin"], &input);
+    }
+}
+
+/// `sync` after 1,000 new runs (ledgers and an evidence note each), from a clone of a remote
+/// that holds 1,000 live runs and 100,000 archived, against one `git push` of exactly the refs
+/// that changed (the new ledgers and the notes ref) and one `git fetch` of the same refs; and
+/// `sync` with nothing to do there against the same beside no archive. After each round the new
+/// ledgers are deleted on both sides, so every round starts from 1,000 live runs.
+fn sync_at_scale(n: usize, with: &Bench, alone: &Bench) {
+    let client = Bench::synced_clone_of(with);
+    let bare = Bench::synced_clone_of(alone);
+    let idle = report_unpaired(
+        "sync, nothing to do, +100k archived",
+        (0..n)
+            .map(|_| client.tab(&client.repo, &["sync"]))
+            .collect(),
+        (0..n).map(|_| bare.tab(&bare.repo, &["sync"])).collect(),
+        "the same, 1k live only",
+    );
+    goal(
+        "sync with nothing to do, 100k archived / 1k live only",
+        idle,
+        1.2,
+    );
+    let rounds = n.min(5);
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let tracking = |names: &[String]| -> Vec<String> {
+        names
+            .iter()
+            .map(|n| n.replace("refs/tabellio/runs/", "refs/tabellio/remotes/origin/runs/"))
+            .collect()
+    };
+    for round in 0..rounds {
+        let names = client.new_runs(&format!("s{round}-"), 1_000);
+        ours.push(client.tab(&client.repo, &["sync"]));
+        with.delete_refs(&names);
+        client.delete_refs(&names);
+        client.delete_refs(&tracking(&names));
+
+        let names = client.new_runs(&format!("g{round}-"), 1_000);
+        let notes = "refs/notes/tabellio/evidence";
+        let mut push = vec!["push", "-q", "origin"];
+        let specs: Vec<String> = names
+            .iter()
+            .map(|n| format!("{n}:{n}"))
+            .chain([format!("{notes}:{notes}")])
+            .collect();
+        push.extend(specs.iter().map(String::as_str));
+        let mut fetch = vec!["fetch", "-q", "origin"];
+        let fetched: Vec<String> = names
+            .iter()
+            .zip(tracking(&names))
+            .map(|(n, t)| format!("+{n}:{t}"))
+            .chain([format!(
+                "+{notes}:refs/notes/tabellio/remotes/origin/evidence"
+            )])
+            .collect();
+        fetch.extend(fetched.iter().map(String::as_str));
+        let took =
+            client.run("git", &client.repo, &push).0 + client.run("git", &client.repo, &fetch).0;
+        theirs.push(took);
+        with.delete_refs(&names);
+        client.delete_refs(&names);
+        client.delete_refs(&tracking(&names));
+    }
+    let ratio = report(
+        "sync after 1,000 new runs, +100k archived",
+        ours,
+        theirs,
+        "git push + git fetch of those refs",
+    );
+    goal(
+        "sync of 1,000 new runs / git push + fetch of them",
+        ratio,
+        1.5,
+    );
 }
 
 /// 1,000 live ended runs beside 100,000 archived ones, against the same 1,000 alone: `list`,
@@ -751,6 +938,7 @@ fn retention(n: usize) {
         times(&alone, &["gc", "--dry-run", "--archive-after", "0"]),
         "gc --dry-run, 1k live only",
     );
+    sync_at_scale(n, &with, &alone);
 }
 
 /// `verify` of one validated commit and of a 1,000-commit range, and the

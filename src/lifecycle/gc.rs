@@ -390,10 +390,13 @@ fn transaction(store: &Store, ready: &[Chosen], leftovers: &Leftovers) -> Result
             .push((c.entry.clone(), c.tip));
     }
     let mut edits = Vec::new();
+    // Every month as the transaction leaves it: the index covers exactly those.
+    let mut months = store.archive_months()?;
     for (month, runs) in by_month {
         let name = archive::ref_name(month);
         let old = store.ref_target(&name)?;
         let new = store.write_archive(month, old, &runs)?;
+        months.insert(month.to_string(), new);
         edits.push(Cas::update(
             name,
             old,
@@ -401,6 +404,9 @@ fn transaction(store: &Store, ready: &[Chosen], leftovers: &Leftovers) -> Result
             format!("tabellio: gc: archive {} runs", runs.len()),
         ));
     }
+    // In the same transaction (an index left behind, by an older version or a cut transaction,
+    // is brought up to date even when nothing else is archived).
+    edits.extend(store.archive_index_update(&months, "tabellio: gc: archive index")?);
     edits.extend(leftovers.branches.iter().cloned());
     for c in ready {
         if let Some(head) = c.head {
