@@ -13,6 +13,7 @@
 //! ledger two machines moved apart is reported and left alone on both sides.
 
 pub mod archives;
+pub mod chunks;
 pub mod init;
 pub mod ledgers;
 pub mod remote_promote;
@@ -94,8 +95,11 @@ pub struct SyncReport {
     /// earlier) tip: neither created here nor pushed back.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub archived_runs: Vec<String>,
-    /// The refs of the last push (successful or not).
+    /// The refs of the last round's pushes (successful or not).
     pub pushed: Vec<PushedRef>,
+    /// How many `git push` processes the sync made: a round pushes in chunks of at most
+    /// `tabellio.syncPushBytes` of new objects ([`chunks`]).
+    pub pushes: u32,
     /// What the remote said when it declined.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub remote_messages: Vec<String>,
@@ -132,6 +136,7 @@ impl SyncReport {
             archives: Vec::new(),
             archived_runs: Vec::new(),
             pushed: Vec::new(),
+            pushes: 0,
             remote_messages: Vec::new(),
             took: SyncTimes::default(),
         }
@@ -359,11 +364,11 @@ fn sync_rounds(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
             .collect();
         add_ms(&mut report.took.merge_ms, merging);
         let pushing = std::time::Instant::now();
-        let pushed = push::push(store, &remote, &pushes)?;
+        let (pushed, chunks) = chunks::push_in_chunks(store, &remote, &pushes)?;
         add_ms(&mut report.took.push_ms, pushing);
+        report.pushes += chunks;
         match pushed {
             PushResult::Pushed(refs) => {
-                record_pushed_in_tracking(store, &remote, &pushes);
                 report.pushed = refs;
                 report.record_final(&notes, &ledgers, true);
                 report.outcome = if report.ledgers.diverged.is_empty() {

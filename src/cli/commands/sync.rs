@@ -115,7 +115,15 @@ fn describe_sync(r: &SyncReport) -> String {
         if pushed.is_empty() {
             out.push(format!("nothing to push to {}", r.remote));
         } else {
-            out.push(format!("pushed {} ref(s) to {}", pushed.len(), r.remote));
+            let chunks = match r.pushes {
+                0 | 1 => String::new(),
+                n => format!(" in {n} pushes"),
+            };
+            out.push(format!(
+                "pushed {} ref(s) to {}{chunks}",
+                pushed.len(),
+                r.remote
+            ));
         }
     }
     let t = &r.took;
