@@ -638,6 +638,8 @@ fn populate_archive(b: &Bench, live: usize, archived: usize) {
         .filter_map(|(m, id)| Some((m.trim_start_matches(':').parse().ok()?, id.to_string())))
         .collect();
     let mut script = String::new();
+    // (index path, entry) of every archived run, for the archive index.
+    let mut indexed = Vec::new();
     for (m, month_runs) in tips.chunks(per_month).enumerate() {
         let refname = format!("refs/tabellio/archive/2026-{:02}", m + 1);
         for chunk in month_runs.chunks(100) {
@@ -661,96 +663,308 @@ fn populate_archive(b: &Bench, live: usize, archived: usize) {
                     "M 100644 inline runs/{bucket}/{id}.json\ndata {}\n{entry}\n",
                     entry.len()
                 ));
+                let hash = format!("{:x}", sha2::Sha256::digest(id.as_bytes()));
+                indexed.push((
+                    format!("runs/{}/{}/{id}.json", &hash[..2], &hash[2..4]),
+                    entry,
+                ));
             }
             script.push('\n');
         }
     }
-    if !script.is_empty() {
-        b.fast_import_with_marks(&script, &marks);
+    if script.is_empty() {
+        return;
+    }
+    b.fast_import_with_marks(&script, &marks);
+    // The archive index as `gc` writes it: one parentless commit listing the month tips it
+    // covers, every run's entry at `runs/<xx>/<yy>/<id>.json`.
+    let months = b.git(&[
+        "for-each-ref",
+        "--format=%(refname:lstrip=3) %(objectname)",
+        "refs/tabellio/archive/",
+    ]);
+    let months = format!("{months}\n");
+    let msg = "tabellio: archive index of 10 months\n";
+    let mut script = format!(
+        "commit refs/tabellio/archive-index\ncommitter bench <bench@example.com> {now} +0000\ndata {}\n{msg}M 100644 inline months\ndata {}\n{months}\n",
+        msg.len(),
+        months.len()
+    );
+    for (path, entry) in indexed {
+        script.push_str(&format!(
+            "M 100644 inline {path}\ndata {}\n{entry}\n",
+            entry.len()
+        ));
+    }
+    script.push('\n');
+    b.fast_import(&script);
+}
+
+impl Bench {
+    /// A clone of `server` (its `main` checked out), which `sync` has brought up to date.
+    fn synced_clone_of(server: &Bench) -> Bench {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let repo = dir.path().join("repo");
+        let b = Bench { dir, repo };
+        b.run(
+            "git",
+            b.dir.path(),
+            &[
+                "clone",
+                "-q",
+                "-b",
+                "main",
+                server.repo.to_str().unwrap(),
+                b.repo.to_str().unwrap(),
+            ],
+        );
+        b.tab(&b.repo, &["sync"]);
+        b
+    }
+
+    /// `count` new ended runs `<prefix><i>` (ledger refs) and an evidence note on each ledger
+    /// commit (one notes commit on top of the current one), by one `git fast-import`: the ref
+    /// names of the new ledgers.
+    fn new_runs(&self, prefix: &str, count: usize) -> Vec<String> {
+        let head = self.git(&["rev-parse", "main"]);
+        let now = 1_767_225_600;
+        let mut script = String::new();
+        let mut names = Vec::new();
+        for i in 0..count {
+            let id = format!("{prefix}{i}");
+            let run = ended_run_json(&id, &head);
+            let name = format!("refs/tabellio/runs/{id}");
+            let msg = format!("tabellio: abandon {id}: active -> abandoned\n");
+            script.push_str(&format!(
+                "commit {name}\nmark :{}\ncommitter bench <bench@example.com> {now} +0000\ndata {}\n{msg}M 100644 inline run.json\ndata {}\n{run}\n",
+                i + 1,
+                msg.len(),
+                run.len()
+            ));
+            names.push(name);
+        }
+        let notes = "refs/notes/tabellio/evidence";
+        let from = self
+            .run_status("git", &["rev-parse", "-q", "--verify", notes])
+            .map(|_| format!("from {notes}^0\n"))
+            .unwrap_or_default();
+        script.push_str(&format!(
+            "commit {notes}\ncommitter bench <bench@example.com> {now} +0000\ndata 6\nbench\n{from}"
+        ));
+        for i in 0..count {
+            let note = format!("{{\"bench\":\"{prefix}{i}\"}}\n");
+            script.push_str(&format!(
+                "N inline :{}\ndata {}\n{note}\n",
+                i + 1,
+                note.len()
+            ));
+        }
+        script.push('\n');
+        self.fast_import(&script);
+        names
+    }
+
+    /// `git <args>`'s trimmed stdout when it succeeds, `None` when it fails.
+    fn run_status(&self, program: &str, args: &[&str]) -> Option<String> {
+        let mut cmd = Command::new(program);
+        cmd.args(args).current_dir(&self.repo).stdin(Stdio::null());
+        hermetic::apply(&mut cmd, self.dir.path());
+        let out = cmd.output().expect("spawn");
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    /// Delete `names` in one `git update-ref --stdin` (each wherever it is).
+    fn delete_refs(&self, names: &[String]) {
+        let input: String = names.iter().map(|n| format!("delete {n}\n")).collect();
+        self.with_input("git", &self.repo, &["update-ref", "--stdin"], &input);
     }
 }
 
-/// 1,000 live ended runs beside 100,000 archived ones, against the same 1,000 alone: `list`,
-/// `status` of a live run, `start` (which also makes sure the id is not archived), `log` of an
-/// archived run against a live one, and `gc --dry-run`.
+/// `sync` after 1,000 new runs (ledgers and an evidence note each), from a clone of a remote
+/// that holds 1,000 live runs and 100,000 archived, against one `git push` of exactly the refs
+/// that changed (the new ledgers and the notes ref) and one `git fetch` of the same refs; and
+/// `sync` with nothing to do there against the same beside no archive. After each round the new
+/// ledgers are deleted on both sides, so every round starts from 1,000 live runs.
+fn sync_at_scale(n: usize, with: &Bench, alone: &Bench) {
+    let client = Bench::synced_clone_of(with);
+    let bare = Bench::synced_clone_of(alone);
+    let (ours, theirs) = in_turn(
+        n,
+        |_| client.tab(&client.repo, &["sync"]),
+        |_| bare.tab(&bare.repo, &["sync"]),
+    );
+    let idle = report(
+        "sync, nothing to do, +100k archived",
+        ours,
+        theirs,
+        "the same, 1k live only",
+    );
+    goal(
+        "sync with nothing to do, 100k archived / 1k live only",
+        idle,
+        1.2,
+    );
+    let rounds = n.min(5);
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let tracking = |names: &[String]| -> Vec<String> {
+        names
+            .iter()
+            .map(|n| n.replace("refs/tabellio/runs/", "refs/tabellio/remotes/origin/runs/"))
+            .collect()
+    };
+    for round in 0..rounds {
+        let names = client.new_runs(&format!("s{round}-"), 1_000);
+        ours.push(client.tab(&client.repo, &["sync"]));
+        with.delete_refs(&names);
+        client.delete_refs(&names);
+        client.delete_refs(&tracking(&names));
+
+        let names = client.new_runs(&format!("g{round}-"), 1_000);
+        let notes = "refs/notes/tabellio/evidence";
+        let mut push = vec!["push", "-q", "origin"];
+        let specs: Vec<String> = names
+            .iter()
+            .map(|n| format!("{n}:{n}"))
+            .chain([format!("{notes}:{notes}")])
+            .collect();
+        push.extend(specs.iter().map(String::as_str));
+        let mut fetch = vec!["fetch", "-q", "origin"];
+        let fetched: Vec<String> = names
+            .iter()
+            .zip(tracking(&names))
+            .map(|(n, t)| format!("+{n}:{t}"))
+            .chain([format!(
+                "+{notes}:refs/notes/tabellio/remotes/origin/evidence"
+            )])
+            .collect();
+        fetch.extend(fetched.iter().map(String::as_str));
+        let took =
+            client.run("git", &client.repo, &push).0 + client.run("git", &client.repo, &fetch).0;
+        theirs.push(took);
+        with.delete_refs(&names);
+        client.delete_refs(&names);
+        client.delete_refs(&tracking(&names));
+    }
+    let ratio = report(
+        "sync after 1,000 new runs, +100k archived",
+        ours,
+        theirs,
+        "git push + git fetch of those refs",
+    );
+    goal(
+        "sync of 1,000 new runs / git push + fetch of them",
+        ratio,
+        1.5,
+    );
+}
+
+/// `ours` and `theirs` taken in turn, `n` times each: their times, for a paired ratio.
+fn in_turn(
+    n: usize,
+    mut ours: impl FnMut(usize) -> Duration,
+    mut theirs: impl FnMut(usize) -> Duration,
+) -> (Vec<Duration>, Vec<Duration>) {
+    (0..n).map(|i| (ours(i), theirs(i))).unzip()
+}
+
+/// 1,000 live ended runs beside 100,000 archived ones, against the same 1,000 alone, each
+/// command taken in turn in the two repositories: `list`, `status` of a live run, `start`
+/// (which also makes sure the id is not archived), `land` of one run, `verify`, `gc
+/// --dry-run`, `sync` (nothing to do, and 1,000 new runs); and `log` of an archived run
+/// against a live one. Both repositories are packed by `git gc` first, as a long-lived one is:
+/// the rows compare what the archive costs, not how many packs `git fast-import` left.
 fn retention(n: usize) {
     let alone = Bench::new();
     populate_archive(&alone, 1_000, 0);
     let with = Bench::new();
     populate_archive(&with, 1_000, 100_000);
+    for b in [&with, &alone] {
+        b.git(&["gc", "-q"]);
+    }
     let live_refs = with
         .git(&["for-each-ref", "--format=x", "refs/tabellio/"])
         .lines()
         .count();
     println!("live refs under refs/tabellio/ beside 100,000 archived runs: {live_refs}");
-    let times = |b: &Bench, args: &[&str]| -> Vec<Duration> {
-        (0..n).map(|_| b.tab(&b.repo, args)).collect()
+    let row = |what: &str, args: &[&str], at_most: Option<f64>| {
+        // `verify` exits 1 on a commit without evidence: any exit code counts.
+        let (ours, theirs) = in_turn(
+            n,
+            |_| with.run_any(BIN, &with.repo, args, ""),
+            |_| alone.run_any(BIN, &alone.repo, args, ""),
+        );
+        let ratio = report(
+            &format!("{what}, +100k archived"),
+            ours,
+            theirs,
+            "the same, 1k live only",
+        );
+        if let Some(at_most) = at_most {
+            goal(
+                &format!("{what} with 100k archived / 1k live only"),
+                ratio,
+                at_most,
+            );
+        }
     };
-    // `verify` exits 1 on a commit without evidence: any exit code counts.
-    let any = |b: &Bench, args: &[&str]| -> Vec<Duration> {
-        (0..n).map(|_| b.run_any(BIN, &b.repo, args, "")).collect()
+    row("list", &["list"], Some(1.2));
+    row("status <run>", &["status", "l7"], Some(1.2));
+    let start = |b: &Bench, i: usize| -> Duration {
+        b.tab(
+            &b.repo,
+            &[
+                "start",
+                &format!("n{i}"),
+                "--task",
+                "bench",
+                "--base",
+                "main",
+            ],
+        )
     };
-    let list = report_unpaired(
-        "list, +100k archived",
-        times(&with, &["list"]),
-        times(&alone, &["list"]),
-        "list, 1k live runs only",
+    let (ours, theirs) = in_turn(n, |i| start(&with, i), |i| start(&alone, i));
+    let ratio = report(
+        "start, +100k archived",
+        ours,
+        theirs,
+        "the same, 1k live only",
     );
-    goal("list with 100k archived / 1k live only", list, 1.2);
-    let status = report_unpaired(
-        "status <run>, +100k archived",
-        times(&with, &["status", "l7"]),
-        times(&alone, &["status", "l7"]),
-        "status <run>, 1k live only",
+    goal("start with 100k archived / 1k live only", ratio, 1.2);
+    for b in [&with, &alone] {
+        require_true_on_main(b);
+    }
+    let (ours, theirs) = in_turn(
+        n,
+        |i| land_one(&with, &format!("land{i}"), i),
+        |i| land_one(&alone, &format!("land{i}"), i),
+    );
+    let ratio = report(
+        "land of one run, +100k archived",
+        ours,
+        theirs,
+        "the same, 1k live only",
     );
     goal(
-        "status <run> with 100k archived / 1k live only",
-        status,
+        "land of one run with 100k archived / 1k live only",
+        ratio,
         1.2,
     );
-    let start_times = |b: &Bench| -> Vec<Duration> {
-        (0..n)
-            .map(|i| {
-                b.tab(
-                    &b.repo,
-                    &[
-                        "start",
-                        &format!("n{i}"),
-                        "--task",
-                        "bench",
-                        "--base",
-                        "main",
-                    ],
-                )
-            })
-            .collect()
-    };
-    let start = report_unpaired(
-        "start, +100k archived",
-        start_times(&with),
-        start_times(&alone),
-        "start, 1k live only",
+    let (ours, theirs) = in_turn(
+        n,
+        |_| with.tab(&with.repo, &["log", "a99999"]),
+        |_| with.tab(&with.repo, &["log", "l7"]),
     );
-    goal("start with 100k archived / 1k live only", start, 1.2);
-    let log = report_unpaired(
-        "log <archived run>",
-        times(&with, &["log", "a99999"]),
-        times(&with, &["log", "l7"]),
-        "log <live run>",
-    );
+    let log = report("log <archived run>", ours, theirs, "log <live run>");
     goal("log of an archived run / a live one", log, 2.0);
-    report_unpaired(
-        "verify main, +100k archived",
-        any(&with, &["verify", "main"]),
-        any(&alone, &["verify", "main"]),
-        "verify main, 1k live only",
+    row("verify main", &["verify", "main"], None);
+    row(
+        "gc --dry-run",
+        &["gc", "--dry-run", "--archive-after", "0"],
+        None,
     );
-    report_unpaired(
-        "gc --dry-run, +100k archived",
-        times(&with, &["gc", "--dry-run", "--archive-after", "0"]),
-        times(&alone, &["gc", "--dry-run", "--archive-after", "0"]),
-        "gc --dry-run, 1k live only",
-    );
+    sync_at_scale(n, &with, &alone);
 }
 
 /// `verify` of one validated commit and of a 1,000-commit range, and the
@@ -1028,6 +1242,12 @@ fn range_script() -> String {
 /// A fresh repository whose `main` requires one check, `true`.
 fn land_repo() -> Bench {
     let b = Bench::new();
+    require_true_on_main(&b);
+    b
+}
+
+/// Commit a policy on `main` that requires one check, `true`, and protects `main`.
+fn require_true_on_main(b: &Bench) {
     b.git(&["switch", "-q", "main"]);
     std::fs::create_dir_all(b.repo.join(".tabellio")).unwrap();
     std::fs::write(
@@ -1038,7 +1258,17 @@ fn land_repo() -> Bench {
     b.git(&["add", ".tabellio/policy.json"]);
     b.git(&["commit", "-q", "-m", "policy"]);
     b.git(&["switch", "-q", "bench-home"]);
-    b
+}
+
+/// `land` of one finished run `id` onto a moved `main` (which requires `true`): the time of
+/// `land` alone.
+fn land_one(b: &Bench, id: &str, file: usize) -> Duration {
+    b.tab(&b.repo, &["start", id, "--task", "bench", "--base", "main"]);
+    let wt = b.worktree(id);
+    b.commit_in(&wt, 5000 + file);
+    b.tab(&wt, &["finish"]);
+    move_main(b);
+    b.tab(&b.repo, &["land", id])
 }
 
 /// Move `main` by an empty commit (same tree), as another landing would without touching files.

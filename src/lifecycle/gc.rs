@@ -236,14 +236,18 @@ fn choose(
         }
     }
     let root = store.worktree_root()?;
-    for (id, tip) in live {
-        let Ok(record) = store.read_ledger_record(id, *tip) else {
-            continue;
-        };
-        if !record.state.is_terminal() {
-            continue;
-        }
-        if let Some(found) = store.try_find_archived(id)? {
+    let ended: Vec<(&String, &gix::ObjectId, crate::model::RunRecord)> = live
+        .iter()
+        .filter_map(|(id, tip)| {
+            let record = store.read_ledger_record(id, *tip).ok()?;
+            record.state.is_terminal().then_some((id, tip, record))
+        })
+        .collect();
+    // Which of them a killed gc archived already: looked up all at once.
+    let ids: Vec<&str> = ended.iter().map(|(id, _, _)| id.as_str()).collect();
+    let mut archived = store.find_archived_among_under(archive::PREFIX, &ids)?;
+    for (id, tip, record) in ended {
+        if let Some(found) = archived.remove(id.as_str()) {
             if found.ledger_tip()? == *tip {
                 if let Some(head) = recorded_head(store, &found.entry)? {
                     leftovers
@@ -309,12 +313,23 @@ fn choose(
     }
     // Branches of archived runs whose ledger is gone already (the deletions of a killed gc
     // ran in another order): only at exactly the head the archive recorded.
-    for (name, head) in store.refs_under("refs/heads/tabellio/")? {
+    let branches: Vec<(String, gix::ObjectId)> = store
+        .refs_under("refs/heads/tabellio/")?
+        .into_iter()
+        .filter(|(name, _)| {
+            let id = &name["refs/heads/tabellio/".len()..];
+            !live_ids.contains(id) && crate::model::ids::check_run_id(id).is_ok()
+        })
+        .collect();
+    let ids: Vec<&str> = branches
+        .iter()
+        .map(|(name, _)| &name["refs/heads/tabellio/".len()..])
+        .collect();
+    let mut archived = store.find_archived_among_under(archive::PREFIX, &ids)?;
+    for (name, head) in &branches {
+        let (name, head) = (name.clone(), *head);
         let id = &name["refs/heads/tabellio/".len()..];
-        if live_ids.contains(id) || crate::model::ids::check_run_id(id).is_err() {
-            continue;
-        }
-        if let Some(found) = store.try_find_archived(id)? {
+        if let Some(found) = archived.remove(id) {
             if found.entry.branch == name && recorded_head(store, &found.entry)? == Some(head) {
                 leftovers.branches.push(Cas::delete(&name, head, message));
             }
@@ -390,10 +405,13 @@ fn transaction(store: &Store, ready: &[Chosen], leftovers: &Leftovers) -> Result
             .push((c.entry.clone(), c.tip));
     }
     let mut edits = Vec::new();
+    // Every month as the transaction leaves it: the index covers exactly those.
+    let mut months = store.archive_months()?;
     for (month, runs) in by_month {
         let name = archive::ref_name(month);
         let old = store.ref_target(&name)?;
         let new = store.write_archive(month, old, &runs)?;
+        months.insert(month.to_string(), new);
         edits.push(Cas::update(
             name,
             old,
@@ -401,6 +419,9 @@ fn transaction(store: &Store, ready: &[Chosen], leftovers: &Leftovers) -> Result
             format!("tabellio: gc: archive {} runs", runs.len()),
         ));
     }
+    // In the same transaction (an index left behind, by an older version or a cut transaction,
+    // is brought up to date even when nothing else is archived).
+    edits.extend(store.archive_index_update(&months, "tabellio: gc: archive index")?);
     edits.extend(leftovers.branches.iter().cloned());
     for c in ready {
         if let Some(head) = c.head {

@@ -117,12 +117,3 @@ pub fn plan(
     }
     Ok(out)
 }
-
-/// Our archive refs: month → archive commit.
-pub fn local_archives(store: &Store) -> Result<BTreeMap<String, gix::ObjectId>> {
-    Ok(store
-        .refs_under(archive::PREFIX)?
-        .into_iter()
-        .map(|(name, id)| (name[archive::PREFIX.len()..].to_string(), id))
-        .collect())
-}

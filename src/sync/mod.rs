@@ -13,6 +13,7 @@
 //! ledger two machines moved apart is reported and left alone on both sides.
 
 pub mod archives;
+pub mod chunks;
 pub mod init;
 pub mod ledgers;
 pub mod remote_promote;
@@ -94,11 +95,33 @@ pub struct SyncReport {
     /// earlier) tip: neither created here nor pushed back.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub archived_runs: Vec<String>,
-    /// The refs of the last push (successful or not).
+    /// The refs of the last round's pushes (successful or not).
     pub pushed: Vec<PushedRef>,
+    /// How many `git push` processes the sync made: a round pushes in chunks of at most
+    /// `tabellio.syncPushBytes` of new objects ([`chunks`]).
+    pub pushes: u32,
     /// What the remote said when it declined.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub remote_messages: Vec<String>,
+    /// How long it took, in milliseconds, over every round.
+    pub took: SyncTimes,
+}
+
+/// Where the time of a sync went, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct SyncTimes {
+    /// `git fetch` of the tracking namespaces.
+    pub fetch_ms: u64,
+    /// Planning and the local compare-and-swap transaction (merges, ledgers, archive).
+    pub merge_ms: u64,
+    /// `git push` (every batch).
+    pub push_ms: u64,
+    pub total_ms: u64,
+}
+
+/// The milliseconds since `since`, added to `total`.
+fn add_ms(total: &mut u64, since: std::time::Instant) {
+    *total += since.elapsed().as_millis() as u64;
 }
 
 impl SyncReport {
@@ -113,7 +136,9 @@ impl SyncReport {
             archives: Vec::new(),
             archived_runs: Vec::new(),
             pushed: Vec::new(),
+            pushes: 0,
             remote_messages: Vec::new(),
+            took: SyncTimes::default(),
         }
     }
 
@@ -190,6 +215,8 @@ pub struct RoundPlan {
     pub notes: Vec<NotesStep>,
     pub ledgers: Vec<LedgerStep>,
     pub archives: Vec<ArchiveStep>,
+    /// The archive index brought up to date with the months as the round leaves them.
+    pub archive_index: Option<Cas>,
     /// Runs left out of the ledger plan because one side archived them.
     pub archived_runs: Vec<String>,
 }
@@ -207,11 +234,9 @@ pub fn plan_round(store: &Store, tracking: &Tracking, remote: &str) -> Result<Ro
         .filter(|(id, _)| !local_runs.contains_key(*id))
         .map(|(id, tip)| (id.clone(), *tip))
         .collect();
-    for (id, tip) in only_remote {
-        if archived_at_or_after(store, crate::store::ledger::archive::PREFIX, &id, tip)? {
-            remote_runs.remove(&id);
-            archived_runs.push(id);
-        }
+    for id in archived_at_or_after(store, crate::store::ledger::archive::PREFIX, &only_remote)? {
+        remote_runs.remove(&id);
+        archived_runs.push(id);
     }
     let tracking_archive = fetch::tracking_archive_prefix(remote);
     let only_local: Vec<(String, gix::ObjectId)> = local_runs
@@ -219,38 +244,62 @@ pub fn plan_round(store: &Store, tracking: &Tracking, remote: &str) -> Result<Ro
         .filter(|(id, _)| !remote_runs.contains_key(*id) && !tracking.runs.contains_key(*id))
         .map(|(id, tip)| (id.clone(), *tip))
         .collect();
-    for (id, tip) in only_local {
-        if archived_at_or_after(store, &tracking_archive, &id, tip)? {
-            local_runs.remove(&id);
-            archived_runs.push(id);
-        }
+    for id in archived_at_or_after(store, &tracking_archive, &only_local)? {
+        local_runs.remove(&id);
+        archived_runs.push(id);
     }
     let ledgers = ledgers::plan(store, &local_runs, &remote_runs)?;
-    let archives = archives::plan(
-        store,
-        remote,
-        &archives::local_archives(store)?,
-        &tracking.archives,
+    let mut months = store.archive_months()?;
+    let archives = archives::plan(store, remote, &months, &tracking.archives)?;
+    for step in &archives {
+        if let Some(new) = step.new {
+            months.insert(step.month.clone(), new);
+        }
+    }
+    let archive_index = store.archive_index_update(
+        &months,
+        &format!("tabellio: sync with {remote}: archive index"),
     )?;
     archived_runs.sort();
     Ok(RoundPlan {
         notes,
         ledgers,
         archives,
+        archive_index,
         archived_runs,
     })
 }
 
-/// Is run `id` in the archive refs under `prefix` with a ledger that contains `tip`?
-fn archived_at_or_after(store: &Store, prefix: &str, id: &str, tip: gix::ObjectId) -> Result<bool> {
-    let Some(found) = store.try_find_archived_under(prefix, id)? else {
-        return Ok(false);
-    };
-    let archived = found.ledger_tip()?;
-    Ok(archived == tip || store.is_ancestor(tip, archived).unwrap_or(false))
+/// The runs of `runs` (id, tip) that the archive refs under `prefix` hold with a ledger that
+/// contains their tip (all looked up at once: a thousand new runs read each bucket once).
+fn archived_at_or_after(
+    store: &Store,
+    prefix: &str,
+    runs: &[(String, gix::ObjectId)],
+) -> Result<Vec<String>> {
+    let ids: Vec<&str> = runs.iter().map(|(id, _)| id.as_str()).collect();
+    let found = store.find_archived_among_under(prefix, &ids)?;
+    let mut out = Vec::new();
+    for (id, tip) in runs {
+        let Some(archived) = found.get(id) else {
+            continue;
+        };
+        let archived = archived.ledger_tip()?;
+        if archived == *tip || store.is_ancestor(*tip, archived).unwrap_or(false) {
+            out.push(id.clone());
+        }
+    }
+    Ok(out)
 }
 
 pub fn sync(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
+    let started = std::time::Instant::now();
+    let mut report = sync_rounds(store, remote)?;
+    report.took.total_ms = started.elapsed().as_millis() as u64;
+    Ok(report)
+}
+
+fn sync_rounds(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
     let remote = match remote {
         Some(r) => r.to_string(),
         None => fetch::default_remote(store)?,
@@ -261,7 +310,10 @@ pub fn sync(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
     for round in 1..=MAX_ROUNDS {
         report.rounds = round;
         let before = Tracking::read(store, &remote)?.by_ref_name(&remote);
+        let fetching = std::time::Instant::now();
         fetch::fetch(store, &remote)?;
+        add_ms(&mut report.took.fetch_ms, fetching);
+        let merging = std::time::Instant::now();
         let tracking = Tracking::read(store, &remote)?;
         report.record_fetch(&before, &tracking.by_ref_name(&remote));
 
@@ -269,6 +321,7 @@ pub fn sync(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
             notes,
             ledgers,
             archives,
+            archive_index,
             archived_runs,
         } = plan_round(store, &tracking, &remote)?;
         // The queue's entries travel too (created only; removed where their run landed).
@@ -278,6 +331,7 @@ pub fn sync(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
             .iter()
             .filter_map(|s| s.local_update(&message))
             .chain(archives.iter().filter_map(|s| s.local_update(&message)))
+            .chain(archive_index)
             .chain(ledgers.iter().filter_map(|s| s.local_update(&message)))
             .chain(queue_edits)
             .collect();
@@ -286,6 +340,7 @@ pub fn sync(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
                 Ok(()) => {}
                 // A local command wrote a ledger or notes meanwhile: plan again from there.
                 Err(TxError::Moved { .. } | TxError::Locked { .. }) if round < MAX_ROUNDS => {
+                    add_ms(&mut report.took.merge_ms, merging);
                     REMOTE_ROUNDS.sleep(round);
                     continue;
                 }
@@ -307,9 +362,13 @@ pub fn sync(store: &Store, remote: Option<&str>) -> Result<SyncReport> {
             .chain(ledgers.iter().filter_map(LedgerStep::push))
             .chain(queue_pushes)
             .collect();
-        match push::push(store, &remote, &pushes)? {
+        add_ms(&mut report.took.merge_ms, merging);
+        let pushing = std::time::Instant::now();
+        let (pushed, chunks) = chunks::push_in_chunks(store, &remote, &pushes)?;
+        add_ms(&mut report.took.push_ms, pushing);
+        report.pushes += chunks;
+        match pushed {
             PushResult::Pushed(refs) => {
-                record_pushed_in_tracking(store, &remote, &pushes);
                 report.pushed = refs;
                 report.record_final(&notes, &ledgers, true);
                 report.outcome = if report.ledgers.diverged.is_empty() {

@@ -18,6 +18,25 @@ fn archive_refs(t: &TestEnv) -> Vec<String> {
     .collect()
 }
 
+/// `<month> <archive commit>` of every archive month, as the archive index lists what it
+/// covers.
+fn months_listing(t: &TestEnv) -> String {
+    archive_refs(t)
+        .iter()
+        .map(|name| {
+            let month = name.trim_start_matches("refs/tabellio/archive/");
+            format!("{month} {}\n", t.git_out(&["rev-parse", name]))
+        })
+        .collect()
+}
+
+/// What the archive index says it covers (`months` in its tree).
+fn index_months(t: &TestEnv) -> String {
+    let mut out = t.git_out(&["show", "refs/tabellio/archive-index:months"]);
+    out.push('\n');
+    out
+}
+
 /// `r1` promoted onto `main` (with evidence), `r2` abandoned with a commit of its own, `r3`
 /// active: the ledger tips of r1 and r2.
 fn two_ended_runs_and_one_active(t: &TestEnv) -> (String, String) {
@@ -117,6 +136,62 @@ fn gc_archives_ended_runs_which_stay_readable() {
     t.tab(&["finish", "r2", "--", "true"]).code(3);
     t.tab(&["start", "r1", "--task", "again"]).code(2);
     assert_ne!(r2_tip, "");
+    t.fsck();
+}
+
+/// The archive index (`refs/tabellio/archive-index`) holds every archived run's entry, the very
+/// blob of its month, at `runs/<xx>/<yy>/<id>.json`, and lists the month tips it covers. An
+/// index behind the months (an older one put back) is not trusted: the months are searched,
+/// and the next `gc` brings it up to date.
+#[test]
+fn the_archive_index_finds_archived_runs_and_one_behind_the_months_is_not_trusted() {
+    let t = TestEnv::new();
+    t.completed_run("r1", "one.txt");
+    t.tab(&["promote", "r1"]).ok();
+    t.tab(&["gc", "--archive-after", "0"]).ok();
+    let first = t.git_out(&["rev-parse", "refs/tabellio/archive-index"]);
+    assert_eq!(index_months(&t), months_listing(&t));
+    t.started_run("r2", "two.txt");
+    t.tab(&["abandon", "r2"]).ok();
+    t.tab(&["gc", "--archive-after", "0"]).ok();
+    assert_eq!(index_months(&t), months_listing(&t));
+    let month = archive_refs(&t)[0].clone();
+    let index = t.git_out(&["ls-tree", "-r", "refs/tabellio/archive-index"]);
+    for id in ["r1", "r2"] {
+        let line = index
+            .lines()
+            .find(|l| l.ends_with(&format!("/{id}.json")))
+            .unwrap_or_else(|| panic!("{id} not in the index:\n{index}"));
+        let (meta, path) = line.split_once('\t').unwrap();
+        let parts: Vec<&str> = path.split('/').collect();
+        assert_eq!(parts.len(), 4, "{path}");
+        assert_eq!((parts[0], parts[1].len(), parts[2].len()), ("runs", 2, 2));
+        let in_month = t.git_out(&["rev-parse", &format!("{month}:runs/{}/{id}.json", parts[1])]);
+        assert!(meta.ends_with(&in_month), "{line} against {in_month}");
+    }
+    let current = t.git_out(&["rev-parse", "refs/tabellio/archive-index"]);
+
+    // The first index, which knows r1 only, put back: r2 is still found, its id still taken.
+    t.git(&["update-ref", "refs/tabellio/archive-index", &first])
+        .ok();
+    let (code, st) = t.tab_json(&["status", "r2"]);
+    assert_eq!(code, 0, "{st}");
+    assert_eq!(st["archived"], month.as_str(), "{st}");
+    t.tab(&["start", "r2", "--task", "again"]).code(2);
+    t.tab(&["log", "r2"]).ok();
+    // Nothing to archive, but gc brings the index up to date: the same tree as before.
+    t.tab(&["gc", "--archive-after", "0"]).ok();
+    assert_eq!(index_months(&t), months_listing(&t));
+    assert_eq!(
+        t.git_out(&["rev-parse", "refs/tabellio/archive-index^{tree}"]),
+        t.git_out(&["rev-parse", &format!("{current}^{{tree}}")])
+    );
+    // Without an index at all, the same.
+    t.git(&["update-ref", "-d", "refs/tabellio/archive-index"])
+        .ok();
+    t.tab(&["start", "r1", "--task", "again"]).code(2);
+    t.tab(&["gc", "--archive-after", "0"]).ok();
+    assert_eq!(index_months(&t), months_listing(&t));
     t.fsck();
 }
 
@@ -258,6 +333,13 @@ fn the_archive_travels_with_sync_and_a_server_archives_the_same_way() {
         server.git_out(&["rev-parse", &month]),
         a.git_out(&["rev-parse", &month])
     );
+    // Each clone's index covers the months sync merged; the ids stay taken on both.
+    for t in [&a, &b] {
+        assert_eq!(index_months(t), months_listing(t));
+        for id in ["a1", "b1"] {
+            t.tab(&["start", id, "--task", "again"]).code(2);
+        }
+    }
 
     // The server still has the live ledger a1 pushed before it was archived: its own gc
     // archives it (already in its archive at that very tip), with nothing else to do.
@@ -359,6 +441,8 @@ fn gc_killed_anywhere_loses_nothing_and_gc_again_finishes() {
             ]),
             ""
         );
+        // The index covers every month again, so lookups are one path away.
+        assert_eq!(index_months(&t), months_listing(&t));
         let listed = t.git_out(&["worktree", "list", "--porcelain"]);
         assert_eq!(listed.matches("worktree ").count(), 1, "{listed}");
         let root = t.repo.join(".tabellio/worktrees");

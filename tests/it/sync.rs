@@ -956,3 +956,105 @@ fn init_warns_about_a_mirror_refspec_too() {
         "{j}"
     );
 }
+
+/// The ledgers of `ids` on `t` (the server's or a clone's), as `<ref> <tip>` lines.
+fn ledgers_of(t: &TestEnv, ids: &[String]) -> Vec<String> {
+    ids.iter()
+        .map(|id| {
+            let name = format!("refs/tabellio/runs/{id}");
+            format!("{name} {}", try_rev(t, &name).unwrap_or_default())
+        })
+        .collect()
+}
+
+/// Runs `r0`..`r<n>` started (and so ledgers to push) in `t`: their ids.
+fn started_runs(t: &TestEnv, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let id = format!("r{i}");
+            t.tab(&["start", &id, "--task", "t"]).ok();
+            id
+        })
+        .collect()
+}
+
+/// `tabellio.syncPushBytes` bounds what one push carries: with a budget of one byte every ref
+/// is its own atomic push; with the default, one push. `--json` says how many and how long.
+#[test]
+fn sync_pushes_in_chunks_under_the_byte_budget() {
+    let (server, a, _b) = TestEnv::server_and_two_clones();
+    let ids = started_runs(&a, 3);
+    a.git(&["config", "tabellio.syncPushBytes", "1"]).ok();
+    let (code, out) = a.tab_json(&["sync"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["pushes"], 3, "{out}");
+    assert_eq!(ledgers_of(&server, &ids), ledgers_of(&a, &ids));
+    for key in ["fetch_ms", "merge_ms", "push_ms", "total_ms"] {
+        assert!(out["took"][key].is_u64(), "{key}: {out}");
+    }
+    a.git(&["config", "--unset", "tabellio.syncPushBytes"]).ok();
+    a.tab(&["start", "r9", "--task", "t"]).ok();
+    a.tab(&["start", "r8", "--task", "t"]).ok();
+    let (code, out) = a.tab_json(&["sync"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["pushes"], 1, "{out}");
+    let human = a.tab(&["sync"]).ok().stdout.clone();
+    assert!(human.contains("took "), "{human}");
+    server.fsck();
+}
+
+/// A sync pushing chunk by chunk, killed (SIGKILL) at random points: nothing on the server is
+/// half a chunk, and the next sync pushes only what is not there yet, until every ledger is.
+#[test]
+fn a_sync_killed_between_chunks_resumes_where_it_stopped() {
+    let span = {
+        let (_server, a, _b) = TestEnv::server_and_two_clones();
+        started_runs(&a, 8);
+        a.git(&["config", "tabellio.syncPushBytes", "1"]).ok();
+        let started = std::time::Instant::now();
+        a.tab(&["sync"]).ok();
+        started.elapsed().as_millis() as u64
+    };
+    for round in 0..crate::crash::land_trials() {
+        let (server, a, _b) = TestEnv::server_and_two_clones();
+        let ids = started_runs(&a, 8);
+        a.git(&["config", "tabellio.syncPushBytes", "1"]).ok();
+        let mut child = a.spawn_tab(&["sync"]);
+        std::thread::sleep(crate::crash::random_delay_up_to(round, span + span / 4 + 1));
+        let _ = child.kill();
+        let _ = child.wait();
+        // Every ledger on the server is the very tip we have: a chunk lands whole or not.
+        let there: Vec<String> = ledgers_of(&server, &ids)
+            .into_iter()
+            .filter(|l| !l.ends_with(' '))
+            .collect();
+        let ours = ledgers_of(&a, &ids);
+        for l in &there {
+            assert!(ours.contains(l), "{l} is not ours: {ours:?}");
+        }
+        // The killed sync's own `git push` may still land a chunk after the kill; whatever is
+        // there is up to date for the next sync, which pushes only the rest.
+        let (code, out) = a.tab_json(&["sync"]);
+        assert_eq!(code, 0, "{out}");
+        let published: Vec<String> = out["ledgers"]["published"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| format!("refs/tabellio/runs/{}", p.as_str().unwrap()))
+            .collect();
+        for l in &there {
+            let name = l.split(' ').next().unwrap().to_string();
+            assert!(!published.contains(&name), "{name} pushed again: {out}");
+        }
+        let up_to_date = out["ledgers"]["up_to_date"].as_u64().unwrap() as usize;
+        assert_eq!(published.len() + up_to_date, ids.len(), "{out}");
+        assert_eq!(
+            out["pushes"].as_u64().unwrap() as usize,
+            published.len(),
+            "{out}"
+        );
+        assert_eq!(ledgers_of(&server, &ids), ours);
+        server.fsck();
+        a.fsck();
+    }
+}

@@ -89,8 +89,15 @@ fn describe_sync(r: &SyncReport) -> String {
         ("left ahead and pushed", &l.left),
         ("published", &l.published),
     ] {
-        if !list.is_empty() {
-            out.push(format!("runs {label}: {}", list.join(", ")));
+        // A first sync of a fleet moves thousands: the first ten and how many more.
+        match list.len() {
+            0 => {}
+            n if n <= 10 => out.push(format!("runs {label}: {}", list.join(", "))),
+            n => out.push(format!(
+                "runs {label}: {} and {} more (--json lists them all)",
+                list[..10].join(", "),
+                n - 10
+            )),
         }
     }
     for d in &l.diverged {
@@ -108,11 +115,25 @@ fn describe_sync(r: &SyncReport) -> String {
         if pushed.is_empty() {
             out.push(format!("nothing to push to {}", r.remote));
         } else {
-            out.push(format!("pushed {} ref(s) to {}", pushed.len(), r.remote));
+            let chunks = match r.pushes {
+                0 | 1 => String::new(),
+                n => format!(" in {n} pushes"),
+            };
+            out.push(format!(
+                "pushed {} ref(s) to {}{chunks}",
+                pushed.len(),
+                r.remote
+            ));
         }
     }
+    let t = &r.took;
+    let took = format!(
+        "took {} ms (fetch {} ms, merge {} ms, push {} ms)",
+        t.total_ms, t.fetch_ms, t.merge_ms, t.push_ms
+    );
     if out.len() == 1 && r.fetched.is_empty() && r.outcome == SyncOutcome::Complete {
-        return format!("up to date with {}", r.remote);
+        return format!("up to date with {}; {took}", r.remote);
     }
+    out.push(took);
     out.join("\n")
 }

@@ -84,6 +84,15 @@ impl Store {
         Ok(refs)
     }
 
+    /// Our archive months: month → archive commit.
+    pub fn archive_months(&self) -> Result<BTreeMap<String, gix::ObjectId>> {
+        Ok(self
+            .refs_under(PREFIX)?
+            .into_iter()
+            .map(|(name, tip)| (name[PREFIX.len()..].to_string(), tip))
+            .collect())
+    }
+
     /// The run `run_id` in our archive, `None` when it is not archived.
     pub fn try_find_archived(&self, run_id: &str) -> Result<Option<Archived>> {
         self.try_find_archived_under(PREFIX, run_id)
@@ -91,31 +100,82 @@ impl Store {
 
     /// The run `run_id` in the archive refs under `prefix` (newest month first).
     pub fn try_find_archived_under(&self, prefix: &str, run_id: &str) -> Result<Option<Archived>> {
-        let path = entry_path(run_id);
-        for (name, tip) in self.archive_refs_under(prefix)? {
-            let tree = self.archive_tree(&name, tip)?;
-            let Some((mode, blob)) = self.entry_at(tree, &path)? else {
-                continue;
-            };
-            if !mode.is_blob() {
-                continue;
-            }
-            let entry = self.read_entry(&name, &path, blob)?;
-            if entry.run_id != run_id {
-                return Err(Error::refused(format!(
-                    "{name}:{path} holds run {:?}, not {run_id:?}",
-                    entry.run_id
-                ))
-                .hint(
-                    "the archive was edited by hand; restore it from a clone that has it right",
-                ));
-            }
-            return Ok(Some(Archived {
-                archive_ref: name,
-                entry,
-            }));
+        Ok(self
+            .find_archived_among_under(prefix, &[run_id])?
+            .remove(run_id))
+    }
+
+    /// Which of `run_ids` the archive refs under `prefix` hold, each as its newest month has
+    /// it. Ours are looked up in the archive index ([`super::archive_index`]) when it covers
+    /// every month, one path lookup a run whatever the archive holds; else (and in a remote's
+    /// tracking refs) month by month, each bucket tree read once for all the runs in it.
+    pub fn find_archived_among_under(
+        &self,
+        prefix: &str,
+        run_ids: &[&str],
+    ) -> Result<BTreeMap<String, Archived>> {
+        let mut out = BTreeMap::new();
+        let months = self.archive_refs_under(prefix)?;
+        if months.is_empty() || run_ids.is_empty() {
+            return Ok(out);
         }
-        Ok(None)
+        let mut left: Vec<&str> = Vec::new();
+        let index = match prefix == PREFIX {
+            true => self.archive_index_covering(&months)?,
+            false => None,
+        };
+        for &id in run_ids {
+            match index.as_ref().map(|i| self.find_in_archive_index(i, id)) {
+                Some(Ok(Some(found))) => out.extend(found.map(|f| (id.to_string(), f))),
+                Some(Err(e)) => return Err(e),
+                Some(Ok(None)) | None => left.push(id),
+            }
+        }
+        for (name, tip) in months {
+            if left.is_empty() {
+                break;
+            }
+            let buckets = self.archive_buckets(&name, tip)?;
+            let mut files_of: BTreeMap<String, BTreeMap<String, gix::ObjectId>> = BTreeMap::new();
+            let mut still = Vec::new();
+            for id in left {
+                let (bucket, file) = entry_names(id);
+                let Some(&tree) = buckets.get(&bucket) else {
+                    still.push(id);
+                    continue;
+                };
+                let files = match files_of.entry(bucket) {
+                    std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        v.insert(self.bucket_files(Some(tree))?)
+                    }
+                };
+                let Some(&blob) = files.get(&file) else {
+                    still.push(id);
+                    continue;
+                };
+                let path = entry_path(id);
+                let entry = self.read_archive_entry(&name, &path, blob)?;
+                if entry.run_id != id {
+                    return Err(Error::refused(format!(
+                        "{name}:{path} holds run {:?}, not {id:?}",
+                        entry.run_id
+                    ))
+                    .hint(
+                        "the archive was edited by hand; restore it from a clone that has it right",
+                    ));
+                }
+                out.insert(
+                    id.to_string(),
+                    Archived {
+                        archive_ref: name.clone(),
+                        entry,
+                    },
+                );
+            }
+            left = still;
+        }
+        Ok(out)
     }
 
     /// The ledger of archived run `run_id`: its tip as the archive names it, read and checked
@@ -143,7 +203,7 @@ impl Store {
         for (name, tip) in self.archive_refs_under(prefix)? {
             let tree = self.archive_tree(&name, tip)?;
             for (path, blob) in self.archive_entries(tree)? {
-                let entry = self.read_entry(&name, &path, blob)?;
+                let entry = self.read_archive_entry(&name, &path, blob)?;
                 out.entry(entry.run_id.clone()).or_insert(Archived {
                     archive_ref: name.clone(),
                     entry,
@@ -184,7 +244,12 @@ impl Store {
         Ok(out)
     }
 
-    fn read_entry(&self, name: &str, path: &str, blob: gix::ObjectId) -> Result<ArchivedRun> {
+    pub(super) fn read_archive_entry(
+        &self,
+        name: &str,
+        path: &str,
+        blob: gix::ObjectId,
+    ) -> Result<ArchivedRun> {
         let data = self
             .read_blob(blob)
             .context(|| format!("could not read {name}:{path}"))?;
@@ -207,7 +272,7 @@ impl Store {
     ) -> Result<gix::ObjectId> {
         let name = ref_name(month);
         let mut buckets = match tip {
-            Some(tip) => self.buckets_of(self.archive_tree(&name, tip)?)?,
+            Some(tip) => self.archive_buckets(&name, tip)?,
             None => BTreeMap::new(),
         };
         let mut parent = tip;
@@ -258,8 +323,8 @@ impl Store {
         message: &str,
     ) -> Result<gix::ObjectId> {
         let name = ref_name(month);
-        let mut buckets = self.buckets_of(self.archive_tree(&name, ours)?)?;
-        let other = self.buckets_of(self.archive_tree(&name, theirs)?)?;
+        let mut buckets = self.archive_buckets(&name, ours)?;
+        let other = self.archive_buckets(&name, theirs)?;
         for (bucket, their_tree) in other {
             let our_tree = buckets.get(&bucket).copied();
             if our_tree == Some(their_tree) {
@@ -276,8 +341,8 @@ impl Store {
                 }
                 let path = format!("{RUNS_DIR}/{bucket}/{file}");
                 let (a, b) = (
-                    self.read_entry(&name, &path, our_blob)?,
-                    self.read_entry(&name, &path, their_blob)?,
+                    self.read_archive_entry(&name, &path, our_blob)?,
+                    self.read_archive_entry(&name, &path, their_blob)?,
                 );
                 let (a_tip, b_tip) = (
                     gix::ObjectId::from_hex(a.ledger.as_bytes()).ok(),
@@ -295,6 +360,15 @@ impl Store {
         self.write_commit(message, tree, [ours, theirs])
     }
 
+    /// bucket → tree of the archive commit `tip` of `name`.
+    pub(super) fn archive_buckets(
+        &self,
+        name: &str,
+        tip: gix::ObjectId,
+    ) -> Result<BTreeMap<String, gix::ObjectId>> {
+        self.buckets_of(self.archive_tree(name, tip)?)
+    }
+
     /// bucket → tree of the `runs/` directory of an archive tree.
     fn buckets_of(&self, tree: gix::ObjectId) -> Result<BTreeMap<String, gix::ObjectId>> {
         let Some((_, runs)) = self.entry_at(tree, RUNS_DIR)? else {
@@ -308,7 +382,10 @@ impl Store {
     }
 
     /// file → blob of one bucket tree (`None`: a new bucket).
-    fn bucket_files(&self, tree: Option<gix::ObjectId>) -> Result<BTreeMap<String, gix::ObjectId>> {
+    pub(super) fn bucket_files(
+        &self,
+        tree: Option<gix::ObjectId>,
+    ) -> Result<BTreeMap<String, gix::ObjectId>> {
         Ok(entries_of(&self.objects(), tree)?
             .into_iter()
             .filter(|(_, (mode, _))| mode.is_blob())

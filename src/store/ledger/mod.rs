@@ -7,6 +7,7 @@
 //! ledgers written as v1 (the whole record in `run.json`) are read as they are.
 
 pub mod archive;
+pub mod archive_index;
 mod layout;
 
 use gix::bstr::ByteSlice;
