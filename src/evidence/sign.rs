@@ -145,6 +145,39 @@ pub fn refuse_misattributed(
     }
 }
 
+/// The kind of actor that records made for `actor` (signed by `signer`) will prove at the gates
+/// judging by the policy at `judged_at`, as [`crate::trust::approval::proven_kind`] judges
+/// them: without `trust` there, the kind they claim; with it, the actor's kind only when the
+/// key is the actor's own (its principal), allowed now and declared of that kind. `None`: not
+/// proven, so every required check with `when` is asked for.
+pub fn kind_proven_by(
+    store: &Store,
+    signer: Option<&RecordSigner>,
+    judged_at: Option<gix::ObjectId>,
+    actor: &crate::model::provenance::ActorProvenance,
+) -> Result<Option<String>> {
+    let trust = match judged_at {
+        Some(at) => trust_at(store, at)?,
+        None => None,
+    };
+    let Some(trust) = trust else {
+        return Ok(Some(actor.kind.clone()));
+    };
+    let Some((signer, public, fingerprint)) = signer.and_then(|s| {
+        s.public
+            .as_ref()
+            .zip(s.fingerprint.as_ref())
+            .map(|(p, f)| (s, p, f))
+    }) else {
+        return Ok(None);
+    };
+    let own = crate::model::run::same_id(&actor.id, &signer.principal)
+        && allowed_now(&trust.signers, signer, public).is_ok()
+        && trust::declared_kind(&trust.signers, &signer.principal, fingerprint)
+            == Some(actor.kind.as_str());
+    Ok(own.then(|| actor.kind.clone()))
+}
+
 /// The first plain principal of a line holding `key`, whatever its validity window: a key
 /// outside its window still signs as who it is, and the judge says `signer-expired`.
 fn listed_principal(signers: &AllowedSigners, key: &ssh_key::public::KeyData) -> Option<String> {

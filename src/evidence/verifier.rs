@@ -169,6 +169,12 @@ impl<'s> Verifier<'s> {
         let mut own = self.notes.records(self.store, commit)?;
         // Checks with declared inputs are judged on the commit's scoped trees too.
         if let Gate::Required(reqs) = &mut gate {
+            // A check whose `when` the evidence proves does not hold is not asked for.
+            if reqs.iter().any(|r| r.when.is_some()) {
+                let mut lines = self.notes.records(self.store, tree)?;
+                lines.extend(own.iter().cloned());
+                *reqs = crate::evidence::requirements::applicable(std::mem::take(reqs), &lines);
+            }
             let scoped = crate::evidence::scope::scope_requirements(self.store, tree, reqs)?;
             if !scoped.is_empty() {
                 for id in scoped {

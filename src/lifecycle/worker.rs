@@ -359,6 +359,19 @@ fn validate(
     let tip = store.parse_oid(&candidate.record.tip)?;
     let signer = RecordSigner::resolve(store, opts.sign_key.as_deref(), opts.no_sign, Some(tip))?;
     let cap = policy_at(store, tip)?.map_or(DEFAULT_EXCERPT_BYTES, |p| p.excerpt_bytes());
+    // The records name the candidate's runs when they agree on who made the change, else
+    // this worker, who vouches for the mix.
+    let runs: Vec<crate::model::RunRecord> = candidate
+        .record
+        .runs
+        .iter()
+        .filter_map(|r| store.find_ledger(&r.run).ok().map(|l| l.record))
+        .collect();
+    let provenance = if runs.len() == candidate.record.runs.len() {
+        crate::run::actor::provenance_of_runs(store, &runs, Some(tip))
+    } else {
+        crate::run::actor::validating_actor(store, Some(tip))
+    };
     let run = DetachedRun {
         commit: candidate.commit,
         run_id: None,
@@ -366,7 +379,7 @@ fn validate(
         stream: opts.stream,
         reuse: Reuse::Allowed,
         signer: signer.as_ref(),
-        provenance: None,
+        provenance: Some(&provenance),
     };
     let (records, scratch) = match run_detached(store, &run, checks)? {
         Detached::Done { records, scratch } => (records, scratch),

@@ -62,6 +62,7 @@ fn check_def() -> impl Strategy<Value = CheckDef> {
             argv,
             timeout_s,
             inputs: None,
+            when: None,
         }
     })
 }

@@ -18,6 +18,7 @@ fn adhoc_digest(argv: &[&str]) -> String {
         argv: argv.iter().map(|a| a.to_string()).collect(),
         timeout_s: DEFAULT_TIMEOUT_S,
         inputs: None,
+        when: None,
     }
     .digest()
 }
@@ -58,6 +59,7 @@ fn the_policy_at_the_commit_decides_with_its_current_definitions() {
         argv: vec![argv.into()],
         timeout_s: 60,
         inputs: None,
+        when: None,
     };
     let want = vec![
         req("ok", Some(def("true").digest())),

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use crate::error::{Error, Result};
 use crate::evidence::detached::{note_records, run_detached, Detached, DetachedRun};
 use crate::evidence::judge::{evaluate, Verdict};
-use crate::evidence::produce::ResolvedCheck;
+use crate::evidence::produce::{stamped, ResolvedCheck};
 use crate::evidence::requirements::{under_trust, Requirement};
 use crate::evidence::reuse::{passing_on_commit, reused_failure, try_reuse, Reuse};
 use crate::evidence::sign::maybe_sign;
@@ -64,6 +64,9 @@ pub struct Checker<'s> {
     /// The failing records of every commit validated and found failing: a culprit's refusal
     /// names them.
     failures: HashMap<gix::ObjectId, Vec<FailedCheck>>,
+    /// Who made the change being validated, as the records it writes name it: the stack's
+    /// runs, or whoever lands when they differ ([`crate::run::actor::provenance_of_runs`]).
+    provenance: Option<crate::model::provenance::Provenance>,
 }
 
 impl<'s> Checker<'s> {
@@ -85,6 +88,7 @@ impl<'s> Checker<'s> {
             failed: HashMap::new(),
             failures: HashMap::new(),
             deferred: None,
+            provenance: None,
         }
     }
 
@@ -112,9 +116,13 @@ impl<'s> Checker<'s> {
             if let Some(seen) = self.seen_failing(tree, check)? {
                 self.checks_reused += 1;
                 passed = false;
-                records.push(maybe_sign(
+                records.push(stamped(
+                    maybe_sign(
+                        self.signer.as_ref(),
+                        reused_failure(store, &seen, commit, run_id)?,
+                    )?,
+                    self.provenance.as_ref(),
                     self.signer.as_ref(),
-                    reused_failure(store, &seen, commit, run_id)?,
                 )?);
                 continue;
             }
@@ -135,7 +143,11 @@ impl<'s> Checker<'s> {
             )? {
                 Some(rec) => {
                     self.checks_reused += 1;
-                    records.push(rec);
+                    records.push(stamped(
+                        rec,
+                        self.provenance.as_ref(),
+                        self.signer.as_ref(),
+                    )?);
                 }
                 None => to_run.push(check.clone()),
             }
@@ -214,7 +226,7 @@ impl<'s> Checker<'s> {
             stream: self.stream,
             reuse: Reuse::Never,
             signer: self.signer.as_ref(),
-            provenance: None,
+            provenance: self.provenance.as_ref(),
         };
         let (records, scratch) = match run_detached(store, &run, checks)? {
             Detached::Done { records, scratch } => (records, scratch),
@@ -252,6 +264,11 @@ impl<'s> Checker<'s> {
         if let Some(deferred) = self.deferred.as_mut() {
             deferred.asking = runs.iter().map(|c| c.run_id().to_string()).collect();
         }
+        self.provenance = Some(crate::run::actor::provenance_of_runs(
+            self.store,
+            runs.iter().map(|c| &c.ledger.record),
+            Some(tip),
+        ));
         if !self.validate(top.head, Some(top.candidate.run_id()), &checks)? {
             return Ok(false);
         }
@@ -463,6 +480,7 @@ pub fn settle(
             // With evidence on the tip (a landed tip has it), this runs nothing.
             let checks = requirements(store, tip, &[])?;
             isolated = !checks.is_empty();
+            checker.provenance = Some(crate::run::actor::validating_actor(store, Some(tip)));
             if !checks.is_empty() && !checker.validate(tip, None, &checks)? {
                 return Err(Error::refused(format!(
                     "the target's tip {tip} fails its own required checks; no run is landed on it"
