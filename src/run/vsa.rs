@@ -97,3 +97,53 @@ pub fn note_summary(
         &format!("tabellio: verification summary of {tip}"),
     )
 }
+
+/// [`note_summary`] of a landing on `remote`'s `target`, then the summaries notes pushed there
+/// with a lease on the remote's value (merged with theirs, as `sync` merges notes, when another
+/// clone moved them meanwhile). The summary is written after the landing was pushed: a push
+/// that fails leaves it here, and the next `sync` carries it.
+pub fn publish_summary(
+    store: &Store,
+    remote: &str,
+    target: &str,
+    (gating, tip): (gix::ObjectId, gix::ObjectId),
+    key_file: Option<&Path>,
+) -> Result<()> {
+    use crate::store::remote::{fetch, plan_notes, push};
+    note_summary(store, target, (gating, tip), key_file)?;
+    let message = format!("tabellio: verification summary of {tip} to {remote}");
+    for round in 1..=fetch::FETCH_ATTEMPTS {
+        let tracking = fetch::Tracking::read(store, remote)?;
+        let steps = plan_notes(store, &tracking, remote)?;
+        let Some(step) = steps.iter().find(|s| s.notes_ref == VSA) else {
+            return Ok(());
+        };
+        let Some(push_ref) = step.push() else {
+            return Ok(());
+        };
+        if let Some(edit) = step.local_update(&message) {
+            crate::store::tx::apply(store, &[edit]).map_err(|e| e.into_error())?;
+        }
+        let pushes = [push_ref];
+        match push::push(store, remote, &pushes)? {
+            push::PushResult::Pushed(_) => {
+                crate::store::remote::record_pushed_in_tracking(store, remote, &pushes);
+                return Ok(());
+            }
+            push::PushResult::LostRace(_) => {
+                crate::store::backoff::REMOTE_ROUNDS.sleep(round);
+                fetch::fetch(store, remote)?;
+            }
+            push::PushResult::Declined { messages, .. } => {
+                return Err(crate::error::Error::refused(format!(
+                    "{remote} declined the verification summary: {}",
+                    messages.join("; ")
+                )))
+            }
+        }
+    }
+    Err(crate::error::Error::conflict(format!(
+        "the verification summaries on {remote} kept moving; this one is noted here"
+    ))
+    .hint(format!("`git tabellio sync {remote}` pushes it")))
+}

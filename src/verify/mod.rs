@@ -135,9 +135,13 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
         let hex = commit.to_string();
         for line in summaries.lines(store, commit)? {
             let signers = trust.as_ref().map(|t| &*t.signers);
-            verdict
-                .vsa
-                .push(crate::trust::vsa::judge(&line, &hex, signers));
+            let mut judged = crate::trust::vsa::judge(&line, &hex, signers);
+            if !judged.is_invalid() {
+                if let Some(why) = summary_overclaims(store, &line, commit)? {
+                    judged = crate::trust::vsa::VsaVerdict::invalid(why);
+                }
+            }
+            verdict.vsa.push(judged);
         }
         if verdict.vsa.iter().any(|v| v.is_invalid()) {
             verdict.verified = false;
@@ -201,6 +205,47 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
         limits,
     };
     Ok((outcome, verifier))
+}
+
+/// Why the well-formed summary `line` on `commit` claims more than is true, if it does: its
+/// levels and inputs are recomputed from the evidence under the policy it names, for the
+/// target it names (a signature proves who wrote a summary, not that it is right). A named
+/// policy commit that is not here cannot be judged: the summary stands on its signature.
+fn summary_overclaims(store: &Store, line: &str, commit: gix::ObjectId) -> Result<Option<String>> {
+    let Some((target, policy)) = crate::trust::vsa::judged_by(line) else {
+        return Ok(None);
+    };
+    let Ok(gating) = store.parse_oid(&policy) else {
+        return Ok(Some(format!(
+            "its policy commit {policy:?} is not a commit id"
+        )));
+    };
+    if !store.repo.has_object(gating) {
+        return Ok(None);
+    }
+    let earned = crate::run::vsa::statement(store, &target, gating, commit)?;
+    // The records the summary may rest on: those noted on the commit and its tree, and those
+    // the evidence rests on now (on a check's scoped tree too).
+    let mut records: Vec<String> =
+        crate::evidence::read::records_for(store, commit, store.tree_of(commit)?)?
+            .into_iter()
+            .filter_map(|(_, r)| r.map(|r| r.digest))
+            .collect();
+    if let Some(inputs) = earned
+        .as_ref()
+        .and_then(|e| e["predicate"]["inputAttestations"].as_array())
+    {
+        records.extend(
+            inputs
+                .iter()
+                .filter_map(|i| i["digest"]["sha256"].as_str().map(str::to_string)),
+        );
+    }
+    Ok(crate::trust::vsa::overclaims(
+        line,
+        earned.as_ref(),
+        &records,
+    ))
 }
 
 /// The command that fetches every evidence note of `remote`, as docs/ci.md gives it.

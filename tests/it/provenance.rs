@@ -793,22 +793,9 @@ fn the_verification_summary_validates_against_its_schema_and_the_allowed_signers
     assert_eq!(v["commits"][0]["vsa"][0]["signers"][0], REVIEWER, "{v}");
 
     // Edited after signing (a level it did not earn): verify refuses the commit.
-    let mut edited = st.clone();
-    edited["predicate"]["verifiedLevels"] = serde_json::json!(["SLSA_SOURCE_LEVEL_4"]);
-    let mut forged = envelope.clone();
-    forged["payload"] = Base64::encode_string(edited.to_string().as_bytes()).into();
-    let file = t.path().join("vsa.json");
-    write_file(&file, &format!("{forged}\n"));
-    t.git(&[
-        "notes",
-        "--ref=tabellio/vsa",
-        "add",
-        "-f",
-        "-F",
-        s(&file),
-        &main,
-    ])
-    .ok();
+    put_summary(t, envelope, &main, |st| {
+        st["predicate"]["verifiedLevels"] = serde_json::json!(["SLSA_SOURCE_LEVEL_4"])
+    });
     let (code, v) = t.tab_json(&["verify", "main"]);
     assert_eq!(code, 1, "{v}");
     assert_eq!(v["commits"][0]["vsa"][0]["verdict"], "invalid", "{v}");
@@ -966,4 +953,141 @@ fn every_evidence_writer_records_who_made_the_change() {
     t.tab(&["validate", "HEAD"]).ok();
     assert_eq!(provenance_on(&t, &t.git_out(&["rev-parse", "HEAD"])), [me]);
     t.fsck();
+}
+
+/// `promote --remote` and `land --remote` note the verification summary of the tip they moved
+/// the remote's target to, and push it there: the server's `export --vsa` prints it and its
+/// `verify` judges it.
+#[test]
+fn landings_on_a_remote_push_their_verification_summary() {
+    let server = TestEnv::bare_server();
+    let a = TestEnv::clone_of(&server);
+    a.commit_policy(&policy(&[("readme", &["test", "-f", "README.md"])]));
+    a.git(&["push", "-q"]).ok();
+    server.tab(&["init", "--hooks"]).ok();
+    let summary_on_server = |what: &str| {
+        let main = server.git_out(&["rev-parse", "main"]);
+        let (code, v) = server.tab_json(&["export", "--vsa", "main"]);
+        assert_eq!(code, 0, "{what}: {v}");
+        use base64ct::{Base64, Encoding};
+        let body = Base64::decode_vec(v["document"]["payload"].as_str().unwrap()).unwrap();
+        let st: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            st["subject"][0]["digest"]["gitCommit"],
+            main.as_str(),
+            "{what}: {st}"
+        );
+        let (code, v) = server.tab_json(&["verify", "main"]);
+        assert_eq!(code, 0, "{what}: {v}");
+        assert_eq!(v["commits"][0]["commit"], main.as_str(), "{what}: {v}");
+        assert_eq!(v["commits"][0]["vsa"][0]["verdict"], "valid", "{what}: {v}");
+        assert_eq!(
+            v["commits"][0]["vsa"][0]["levels"][1], "SLSA_SOURCE_LEVEL_2",
+            "{what}: {v}"
+        );
+    };
+
+    a.start_with_commit("p1", "p1.txt", "x\n");
+    a.tab(&["finish", "p1"]).ok();
+    let (code, v) = a.tab_json(&["promote", "p1", "--remote", "origin"]);
+    assert_eq!(code, 0, "{v}");
+    assert!(v.get("summary_warning").is_none(), "{v}");
+    summary_on_server("promote --remote");
+
+    for id in ["m1", "m2"] {
+        a.start_with_commit(id, &format!("{id}.txt"), "x\n");
+        a.tab(&["finish", id]).ok();
+    }
+    let (code, j) = a.tab_json(&["land", "m1", "m2", "--remote", "origin"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["new"], server.git_out(&["rev-parse", "main"]).as_str());
+    summary_on_server("land --remote");
+    server.git(&["fsck", "--strict", "--no-progress"]).ok();
+    a.fsck();
+}
+
+/// Note on `commit` the summary `envelope` with its Statement edited by `edit` (its signatures
+/// kept), as anyone who can push notes could.
+fn put_summary(
+    t: &TestEnv,
+    envelope: &serde_json::Value,
+    commit: &str,
+    edit: impl Fn(&mut serde_json::Value),
+) {
+    use base64ct::{Base64, Encoding};
+    let payload = Base64::decode_vec(envelope["payload"].as_str().unwrap()).unwrap();
+    let mut st: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+    edit(&mut st);
+    let mut forged = envelope.clone();
+    forged["payload"] = Base64::encode_string(st.to_string().as_bytes()).into();
+    let file = t.path().join("vsa.json");
+    write_file(&file, &format!("{forged}\n"));
+    t.git(&[
+        "notes",
+        "--ref=tabellio/vsa",
+        "add",
+        "-f",
+        "-F",
+        s(&file),
+        commit,
+    ])
+    .ok();
+}
+
+/// A summary is checked, not believed: `verify` recomputes, under the policy the summary names,
+/// the levels the evidence earns and the records it rests on. An unsigned summary edited to
+/// claim a level the evidence does not earn, or to rest on a record that is not there, fails
+/// the commit; the genuine one verifies.
+#[test]
+fn a_summary_claiming_more_than_the_evidence_earns_fails_verify() {
+    use base64ct::{Base64, Encoding};
+    let t = readme_main();
+    finished_agent_run(&t, "s", "s.txt");
+    t.tab(&["promote", "s"]).ok();
+    let main = t.git_out(&["rev-parse", "main"]);
+    let (_, v) = t.tab_json(&["export", "--vsa", "main"]);
+    let envelope = v["document"].clone();
+    assert_eq!(envelope["signatures"], serde_json::json!([]), "{v}");
+    let st: serde_json::Value =
+        serde_json::from_slice(&Base64::decode_vec(envelope["payload"].as_str().unwrap()).unwrap())
+            .unwrap();
+    assert_eq!(
+        st["predicate"]["verifiedLevels"],
+        serde_json::json!(["SLSA_SOURCE_LEVEL_1", "SLSA_SOURCE_LEVEL_2"])
+    );
+    let (code, v) = t.tab_json(&["verify", "main"]);
+    assert_eq!(
+        (code, &v["commits"][0]["vsa"][0]["verdict"]),
+        (0, &"valid".into()),
+        "{v}"
+    );
+
+    let put = |edit: &dyn Fn(&mut serde_json::Value)| put_summary(&t, &envelope, &main, edit);
+    put(&|st| {
+        st["predicate"]["verifiedLevels"] = serde_json::json!([
+            "SLSA_SOURCE_LEVEL_1",
+            "SLSA_SOURCE_LEVEL_2",
+            "SLSA_SOURCE_LEVEL_3"
+        ])
+    });
+    let (code, v) = t.tab_json(&["verify", "main"]);
+    assert_eq!(code, 1, "{v}");
+    let vsa = &v["commits"][0]["vsa"][0];
+    assert_eq!(vsa["verdict"], "invalid", "{v}");
+    assert!(
+        vsa["reason"]
+            .as_str()
+            .unwrap()
+            .contains("SLSA_SOURCE_LEVEL_3"),
+        "{v}"
+    );
+    put(&|st| st["predicate"]["inputAttestations"][0]["digest"]["sha256"] = "0".repeat(64).into());
+    let (code, v) = t.tab_json(&["verify", "main"]);
+    assert_eq!(code, 1, "{v}");
+    assert!(v["commits"][0]["vsa"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("not noted"));
+    put(&|_| {});
+    t.tab(&["verify", "main"]).ok();
 }
