@@ -358,6 +358,21 @@ fn validate(
 ) -> Result<Option<Vec<EvidenceRecord>>> {
     let tip = store.parse_oid(&candidate.record.tip)?;
     let signer = RecordSigner::resolve(store, opts.sign_key.as_deref(), opts.no_sign, Some(tip))?;
+    // Records the tip's policy would not count are refused before any check runs: the lander
+    // would wait on them, and validating again would make the same ones.
+    let target = &candidate.record.target;
+    crate::evidence::sign::refuse_uncountable(
+        store,
+        signer.as_ref(),
+        Some(crate::evidence::sign::JudgedAt {
+            commit: tip,
+            label: target.strip_prefix("refs/heads/").unwrap_or(target),
+            again: "git tabellio worker",
+            run: None,
+        }),
+        checks.iter().map(|c| c.name.as_str()),
+        opts.no_sign,
+    )?;
     let cap = policy_at(store, tip)?.map_or(DEFAULT_EXCERPT_BYTES, |p| p.excerpt_bytes());
     // The records name the candidate's runs when they agree on who made the change, else
     // this worker, who vouches for the mix.
@@ -372,6 +387,12 @@ fn validate(
     } else {
         crate::run::actor::validating_actor(store, Some(tip))
     };
+    crate::evidence::sign::refuse_misattributed(
+        store,
+        signer.as_ref(),
+        Some(tip),
+        &provenance.actor,
+    )?;
     let run = DetachedRun {
         commit: candidate.commit,
         run_id: None,
