@@ -145,21 +145,31 @@ pub fn refuse_misattributed(
     }
 }
 
-/// The kind of actor that records made for `actor` (signed by `signer`) will prove at the gates
-/// judging by the policy at `judged_at`, as [`crate::trust::approval::proven_kind`] judges
-/// them: without `trust` there, the kind they claim; with it, the actor's kind only when the
-/// key is the actor's own (its principal), allowed now and declared of that kind. `None`: not
-/// proven, so every required check with `when` is asked for.
+/// The kind of actor that records made for `actor` (signed by `signer`) and noted on `commit`
+/// will prove at the gates judging by the policy at `judged_at`, as
+/// [`crate::trust::approval::proven_kind`] judges them with the records already there: without
+/// `trust` there, the kind they claim; with it, the actor's kind only when the key is the
+/// actor's own (its principal), allowed now and declared of that kind. `None`: not proven (or
+/// the records already on the commit and its tree prove another kind), so every required check
+/// with `when` is asked for.
 pub fn kind_proven_by(
     store: &Store,
     signer: Option<&RecordSigner>,
-    judged_at: Option<gix::ObjectId>,
+    (judged_at, commit): (Option<gix::ObjectId>, gix::ObjectId),
     actor: &crate::model::provenance::ActorProvenance,
 ) -> Result<Option<String>> {
     let trust = match judged_at {
         Some(at) => trust_at(store, at)?,
         None => None,
     };
+    let lines = crate::evidence::read::records_for(store, commit, store.tree_of(commit)?)?;
+    let there = crate::trust::approval::proven_kinds(
+        lines.iter().map(|(l, _)| l.as_str()),
+        trust.as_ref().map(|t| &*t.signers),
+    );
+    if there.iter().any(|k| *k != actor.kind) {
+        return Ok(None);
+    }
     let Some(trust) = trust else {
         return Ok(Some(actor.kind.clone()));
     };

@@ -97,7 +97,12 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
     let signer = RecordSigner::resolve(store, sel.sign_key.as_deref(), sel.no_sign, target_tip)?;
     // A required check with `when` runs unless the records this finish writes prove, as the
     // gates will judge them, that it is not asked of this run's actor.
-    let kind = kind_proven_by(store, signer.as_ref(), target_tip, &provenance.actor)?;
+    let kind = kind_proven_by(
+        store,
+        signer.as_ref(),
+        (target_tip, head),
+        &provenance.actor,
+    )?;
     let (checks, not_asked) = drop_not_asked(checks, sel, kind.as_deref());
     // Records promote would refuse for their signature are refused now, before any check runs:
     // finishing again would only make the same ones.

@@ -331,6 +331,18 @@ pub fn proven_kind<'l>(
     lines: impl IntoIterator<Item = &'l str>,
     signers: Option<&AllowedSigners>,
 ) -> Option<String> {
+    match proven_kinds(lines, signers).as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    }
+}
+
+/// Every kind of actor the evidence `lines` prove (see [`proven_kind`]), sorted, each once:
+/// empty when none is, several when records disagree.
+pub fn proven_kinds<'l>(
+    lines: impl IntoIterator<Item = &'l str>,
+    signers: Option<&AllowedSigners>,
+) -> Vec<String> {
     let mut kinds: Vec<String> = Vec::new();
     for line in lines {
         let Ok(rec) = crate::model::EvidenceRecord::from_line(line) else {
@@ -363,10 +375,7 @@ pub fn proven_kind<'l>(
     }
     kinds.sort();
     kinds.dedup();
-    match kinds.as_slice() {
-        [one] => Some(one.clone()),
-        _ => None,
-    }
+    kinds
 }
 
 /// Who a run is known to be by, as approvals are judged: its actor and initiator by every id

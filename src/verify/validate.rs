@@ -90,7 +90,7 @@ pub fn validate(store: &Store, opts: &ValidateOptions) -> Result<ValidateOutcome
     let kind = crate::evidence::sign::kind_proven_by(
         store,
         signer.as_ref(),
-        Some(policy_commit),
+        (Some(policy_commit), commit),
         &provenance.actor,
     )?;
     let (checks, _) = drop_not_asked(checks, &opts.selection, kind.as_deref());

@@ -863,6 +863,26 @@ fn a_required_check_with_when_is_asked_only_of_the_actor_it_names() {
     assert_eq!(t.snapshot(), before);
     t.commit_file_in(&t.worktree("bot"), "SCANNED", "ok\n");
     t.tab(&["finish", "bot"]).ok();
+    // A person's run making the very tree the agent's evidence is on: the records there say
+    // an agent, so the actor is not proven a person and `scan` runs.
+    t.tab(&[
+        "start",
+        "twin",
+        "--task",
+        "t",
+        "--base",
+        "main",
+        "--actor",
+        "human:ada@example.com",
+    ])
+    .ok();
+    t.commit_file_in(&t.worktree("twin"), "bot.txt", "x\n");
+    t.commit_file_in(&t.worktree("twin"), "SCANNED", "ok\n");
+    let (code, v) = t.tab_json(&["finish", "twin"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["evidence"].as_array().unwrap().len(), 2, "{v}");
+    t.tab(&["verify", &t.git_out(&["rev-parse", "tabellio/twin"])])
+        .ok();
     t.tab(&["promote", "bot"]).ok();
 
     // Every required check conditional: nothing would be asked of a person. Such a policy is
@@ -1090,4 +1110,41 @@ fn a_summary_claiming_more_than_the_evidence_earns_fails_verify() {
         .contains("not noted"));
     put(&|_| {});
     t.tab(&["verify", "main"]).ok();
+}
+
+/// Under `trust`, `finish` skips a check asked only of agents when the records it signs prove a
+/// person made the change (the person's own key, declared human), and runs it when they do not
+/// (another person's key signs): the gate then asks for it, and it is there. Either way the run
+/// promotes; no hint sends it back to a `finish` that would skip the check again.
+#[test]
+fn finish_skips_a_check_asked_of_agents_only_when_its_signature_proves_a_person() {
+    let k = three_keys_with(|p| {
+        p["checks"]["scan"] =
+            serde_json::json!({"argv": ["true"], "when": {"actor.kind": "agent"}});
+        p["required"] = serde_json::json!(["readme", "scan"]);
+    });
+    let t = &k.t;
+    let who = format!("human:{INITIATOR}");
+    let checks_of = |id: &str| -> Vec<String> {
+        let head = t.git_out(&["rev-parse", &format!("tabellio/{id}")]);
+        let mut names: Vec<String> = k
+            .evidence(&head)
+            .iter()
+            .map(|r| r["check"]["name"].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    k.start_as("own", &who, &[], ("own.txt", "own\n"));
+    t.tab(&["finish", "own", "--sign-key", s(&k.initiator)])
+        .ok();
+    assert_eq!(checks_of("own"), ["readme"]);
+    t.tab(&["promote", "own"]).ok();
+
+    k.start_as("vouched", &who, &[], ("vouched.txt", "v\n"));
+    t.tab(&["finish", "vouched", "--sign-key", s(&k.reviewer)])
+        .ok();
+    assert_eq!(checks_of("vouched"), ["readme", "scan"]);
+    t.tab(&["promote", "vouched"]).ok();
+    t.tab(&["verify", "--policy-from", "main~1", "main"]).ok();
 }
