@@ -21,7 +21,7 @@ use crate::model::run::Attempt;
 use crate::model::RunRecord;
 use crate::store::policy::{policy_at, PolicyAtError, TrustAt};
 use crate::store::Store;
-use crate::trust::approval::proven_kind;
+use crate::trust::approval::proven_kinds;
 use crate::trust::AllowedSigners;
 
 use super::read::Line;
@@ -101,6 +101,19 @@ pub fn under_trust(mut reqs: Vec<Requirement>, trust: Option<&TrustAt>) -> Vec<R
     reqs
 }
 
+/// The kinds of actor the whole-tree records among `lines` prove ([`proven_kinds`]). Records
+/// of a check's declared inputs are left out: noted on a scoped tree, they may be another
+/// change's.
+pub fn kinds_proven(lines: &[Line], signers: Option<&AllowedSigners>) -> Vec<String> {
+    proven_kinds(
+        lines
+            .iter()
+            .filter(|(_, r)| r.as_ref().is_some_and(|r| r.scoped_tree.is_none()))
+            .map(|(l, _)| l.as_str()),
+        signers,
+    )
+}
+
 /// `reqs` less the checks whose `when` does not hold of who made the change, as the evidence
 /// `lines` (noted on the judged commit and its tree) prove it: the kind of its actor as
 /// guarded paths judge it ([`proven_kind`]), by the allowed signers of the judging policy when
@@ -112,7 +125,10 @@ pub fn applicable(reqs: Vec<Requirement>, lines: &[Line]) -> Vec<Requirement> {
         return reqs;
     }
     let signers = reqs.iter().find_map(|r| r.prove_with.clone());
-    let kind = proven_kind(lines.iter().map(|(l, _)| l.as_str()), signers.as_deref());
+    let kind = match kinds_proven(lines, signers.as_deref()).as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    };
     reqs.into_iter()
         .filter(|r| r.when.as_ref().is_none_or(|w| w.holds(kind.as_deref())))
         .collect()

@@ -845,6 +845,9 @@ fn a_required_check_with_when_is_asked_only_of_the_actor_it_names() {
     let head = t.git_out(&["rev-parse", "tabellio/person"]);
     t.tab(&["verify", &head]).ok();
     t.tab(&["promote", "person"]).ok();
+    // Another person's run, landed later onto a moved main (restacked).
+    start("later", "human:bea@example.com");
+    t.tab(&["finish", "later"]).ok();
 
     start("bot", "agent:bot@example.com");
     let (code, v) = t.tab_json(&["finish", "bot"]);
@@ -884,6 +887,18 @@ fn a_required_check_with_when_is_asked_only_of_the_actor_it_names() {
     t.tab(&["verify", &t.git_out(&["rev-parse", "tabellio/twin"])])
         .ok();
     t.tab(&["promote", "bot"]).ok();
+    // `land` restacks the person's run onto the agent's and runs only what is asked of a
+    // person: `readme`, not `scan`.
+    let (code, j) = t.tab_json(&["land", "later", "--target", "main"]);
+    assert_eq!(code, 0, "{j}");
+    let landed = t.git_out(&["rev-parse", "main"]);
+    let names: Vec<String> = t
+        .git_out(&["notes", "--ref=tabellio/evidence", "show", &landed])
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["check"]["name"].to_string())
+        .collect();
+    assert_eq!(names, ["\"readme\""], "{j}");
+    t.tab(&["verify", "main"]).ok();
 
     // Every required check conditional: nothing would be asked of a person. Such a policy is
     // invalid, and the hook keeps it off main.

@@ -255,7 +255,21 @@ impl<'s> Checker<'s> {
             .chain(&stack[..k])
             .map(|s| s.candidate.clone())
             .collect();
-        let checks = requirements(self.store, tip, &runs)?;
+        let provenance = crate::run::actor::provenance_of_runs(
+            self.store,
+            runs.iter().map(|c| &c.ledger.record),
+            Some(tip),
+        );
+        // A required check with `when` runs unless the records there and the ones this landing
+        // writes prove, as the gates judge them, that it is not asked of this change.
+        let kind = crate::evidence::sign::kind_proven_by(
+            self.store,
+            self.signer.as_ref(),
+            (Some(tip), top.head),
+            &provenance.actor,
+        )?;
+        let mut checks = requirements(self.store, tip, &runs)?;
+        checks.retain(|c| c.def.when.as_ref().is_none_or(|w| w.holds(kind.as_deref())));
         if checks.is_empty() {
             // Nothing to validate with: only runs that land exactly as validated by `finish`
             // (no restack) may go, as `promote` lets them.
@@ -264,11 +278,7 @@ impl<'s> Checker<'s> {
         if let Some(deferred) = self.deferred.as_mut() {
             deferred.asking = runs.iter().map(|c| c.run_id().to_string()).collect();
         }
-        self.provenance = Some(crate::run::actor::provenance_of_runs(
-            self.store,
-            runs.iter().map(|c| &c.ledger.record),
-            Some(tip),
-        ));
+        self.provenance = Some(provenance);
         if !self.validate(top.head, Some(top.candidate.run_id()), &checks)? {
             return Ok(false);
         }
