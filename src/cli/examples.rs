@@ -110,6 +110,11 @@ pub const EVIDENCE: &str = "Examples:
   git tabellio evidence main
   git tabellio evidence 'main^{tree}'                      on a tree: evidence for the same content";
 
+pub const CHECKS: &str = "Examples:
+  git tabellio checks                                      executions, flake rate, mean duration
+  git tabellio checks --check test                         one check
+  git tabellio --json checks --at main                     judged by main's policy (max_flake_rate)";
+
 pub const DEMO: &str = "Examples:
   git tabellio demo
   git tabellio demo --keep                                 keep the repository and print where it is

@@ -101,6 +101,9 @@ pub enum Command {
     /// Show the evidence records on a commit (and its tree), or on a tree.
     #[command(after_long_help = examples::EVIDENCE)]
     Evidence(evidence::EvidenceArgs),
+    /// Each check's recorded executions, flake rate and mean duration, from the evidence.
+    #[command(after_long_help = examples::CHECKS)]
+    Checks(checks::ChecksArgs),
     /// Show the whole life of a run in a throwaway repository.
     #[command(after_long_help = examples::DEMO)]
     Demo(demo::DemoArgs),
@@ -164,6 +167,7 @@ pub fn dispatch(ctx: &Ctx, command: &Command) -> Result<Output> {
         Command::Gc(a) => gc::cmd_gc(ctx, a),
         Command::Blame(a) => blame::cmd_blame(ctx, a),
         Command::Evidence(a) => evidence::cmd_evidence(ctx, a),
+        Command::Checks(a) => checks::cmd_checks(ctx, a),
         Command::Demo(a) => demo::cmd_demo(ctx, a),
         Command::Plans(a) => plans::cmd_plans(ctx, a),
         Command::Validate(a) => validate::cmd_validate(ctx, a),

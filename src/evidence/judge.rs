@@ -10,13 +10,14 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::model::evidence::CheckStatus;
+use crate::model::policy::FlakyPolicy;
 use crate::model::EvidenceRecord;
 use crate::store::policy::TrustAt;
 use crate::store::Store;
 use crate::trust::{judge_signature, SignatureVerdict};
 
 use super::read::{records_for, Line};
-use super::requirements::{Gate, Requirement};
+use super::requirements::{trusted_for, Gate, Requirement};
 
 /// The verdict on one requirement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -43,6 +44,12 @@ pub enum Verdict {
     /// for the check, or the commit's inputs differ from the tree it claims to stand on, or
     /// the passing record it names is not there or does not count.
     NotApplicableRefused,
+    /// Passed, and failed too: the same tree and check digest have both outcomes. Satisfies
+    /// only where the judging policy says `"flaky": "accept"` for the check.
+    FlakyPass,
+    /// Failed, but every failing test id also fails on the target's tip (same check digest),
+    /// where the judging policy says `"baseline": "allow"` for the check.
+    NoNewFailures,
 }
 
 impl Verdict {
@@ -60,21 +67,26 @@ impl Verdict {
             Verdict::SignerExpired => "signer-expired",
             Verdict::ForgedActor => "forged-actor",
             Verdict::NotApplicableRefused => "not-applicable-refused",
+            Verdict::FlakyPass => "flaky-pass",
+            Verdict::NoNewFailures => "no-new-failures",
         }
     }
     /// Which verdict to report when no record satisfies: the most alarming wins.
     pub(crate) fn rank(self) -> u8 {
         match self {
-            Verdict::Satisfied => 10,
+            // A flaky pass is a pass seen beside a failure: it is decided after the ranking.
+            Verdict::Satisfied | Verdict::FlakyPass => 10,
             Verdict::Tampered => 9,
             Verdict::BadSignature => 8,
             Verdict::ForgedActor => 8,
             Verdict::MismatchedObject | Verdict::NotApplicableRefused => 7,
             Verdict::UnknownSigner => 6,
             Verdict::SignerExpired => 5,
+            // A failure with a new failing test beats one with inherited failures only.
             Verdict::Failed => 4,
-            Verdict::Unsigned => 3,
-            Verdict::StaleCheck => 2,
+            Verdict::NoNewFailures => 3,
+            Verdict::Unsigned => 2,
+            Verdict::StaleCheck => 1,
             Verdict::Missing => 0,
         }
     }
@@ -89,6 +101,65 @@ pub struct CheckVerdict {
     /// Who signed the satisfying record, when the check needed a trusted signature.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signer: Option<Signer>,
+    /// `flaky-pass`: the digest of a failing record beside the passing one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_record: Option<String>,
+    /// `no-new-failures`: the failing test ids inherited from the target's tip.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inherited: Vec<String>,
+    /// `failed` under a baseline: the failing test ids the target's tip does not have.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub new_failures: Vec<String>,
+    /// Under a baseline: the tip's failing test ids that no longer fail here.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fixed: Vec<String>,
+    /// Whether the verdict satisfies the requirement (`satisfied`; `flaky-pass` where the
+    /// policy accepts it; `no-new-failures`).
+    #[serde(skip)]
+    pub accepted: bool,
+    /// Until [`settle`]: the definition digest of the deciding record, and (definition digest,
+    /// record digest) of each failing record on the tree that counts, for `flaky-pass`.
+    #[serde(skip)]
+    pub(crate) check_digest: Option<String>,
+    #[serde(skip)]
+    pub(crate) failures: Vec<(String, String)>,
+}
+
+impl CheckVerdict {
+    /// Does this verdict satisfy its requirement under the judging policy?
+    pub fn satisfies(&self) -> bool {
+        self.accepted
+    }
+
+    /// `name (verdict)`, with the test ids that explain a baseline verdict.
+    pub fn describe(&self) -> String {
+        let more = match self.verdict {
+            Verdict::NoNewFailures if !self.inherited.is_empty() => {
+                format!(": {} inherited", self.inherited.join(", "))
+            }
+            Verdict::Failed if !self.new_failures.is_empty() => {
+                format!(": new failures {}", self.new_failures.join(", "))
+            }
+            _ => String::new(),
+        };
+        format!("{} ({}{more})", self.name, self.verdict.as_str())
+    }
+
+    fn of(name: &str, verdict: Verdict, record: Option<String>, signer: Option<Signer>) -> Self {
+        CheckVerdict {
+            name: name.to_string(),
+            verdict,
+            record,
+            signer,
+            failed_record: None,
+            inherited: Vec::new(),
+            new_failures: Vec::new(),
+            fixed: Vec::new(),
+            accepted: verdict == Verdict::Satisfied,
+            check_digest: None,
+            failures: Vec::new(),
+        }
+    }
 }
 
 /// The allowed signer whose signature made a record count.
@@ -96,6 +167,34 @@ pub struct CheckVerdict {
 pub struct Signer {
     pub principal: String,
     pub fingerprint: String,
+}
+
+/// Does the policy at `tip` (the target's) let failing `rec` pass as `no-new-failures`: its
+/// check allows a baseline, with the same definition, and every failing test id of `rec`
+/// fails on `tip` too? Where `finish` and `loop` decide whether an attempt completes the run.
+pub fn inherits_failures(
+    store: &crate::store::Store,
+    tip: Option<gix::ObjectId>,
+    rec: &crate::model::EvidenceRecord,
+) -> crate::error::Result<bool> {
+    let Some(tip) = tip else {
+        return Ok(false);
+    };
+    if rec.passed() || rec.tests.is_none() {
+        return Ok(false);
+    }
+    let policy = crate::store::policy::policy_at(store, tip).map_err(crate::error::Error::from)?;
+    let reqs = super::requirements::of_policy(policy.as_ref(), &[]);
+    let Some(req) = reqs
+        .into_iter()
+        .find(|r| r.name == rec.check.name && r.baseline.is_some())
+    else {
+        return Ok(false);
+    };
+    // The record is judged on its own commit and tree: declared inputs change nothing here.
+    let req = Requirement { scope: None, ..req };
+    let reqs = super::requirements::with_baselines(store, vec![req], Some(tip))?;
+    Ok(judge(rec, &reqs[0], &rec.commit, &rec.tree) == Verdict::NoNewFailures)
 }
 
 /// The verdict on one record for one requirement. A `not_applicable` record never satisfies
@@ -122,7 +221,7 @@ pub fn judge_signed(
     let Some(signers) = req.signers.as_deref() else {
         return (verdict, None);
     };
-    if verdict != Verdict::Satisfied {
+    if !matches!(verdict, Verdict::Satisfied | Verdict::NoNewFailures) {
         return (verdict, None);
     }
     // `digest` was just recomputed from the content and found equal ([`judge_unsigned`]).
@@ -149,7 +248,7 @@ pub fn judge_signed(
             principal,
             fingerprint,
         } => (
-            Verdict::Satisfied,
+            verdict,
             Some(Signer {
                 principal,
                 fingerprint,
@@ -189,6 +288,7 @@ fn judge_unsigned(rec: &EvidenceRecord, req: &Requirement, commit: &str, tree: &
         // Provisional: [`best_for`] checks the record it stands on.
         CheckStatus::NotApplicable if scoped.is_some() => Verdict::Satisfied,
         CheckStatus::NotApplicable => Verdict::NotApplicableRefused,
+        _ if baseline_diff(rec, req).is_some_and(|d| d.new.is_empty()) => Verdict::NoNewFailures,
         _ => Verdict::Failed,
     }
 }
@@ -213,6 +313,44 @@ fn stands(
                 && r.check.name == req.name
                 && judge_signed(r, req, commit, tree).0 == Verdict::Satisfied
         })
+    })
+}
+
+/// A failing record's test ids against the requirement's baseline, when both are known.
+struct BaselineDiff {
+    inherited: Vec<String>,
+    new: Vec<String>,
+    fixed: Vec<String>,
+}
+
+/// Where the requirement has a read baseline: which of `rec`'s failing ids are inherited, new,
+/// and which of the baseline's are fixed. `None` without a baseline, or when the record lists
+/// no tests or not all of its failing ids (a cut list proves nothing about the rest).
+fn baseline_diff(rec: &EvidenceRecord, req: &Requirement) -> Option<BaselineDiff> {
+    let inherited = req.baseline.as_ref()?.inherited.as_ref()?;
+    let failing: Vec<String> = if rec.passed() {
+        Vec::new()
+    } else {
+        let tests = rec.tests.as_ref().filter(|t| t.complete())?;
+        // A check that failed without naming a failing test failed for another reason.
+        if tests.failing.is_empty() {
+            return None;
+        }
+        tests.failing.clone()
+    };
+    let (old, new): (Vec<String>, Vec<String>) = failing
+        .iter()
+        .cloned()
+        .partition(|id| inherited.contains(id));
+    let fixed = inherited
+        .iter()
+        .filter(|id| !failing.contains(id))
+        .cloned()
+        .collect();
+    Some(BaselineDiff {
+        inherited: old,
+        new,
+        fixed,
     })
 }
 
@@ -289,25 +427,44 @@ pub fn evaluate_records(
     requirements
         .iter()
         .map(|req| match best_for(req, records, commit, tree) {
-            Some((best, _)) => best,
+            Some((best, _)) => settle(best, req),
             None => missing(req),
         })
         .collect()
 }
 
+/// The final verdict of a deciding one ([`best_for`]): a pass beside a failure of the same
+/// tree and check digest is a `flaky-pass`, accepted where the requirement's policy says so.
+pub(crate) fn settle(mut best: CheckVerdict, req: &Requirement) -> CheckVerdict {
+    let failures = std::mem::take(&mut best.failures);
+    if best.verdict == Verdict::Satisfied {
+        let same = best.check_digest.take();
+        best.failed_record = failures
+            .into_iter()
+            .find(|(def, _)| Some(def) == same.as_ref())
+            .map(|(_, record)| record);
+        if best.failed_record.is_some() {
+            best.verdict = Verdict::FlakyPass;
+        }
+    }
+    best.check_digest = None;
+    best.accepted = match best.verdict {
+        Verdict::Satisfied | Verdict::NoNewFailures => true,
+        Verdict::FlakyPass => req.flaky == FlakyPolicy::Accept,
+        _ => false,
+    };
+    best
+}
+
 /// The verdict of `req` when no line decides it.
 pub(crate) fn missing(req: &Requirement) -> CheckVerdict {
-    CheckVerdict {
-        name: req.name.clone(),
-        verdict: Verdict::Missing,
-        record: None,
-        signer: None,
-    }
+    CheckVerdict::of(&req.name, Verdict::Missing, None, None)
 }
 
 /// The deciding verdict of `req` among `records` (sorted by line) and the index of the line
 /// that decided it: the most alarming, or satisfied; among equals the first line. `None` when
-/// no line is about `req`.
+/// no line is about `req`. Not final: `failures` holds the (trusted) failing records of the
+/// tree, which [`settle`] turns into `flaky-pass` when one has the deciding pass's definition.
 pub(crate) fn best_for(
     req: &Requirement,
     records: &[Line],
@@ -315,8 +472,9 @@ pub(crate) fn best_for(
     tree: &str,
 ) -> Option<(CheckVerdict, usize)> {
     let mut best: Option<(CheckVerdict, usize)> = None;
+    let mut failures: Vec<(String, String)> = Vec::new();
     for (i, (line, rec)) in records.iter().enumerate() {
-        let (v, digest, signer) = match rec {
+        let v = match rec {
             Some(rec) if rec.check.name == req.name => {
                 let (mut v, signer) = judge_signed(rec, req, commit, tree);
                 if v == Verdict::Satisfied
@@ -325,45 +483,57 @@ pub(crate) fn best_for(
                 {
                     v = Verdict::NotApplicableRefused;
                 }
-                (v, rec.digest.clone(), signer)
+                // A failure of this tree, or (declared inputs) of a tree with the same inputs,
+                // is a failure of the same evidence.
+                let same_inputs = req
+                    .scope
+                    .as_ref()
+                    .and_then(|s| s.tree.as_deref())
+                    .is_some_and(|s| rec.scoped_tree.as_deref() == Some(s));
+                if matches!(v, Verdict::Failed | Verdict::NoNewFailures)
+                    && (rec.tree == tree || same_inputs)
+                    && trusted_for(rec, req)
+                {
+                    failures.push((rec.check.digest.clone(), rec.digest.clone()));
+                }
+                let mut verdict = CheckVerdict::of(&req.name, v, Some(rec.digest.clone()), signer);
+                verdict.check_digest = Some(rec.check.digest.clone());
+                if let Some(diff) = baseline_diff(rec, req) {
+                    verdict.inherited = diff.inherited;
+                    verdict.fixed = diff.fixed;
+                    if v == Verdict::Failed {
+                        verdict.new_failures = diff.new;
+                    }
+                }
+                verdict
             }
             Some(_) => continue,
             None => match judge_unreadable(line, &req.name) {
-                Some((v, digest)) => (v, digest, None),
+                Some((v, digest)) => CheckVerdict::of(&req.name, v, Some(digest), None),
                 None => continue,
             },
         };
         if best
             .as_ref()
-            .is_none_or(|(b, _)| v.rank() > b.verdict.rank())
+            .is_none_or(|(b, _)| v.verdict.rank() > b.verdict.rank())
         {
-            best = Some((
-                CheckVerdict {
-                    name: req.name.clone(),
-                    verdict: v,
-                    record: Some(digest),
-                    signer,
-                },
-                i,
-            ));
+            best = Some((v, i));
         }
     }
-    best.filter(|(b, _)| b.verdict.rank() > Verdict::Missing.rank())
+    let mut best = best.filter(|(b, _)| b.verdict.rank() > Verdict::Missing.rank())?;
+    best.0.failures = failures;
+    Some(best)
 }
 
 /// The verdict under [`Gate::AnyPassing`] when no line is a readable record: `tampered` when
 /// some line is an edited record, else `missing`, named [`ANY_CHECK`].
 pub(crate) fn no_records(tampered: bool) -> CheckVerdict {
-    CheckVerdict {
-        name: ANY_CHECK.into(),
-        verdict: if tampered {
-            Verdict::Tampered
-        } else {
-            Verdict::Missing
-        },
-        record: None,
-        signer: None,
-    }
+    let verdict = if tampered {
+        Verdict::Tampered
+    } else {
+        Verdict::Missing
+    };
+    CheckVerdict::of(ANY_CHECK, verdict, None, None)
 }
 
 /// Under [`Gate::AnyPassing`] with no readable record at all: is `line` (unreadable) an edited
@@ -450,7 +620,7 @@ pub fn judge_gate_trusted(
     match gate {
         Gate::Required(reqs) => {
             let checks = evaluate_records(records, commit, tree, reqs);
-            let verified = checks.iter().all(|c| c.verdict == Verdict::Satisfied);
+            let verified = checks.iter().all(CheckVerdict::satisfies);
             (checks, verified)
         }
         Gate::AnyPassing => {
@@ -465,7 +635,7 @@ pub fn judge_gate_trusted(
                 .collect();
             let reqs = super::requirements::under_trust(reqs, trust);
             let mut checks = evaluate_records(records, commit, tree, &reqs);
-            let verified = checks.iter().any(|c| c.verdict == Verdict::Satisfied);
+            let verified = checks.iter().any(CheckVerdict::satisfies);
             if checks.is_empty() {
                 // Nothing readable: a line that is not a genuine record is an alarm, not an
                 // absence (a genuine record of a newer schema is still ignored).
@@ -640,8 +810,32 @@ pub(crate) mod tests {
         let failed = record("test", "failed", "d1");
         let mut tampered = record("test", "failed", "d1");
         tampered.status = crate::model::evidence::CheckStatus::Passed;
+        // A pass beside a failure of the same tree and definition is a flaky pass, which
+        // satisfies only where the policy accepts it.
+        let both = lines(&[failed.clone(), good.clone()]);
+        let judged = evaluate_records(&both, COMMIT, TREE, std::slice::from_ref(&r));
+        assert_eq!(judged[0].verdict, Verdict::FlakyPass);
+        assert_eq!(judged[0].failed_record.as_ref(), Some(&failed.digest));
+        assert!(!judged[0].satisfies());
+        let mut accepting = r.clone();
+        accepting.flaky = FlakyPolicy::Accept;
+        let judged = evaluate_records(&both, COMMIT, TREE, std::slice::from_ref(&accepting));
+        assert_eq!(judged[0].verdict, Verdict::FlakyPass);
+        assert!(judged[0].satisfies());
+        // A failure on another tree (noted on this commit) says nothing about this tree.
+        let elsewhere = record_on("test", "failed", "d1", COMMIT, &"7".repeat(40));
         assert_eq!(
-            verdict(&lines(&[failed.clone(), good.clone()]), &r),
+            verdict(&lines(&[elsewhere, good.clone()]), &r),
+            Verdict::Satisfied
+        );
+        // Nor does a failure of another definition, even where any definition is accepted.
+        let other_failure = record("test", "failed", "d0");
+        assert_eq!(
+            verdict(&lines(&[other_failure.clone(), good.clone()]), &r),
+            Verdict::Satisfied
+        );
+        assert_eq!(
+            verdict(&lines(&[other_failure, good.clone()]), &req("test", None)),
             Verdict::Satisfied
         );
         assert_eq!(
@@ -655,6 +849,66 @@ pub(crate) mod tests {
             verdict(&lines(&[record("lint", "passed", "d1")]), &r),
             Verdict::Missing
         );
+    }
+
+    #[test]
+    fn a_baseline_lets_inherited_failures_pass_and_names_new_ones() {
+        use crate::evidence::requirements::Baseline;
+        use crate::model::evidence::TestReport;
+        let failing = |ids: &[&str]| {
+            let mut r = record("test", "failed", "d1");
+            r.tests = Some(TestReport {
+                format: "junit".into(),
+                total: 3,
+                failed: ids.len() as u64,
+                failing: ids.iter().map(|s| s.to_string()).collect(),
+            });
+            r.seal()
+        };
+        let mut r = req("test", Some("d1"));
+        // Allowed but not read (no tip evidence): a failure is a failure.
+        r.baseline = Some(Baseline::default());
+        assert_eq!(verdict(&lines(&[failing(&["t_old"])]), &r), Verdict::Failed);
+        r.baseline = Some(Baseline {
+            inherited: Some(std::sync::Arc::new(["t_old".to_string()].into())),
+        });
+        let judged = |recs: &[EvidenceRecord]| {
+            evaluate_records(&lines(recs), COMMIT, TREE, std::slice::from_ref(&r)).remove(0)
+        };
+        let inherited = judged(&[failing(&["t_old"])]);
+        assert_eq!(inherited.verdict, Verdict::NoNewFailures);
+        assert!(inherited.satisfies());
+        assert_eq!(inherited.inherited, ["t_old"]);
+        assert_eq!(
+            inherited.describe(),
+            "test (no-new-failures: t_old inherited)"
+        );
+        let new = judged(&[failing(&["t_new", "t_old"])]);
+        assert_eq!(new.verdict, Verdict::Failed);
+        assert!(!new.satisfies());
+        assert_eq!(new.new_failures, ["t_new"]);
+        assert_eq!(new.describe(), "test (failed: new failures t_new)");
+        // A new failure among the records beats an inherited one.
+        assert_eq!(
+            judged(&[failing(&["t_old"]), failing(&["t_new"])]).verdict,
+            Verdict::Failed
+        );
+        // A failure naming no test, or a list that was cut, proves nothing about the rest.
+        assert_eq!(judged(&[failing(&[])]).verdict, Verdict::Failed);
+        let mut cut = failing(&["t_old"]);
+        cut.tests.as_mut().unwrap().failed = 2;
+        assert_eq!(judged(&[cut.seal()]).verdict, Verdict::Failed);
+        // A pass says which inherited failures it fixed.
+        let mut fixed = record("test", "passed", "d1");
+        fixed.tests = Some(TestReport {
+            format: "junit".into(),
+            total: 3,
+            failed: 0,
+            failing: Vec::new(),
+        });
+        let fixed = judged(&[fixed.seal()]);
+        assert_eq!(fixed.verdict, Verdict::Satisfied);
+        assert_eq!(fixed.fixed, ["t_old"]);
     }
 
     #[test]

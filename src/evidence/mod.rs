@@ -21,11 +21,14 @@
 //! The record types live in [`crate::model::evidence`].
 
 pub mod detached;
+pub mod explain;
+pub mod history;
 pub mod interrupt;
 pub mod judge;
 pub mod known;
 pub mod produce;
 pub mod read;
+pub mod report;
 pub mod requirements;
 pub mod reuse;
 pub mod scope;

@@ -82,10 +82,8 @@ pub fn resolve_checks(
         crate::model::ids::check_run_id(&name)
             .map_err(|_| selection(Error::usage(format!("invalid check name {name:?}"))))?;
         let def = CheckDef {
-            argv: sel.argv.clone(),
             timeout_s: sel.timeout_s.unwrap_or(policy::DEFAULT_TIMEOUT_S),
-            inputs: None,
-            when: None,
+            ..CheckDef::of_argv(sel.argv.clone())
         };
         if def.timeout_s == 0 {
             return Err(selection(Error::usage(
@@ -209,12 +207,22 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
             signing_env: ctx.signing_env,
             ..RunOptions::default()
         };
-        let (outcome, mutated, scoped, undeclared, ran) = match check.def.scope() {
+        // The check's test report, read from the worktree it ran in (before a scratch one
+        // is removed).
+        let report = |dir: &Path, started: std::time::SystemTime| {
+            check
+                .def
+                .report
+                .as_ref()
+                .and_then(|decl| super::report::read_report(dir, decl, &redactor, started))
+        };
+        let (outcome, mutated, scoped, undeclared, ran, tests) = match check.def.scope() {
             None => {
                 let outcome = runner::run_command(&cmd, &opts(ctx.worktree))
                     .context(|| format!("could not run check {}", check.name))?;
                 let mutated = head_moved(ctx, &mut opened)?;
-                (outcome, mutated, None, Vec::new(), Ran::Here)
+                let tests = report(ctx.worktree, outcome.started_at);
+                (outcome, mutated, None, Vec::new(), Ran::Here, tests)
             }
             Some(inputs) => {
                 // Only the declared inputs are there: reading anything else fails loudly.
@@ -235,6 +243,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
                         scratch.path(),
                     )
                 };
+                let tests = report(scratch.path(), outcome.started_at);
                 scratch.remove()?;
                 (
                     outcome,
@@ -242,11 +251,17 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
                     Some(scoped.to_string()),
                     undeclared,
                     Ran::Scoped,
+                    tests,
                 )
             }
         };
         let rec = EvidenceRecord {
             schema: SCHEMA.into(),
+            attempt: Some(super::history::next_attempt(
+                ctx.store,
+                tree,
+                &check.def.digest(),
+            )?),
             run_id: ctx.run_id.map(str::to_string),
             repository: repository.clone(),
             commit: ctx.commit.to_string(),
@@ -272,6 +287,7 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
                 command: outcome.stop.as_str().into(),
                 tabellio: None,
             },
+            tests,
             tool: tool_id(),
             reused_from: None,
             actor: ctx.provenance.map(|p| p.actor.clone()),

@@ -12,17 +12,19 @@
 //! with its definitions, and the validated commit's own policy only adds the checks it
 //! requires besides. A run that edits its policy to weaken a required check cannot promote.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::model::policy::{GuardWhen, Policy};
+use crate::model::policy::{FlakyPolicy, GuardWhen, Policy};
 use crate::model::run::Attempt;
+use crate::model::EvidenceRecord;
 use crate::model::RunRecord;
 use crate::store::policy::{policy_at, PolicyAtError, TrustAt};
 use crate::store::Store;
 use crate::trust::approval::proven_kinds;
-use crate::trust::AllowedSigners;
+use crate::trust::{judge_signature, AllowedSigners, SignatureVerdict};
 
 use super::read::Line;
 
@@ -49,6 +51,14 @@ pub struct Requirement {
     /// by them, never by what a record claims ([`applicable`]).
     #[serde(skip)]
     pub prove_with: Option<Arc<AllowedSigners>>,
+    /// Whether a `flaky-pass` satisfies it: the judging policy's `flaky` for the check.
+    #[serde(skip)]
+    pub flaky: FlakyPolicy,
+    /// When the judging policy sets `"baseline": "allow"` for the check: the failing test ids
+    /// of the target's tip, once read ([`with_baselines`]). Until then (`inherited: None`) a
+    /// failure is a failure.
+    #[serde(skip)]
+    pub baseline: Option<Baseline>,
 }
 
 /// A requirement's declared inputs and the scoped tree they give on the judged commit.
@@ -57,6 +67,14 @@ pub struct Scope {
     pub inputs: crate::model::inputs::Inputs,
     /// The id (hex) of the judged tree restricted to the inputs, once computed.
     pub tree: Option<String>,
+}
+
+/// The failing test ids a run may inherit from the target's tip.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Baseline {
+    /// The tip's failing ids for the same check digest; `None` until read, or when the tip has
+    /// no failing record with a complete list of them.
+    pub inherited: Option<Arc<BTreeSet<String>>>,
 }
 
 impl Requirement {
@@ -69,10 +87,14 @@ impl Requirement {
             scope: None,
             when: None,
             prove_with: None,
+            flaky: FlakyPolicy::Refuse,
+            baseline: None,
         }
     }
 
-    /// A requirement of check `name` as `def` defines it: its digest, and its inputs.
+    /// A requirement of check `name` as `def` defines it: its digest, and its inputs. How a
+    /// flaky pass or a failing test is judged (`flaky`, `baseline`) is the judging policy's
+    /// alone ([`of_policy`]), never a definition's that a run brings.
     pub fn of_def(name: impl Into<String>, def: &crate::model::policy::CheckDef) -> Requirement {
         Requirement {
             scope: def.scope().map(|inputs| Scope { inputs, tree: None }),
@@ -156,6 +178,28 @@ impl Gate {
         }
     }
 
+    /// Does a requirement allow a baseline (so [`Gate::with_baselines`] has something to read)?
+    pub fn wants_baselines(&self) -> bool {
+        matches!(self, Gate::Required(reqs) if reqs.iter().any(|r| r.baseline.is_some()))
+    }
+
+    /// This gate under `trust` with the baselines of the tip read from `lines` (its records
+    /// and its tree's, the tree being `tree_hex`; see [`fill_baselines`]): the target's tip
+    /// whose failing tests a commit may inherit.
+    pub fn with_baselines(
+        self,
+        lines: &[super::read::Line],
+        tree_hex: &str,
+        trust: Option<&TrustAt>,
+    ) -> Gate {
+        match self {
+            Gate::AnyPassing => Gate::AnyPassing,
+            Gate::Required(reqs) => {
+                Gate::Required(fill_baselines(under_trust(reqs, trust), lines, tree_hex))
+            }
+        }
+    }
+
     /// This gate with its requirements under `trust` (see [`under_trust`]); [`Gate::AnyPassing`]
     /// is judged under trust by [`super::judge::judge_gate_trusted`].
     pub fn under_trust(self, trust: Option<&TrustAt>) -> Gate {
@@ -192,10 +236,92 @@ pub fn of_policy(policy: Option<&Policy>, extra: &[String]) -> Vec<Requirement> 
     names
         .into_iter()
         .map(|name| match policy.and_then(|p| p.checks.get(&name)) {
-            Some(def) => Requirement::of_def(name, def),
+            Some(def) => Requirement {
+                flaky: def.flaky.unwrap_or_default(),
+                baseline: def.baseline.map(|_| Baseline::default()),
+                ..Requirement::of_def(name, def)
+            },
             None => Requirement::new(name, None),
         })
         .collect()
+}
+
+/// `reqs` with the failing test ids of `tip` filled into every requirement whose policy
+/// allows a baseline: the union of the failing ids of the intact, failing records of the same
+/// check digest made on the tip's tree (under `trust`, only trusted ones), each with the whole
+/// list of its failing ids. A tip without such a record leaves the baseline empty: nothing is
+/// inherited.
+pub fn with_baselines(
+    store: &Store,
+    reqs: Vec<Requirement>,
+    tip: Option<gix::ObjectId>,
+) -> crate::error::Result<Vec<Requirement>> {
+    let Some(tip) = tip else {
+        return Ok(reqs);
+    };
+    if reqs.iter().all(|r| r.baseline.is_none()) {
+        return Ok(reqs);
+    }
+    let tree = store.tree_of(tip)?;
+    let lines = super::read::records_for(store, tip, tree)?;
+    Ok(fill_baselines(reqs, &lines, &tree.to_string()))
+}
+
+/// [`with_baselines`] from the records `lines` read on the tip and its tree `tree_hex`.
+pub fn fill_baselines(
+    mut reqs: Vec<Requirement>,
+    lines: &[super::read::Line],
+    tree_hex: &str,
+) -> Vec<Requirement> {
+    for req in reqs.iter_mut() {
+        if req.baseline.is_none() {
+            continue;
+        }
+        let mut ids = BTreeSet::new();
+        let mut found = false;
+        for rec in lines.iter().filter_map(|(_, r)| r.as_ref()) {
+            let counts = rec.check.name == req.name
+                && rec.tree == tree_hex
+                && !rec.passed()
+                && req.digest.as_ref().is_none_or(|d| &rec.check.digest == d)
+                && rec.digest_is_valid()
+                && trusted_for(rec, req);
+            match &rec.tests {
+                Some(t) if counts && t.complete() => {
+                    found = true;
+                    ids.extend(t.failing.iter().cloned());
+                }
+                _ => {}
+            }
+        }
+        req.baseline = Some(Baseline {
+            inherited: found.then(|| Arc::new(ids)),
+        });
+    }
+    reqs
+}
+
+/// Does `rec` count as who made it under the requirement's trust (always, without one)? Used
+/// for failing records, which [`judge_signed`] does not ask for a signature: a failure nobody
+/// trusted signed must not make a tree flaky nor set a baseline.
+pub fn trusted_for(rec: &EvidenceRecord, req: &Requirement) -> bool {
+    signed_by(rec, req.signers.as_deref())
+}
+
+/// Is `rec` signed by one of `signers` (always true without signers to ask)?
+pub fn signed_by(rec: &EvidenceRecord, signers: Option<&crate::trust::AllowedSigners>) -> bool {
+    let Some(signers) = signers else {
+        return true;
+    };
+    matches!(
+        judge_signature(
+            rec.signature.as_ref(),
+            &rec.digest,
+            &rec.finished_at,
+            signers
+        ),
+        SignatureVerdict::Trusted { .. }
+    )
 }
 
 /// The checks an attempt ran, with the digests their definitions had.
@@ -214,7 +340,9 @@ pub fn of_promotion(gate: Option<&Policy>, own: Option<&Policy>) -> Vec<Requirem
     let mut reqs = of_policy(gate, &[]);
     for added in of_policy(own, &[]) {
         if !reqs.iter().any(|r| r.name == added.name) {
-            reqs.push(added);
+            // What satisfies a check is the gate's to say: a run's own policy cannot accept
+            // flaky passes or inherited failures of the checks it adds.
+            reqs.push(Requirement::new(added.name, added.digest));
         }
     }
     reqs
@@ -306,10 +434,8 @@ mod tests {
 
     fn digest_of(name: &str) -> String {
         CheckDef {
-            argv: vec![name.into()],
             timeout_s: 60,
-            inputs: None,
-            when: None,
+            ..CheckDef::of_argv(vec![name.into()])
         }
         .digest()
     }

@@ -14,7 +14,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::judge::{best_for, missing, no_records, unreadable_is_tampered, CheckVerdict, Verdict};
+use super::judge::{best_for, missing, no_records, settle, unreadable_is_tampered, CheckVerdict};
 use super::read::Line;
 use super::requirements::{under_trust, Gate, Requirement};
 use crate::store::policy::TrustAt;
@@ -143,7 +143,7 @@ impl TreeJudgements {
         match gate {
             Gate::Required(reqs) => {
                 let checks = entry.judge_all(reqs, &own, commit_hex, tree_hex);
-                let verified = checks.iter().all(|c| c.verdict == Verdict::Satisfied);
+                let verified = checks.iter().all(CheckVerdict::satisfies);
                 (checks, verified)
             }
             Gate::AnyPassing => {
@@ -158,7 +158,7 @@ impl TreeJudgements {
                     .collect();
                 let reqs = under_trust(reqs, trust);
                 let mut checks = entry.judge_all(&reqs, &own, commit_hex, tree_hex);
-                let verified = checks.iter().any(|c| c.verdict == Verdict::Satisfied);
+                let verified = checks.iter().any(CheckVerdict::satisfies);
                 if checks.is_empty() {
                     let tampered = entry.tampered_unreadable
                         || own
@@ -201,21 +201,27 @@ impl TreeLines {
                     })
                     .clone();
                 let own = best_for(req, own, commit_hex, tree_hex).map(|(v, i)| (v, &own[i].0));
-                match (fixed, own) {
-                    (None, None) => missing(req),
+                let best = match (fixed, own) {
+                    (None, None) => return missing(req),
                     (Some((v, _)), None) => v,
                     (None, Some((v, _))) => v,
                     // As if merged and sorted: the more alarming wins, among equals the line
-                    // that sorts first.
+                    // that sorts first; a failure on either side makes a pass flaky.
                     (Some((f, fline)), Some((o, oline))) => {
                         let (fr, or) = (f.verdict.rank(), o.verdict.rank());
-                        if fr > or || (fr == or && fline.as_str() <= oline.as_str()) {
+                        let mut failures = f.failures.clone();
+                        failures.extend(o.failures.iter().cloned());
+                        let mut best = if fr > or || (fr == or && fline.as_str() <= oline.as_str())
+                        {
                             f
                         } else {
                             o
-                        }
+                        };
+                        best.failures = failures;
+                        best
                     }
-                }
+                };
+                settle(best, req)
             })
             .collect()
     }

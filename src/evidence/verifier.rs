@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::evidence::judge::{CheckVerdict, Verdict};
+use crate::evidence::judge::CheckVerdict;
 use crate::evidence::requirements::Gate;
 use crate::evidence::tree_judge::TreeJudgements;
 use crate::model::policy::Policy;
@@ -32,6 +32,10 @@ pub struct CommitVerdict {
     /// The verification summaries noted on the commit (`refs/notes/tabellio/vsa`), judged.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub vsa: Vec<crate::trust::vsa::VsaVerdict>,
+    /// Every check execution noted for the commit's tree, each with its attempt number (as
+    /// noted: the verdicts above say which records are intact).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub executions: Vec<crate::evidence::history::Execution>,
 }
 
 /// The verdict on a commit's change to guarded paths.
@@ -72,8 +76,8 @@ impl CommitVerdict {
     pub fn unsatisfied(&self) -> Vec<String> {
         self.checks
             .iter()
-            .filter(|c| c.verdict != Verdict::Satisfied)
-            .map(|c| format!("{} ({})", c.name, c.verdict.as_str()))
+            .filter(|c| !c.satisfies())
+            .map(CheckVerdict::describe)
             .collect()
     }
 }
@@ -146,6 +150,23 @@ impl<'s> Verifier<'s> {
         }
     }
 
+    /// `gate` with the failing tests of `tip` (read from this verifier's notes) as the
+    /// baselines its policy allows; unchanged when it allows none or there is no tip.
+    pub fn with_baselines(
+        &mut self,
+        gate: Gate,
+        tip: Option<gix::ObjectId>,
+        trust: Option<&TrustAt>,
+    ) -> Result<Gate> {
+        let Some(tip) = tip.filter(|_| gate.wants_baselines()) else {
+            return Ok(gate);
+        };
+        let tree = self.store.tree_of(tip)?;
+        let mut lines = self.notes.records(self.store, tip)?;
+        lines.extend(self.notes.records(self.store, tree)?);
+        Ok(gate.with_baselines(&lines, &tree.to_string(), trust))
+    }
+
     /// Judge `commit` against `gate`.
     pub fn check(&mut self, commit: gix::ObjectId, gate: &Gate) -> Result<CommitVerdict> {
         self.check_trusted(commit, gate, None)
@@ -187,6 +208,9 @@ impl<'s> Verifier<'s> {
         let (checks, verified) =
             self.trees
                 .judge(tree, &own, (&commit_hex, &tree_hex), &gate, trust);
+        let on_tree = self.notes.records(self.store, tree)?;
+        let executions =
+            crate::evidence::history::executions_in(own.iter().chain(&on_tree), &tree_hex);
         Ok(CommitVerdict {
             commit: commit_hex,
             tree: tree_hex,
@@ -195,6 +219,7 @@ impl<'s> Verifier<'s> {
             approval: None,
             provenance: None,
             vsa: Vec::new(),
+            executions,
         })
     }
 }

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::evidence::judge::{evaluate, Verdict};
+use crate::evidence::judge::evaluate;
+use crate::evidence::judge::inherits_failures;
 use crate::evidence::produce::{
     drop_not_asked, resolve_checks, run_checks, CheckContext, CheckSelection,
 };
@@ -32,6 +33,11 @@ pub struct FinishOutcome {
     pub workspace: PathBuf,
     pub attempt: Attempt,
     pub evidence: Vec<EvidenceRecord>,
+    /// Every execution of a check on the head's tree, this attempt's and earlier ones, each
+    /// with its attempt number: a pass now never hides a failure before.
+    pub executions: Vec<crate::evidence::history::Execution>,
+    /// Each failing check of this attempt, explained from the evidence in the notes.
+    pub failures: Vec<crate::evidence::explain::FailureExplanation>,
 }
 
 impl FinishOutcome {
@@ -144,7 +150,7 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
     // Checks chosen by hand (`--check`, or an ad-hoc command) do not complete a run whose
     // policy requires others: the policy's required checks must pass too, in this attempt or
     // in evidence already noted on this commit.
-    let gate = match required_gap(store, head, &records, &not_asked)? {
+    let gate = match required_gap(store, head, target_tip, &records, &not_asked)? {
         Some(gap) => Some(gap),
         None => plans_gate,
     };
@@ -168,7 +174,14 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
         |_| {},
     )?;
     let next = next.record;
+    let failing: Vec<(String, String)> = records
+        .iter()
+        .filter(|r| !r.passed())
+        .map(|r| (r.check.name.clone(), r.check.digest.clone()))
+        .collect();
     Ok(FinishOutcome {
+        failures: crate::evidence::explain::explain(store, target_tip, &failing)?,
+        executions: crate::evidence::history::executions_on(store, head)?,
         run: next,
         workspace: path,
         attempt,
@@ -203,6 +216,7 @@ fn short_ref(name: &str) -> &str {
 fn required_gap(
     store: &Store,
     head: gix::ObjectId,
+    target_tip: Option<gix::ObjectId>,
     records: &[EvidenceRecord],
     not_asked: &[String],
 ) -> Result<Option<String>> {
@@ -211,23 +225,22 @@ fn required_gap(
     if reqs.is_empty() {
         return Ok(None);
     }
+    // Failing tests the target's tip has count as inherited where the policy allows it.
+    let reqs = crate::evidence::requirements::with_baselines(store, reqs, target_tip)?;
     let satisfied_now = |r: &Requirement| {
         records.iter().any(|rec| {
             rec.check.name == r.name
-                && rec.passed()
                 && r.digest.as_deref().is_none_or(|d| d == rec.check.digest)
+                && (rec.passed()
+                    || crate::evidence::judge::judge(rec, r, &rec.commit, &rec.tree)
+                        == crate::evidence::judge::Verdict::NoNewFailures)
         })
     };
     // A check the notes prove is not asked has no verdict.
     let before = evaluate(store, head, &reqs)?;
     let missing: Vec<String> = reqs
         .iter()
-        .filter(|r| {
-            !satisfied_now(r)
-                && before
-                    .iter()
-                    .any(|v| v.name == r.name && v.verdict != Verdict::Satisfied)
-        })
+        .filter(|r| !satisfied_now(r) && before.iter().any(|v| v.name == r.name && !v.satisfies()))
         .map(|r| r.name.clone())
         .collect();
     Ok((!missing.is_empty()).then(|| {
@@ -281,8 +294,13 @@ pub fn record_attempt(
         )),
         gate => gate,
     };
-    // An attempt passes when every check passed and the plan gate let it through.
-    let completed = records.iter().all(EvidenceRecord::passed) && gate.is_none();
+    // An attempt passes when every check passed (or failed only tests the target's tip fails
+    // too, where its policy allows a baseline) and the plan gate let it through.
+    let tip = store.ref_target(&rec.base.reference)?;
+    let mut completed = gate.is_none();
+    for r in records {
+        completed = completed && (r.passed() || inherits_failures(store, tip, r)?);
+    }
     let evidence_digest = set_digest(records.iter().map(|r| r.digest.as_str()));
     let attempt = Attempt {
         n: rec.attempts.len() as u32 + 1,

@@ -319,6 +319,29 @@ pub fn log(env: &Env, run: &str) -> Result<(RunRecord, Vec<LogEntry>)> {
     Ok((run, log_entries(history)))
 }
 
+/// Every check execution on the trees of `run`'s attempts (each tree once, oldest attempt
+/// first), each with its attempt number: what `log` lists beside the ledger, so a pass never
+/// hides the failures before it.
+pub fn executions(env: &Env, run: &RunRecord) -> Result<Vec<crate::evidence::history::Execution>> {
+    let store = &env.store;
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for a in &run.attempts {
+        if !seen.insert(a.tree.clone()) {
+            continue;
+        }
+        let Ok(commit) = store.parse_oid(&a.commit) else {
+            continue;
+        };
+        // A commit gc'd away leaves its attempt in the ledger and nothing to read here.
+        if store.tree_of(commit).is_err() {
+            continue;
+        }
+        out.extend(crate::evidence::history::executions_on(store, commit)?);
+    }
+    Ok(out)
+}
+
 #[derive(Debug, Serialize)]
 pub struct EvidenceEntry {
     /// Whether the record's digest matches its content.

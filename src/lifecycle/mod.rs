@@ -10,6 +10,7 @@ pub mod abandon;
 pub mod approve;
 pub mod blame;
 pub mod checkpoint;
+pub mod checks;
 pub mod enqueue;
 pub mod finish;
 pub mod gc;

@@ -76,10 +76,42 @@ pub struct Stopped {
     pub tabellio: Option<String>,
 }
 
+/// What a check's machine-readable test report said (JUnit XML or TAP): how many tests ran and
+/// failed, and the ids of the failing ones (redacted, at most [`MAX_FAILING_TESTS`] kept, each
+/// at most [`MAX_TEST_ID_BYTES`] bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestReport {
+    /// `junit` or `tap`.
+    pub format: String,
+    pub total: u64,
+    pub failed: u64,
+    /// The failing test ids, sorted and unique; fewer than `failed` when the list was cut.
+    pub failing: Vec<String>,
+}
+
+/// At most this many failing test ids are kept in a record.
+pub const MAX_FAILING_TESTS: usize = 200;
+/// A failing test id is cut to at most this many bytes.
+pub const MAX_TEST_ID_BYTES: usize = 256;
+
+impl TestReport {
+    /// Were all failing ids kept (the list is the whole set)?
+    pub fn complete(&self) -> bool {
+        self.failing.len() as u64 == self.failed
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EvidenceRecord {
     pub schema: String,
+    /// Which execution of this check (same tree, same check digest) this record is: 1 for the
+    /// first, counted from the records already noted on the tree. Absent in records made before
+    /// attempts were counted, so their digests are what they always were; a reused record keeps
+    /// the attempt of the execution it stands on.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub attempt: Option<u32>,
     pub run_id: Option<String>,
     pub repository: String,
     pub commit: String,
@@ -93,6 +125,10 @@ pub struct EvidenceRecord {
     pub duration_ms: u64,
     pub output: OutputRecord,
     pub stopped: Stopped,
+    /// The failing tests the check's declared report names (`report` in the policy), when it
+    /// declares one. Absent otherwise, so older records keep their digests.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tests: Option<TestReport>,
     pub tool: String,
     /// The digest of the passing record on the same tree this one stands on, when the check was
     /// not run again (docs/storage.md). Absent in records of checks that ran, so their bytes
@@ -143,6 +179,7 @@ impl EvidenceRecord {
     fn write_signed_fields(&self, out: &mut String) {
         let EvidenceRecord {
             schema,
+            attempt,
             run_id,
             repository,
             commit,
@@ -156,6 +193,7 @@ impl EvidenceRecord {
             duration_ms,
             output,
             stopped,
+            tests,
             tool,
             reused_from,
             actor,
@@ -168,6 +206,9 @@ impl EvidenceRecord {
         let mut fields = canonical::Fields::new(out);
         if let Some(actor) = actor {
             fields.object("actor", |f| actor.write(f));
+        }
+        if let Some(n) = attempt {
+            fields.int("attempt", *n);
         }
         fields
             .object("check", |f| {
@@ -209,9 +250,16 @@ impl EvidenceRecord {
             .object("stopped", |f| {
                 f.str("command", &stopped.command)
                     .opt_str("tabellio", stopped.tabellio.as_deref());
-            })
-            .str("tool", tool)
-            .str("tree", tree);
+            });
+        if let Some(t) = tests {
+            fields.object("tests", |f| {
+                f.int("failed", t.failed)
+                    .strs("failing", &t.failing)
+                    .str("format", &t.format)
+                    .int("total", t.total);
+            });
+        }
+        fields.str("tool", tool).str("tree", tree);
         if !undeclared_inputs.is_empty() {
             fields.strs("undeclared_inputs", undeclared_inputs);
         }
@@ -283,6 +331,7 @@ pub(crate) mod tests {
     pub(crate) fn sample() -> EvidenceRecord {
         EvidenceRecord {
             schema: SCHEMA.into(),
+            attempt: None,
             run_id: Some("r1".into()),
             repository: "local/demo".into(),
             commit: "a".repeat(40),
@@ -310,6 +359,7 @@ pub(crate) mod tests {
                 command: "exited".into(),
                 tabellio: None,
             },
+            tests: None,
             tool: "git-tabellio/0.1.0".into(),
             reused_from: None,
             actor: None,
@@ -374,6 +424,7 @@ pub(crate) mod tests {
                 options in any::<(bool, bool, bool, bool)>(),
                 provenance in any::<(bool, bool, bool)>(),
                 scoped in any::<(bool, bool, bool)>(),
+                extra in any::<(Option<u32>, bool, u64, u64)>(),
             ) {
                 let (exit_code, signal, duration_ms, bytes, redactions, truncated) = ints;
                 let (run_id, tabellio, reused, signed) = options;
@@ -416,6 +467,11 @@ pub(crate) mod tests {
                     session_digest: details.then(|| t(10)),
                 });
                 rec.initiator = initiator.then(|| t(11));
+                let (attempt, with_tests, total, failed) = extra;
+                rec.attempt = attempt;
+                rec.tests = with_tests.then(|| TestReport {
+                    format: t(8), total, failed, failing: vec![t(9), t(10)],
+                });
                 rec.signature = signed.then(|| crate::model::signature::Signature {
                     format: "ssh".into(), principal: t(4), key_fingerprint: t(5), sig: t(6),
                 });
@@ -459,6 +515,7 @@ pub(crate) mod tests {
         let value = super::super::to_value(&sample());
         let fields: Vec<serde_json::Value> = [
             "schema",
+            "attempt",
             "run_id",
             "repository",
             "commit",
@@ -472,6 +529,7 @@ pub(crate) mod tests {
             "duration_ms",
             "output",
             "stopped",
+            "tests",
             "tool",
             "reused_from",
             "actor",

@@ -37,7 +37,86 @@ pub struct CheckDef {
     /// digest: it says when the check is asked for, not what it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when: Option<GuardWhen>,
+    /// Whether a `flaky-pass` (the same tree and check digest passed and failed) satisfies this
+    /// check when it is required; `refuse` when absent (docs/verify.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flaky: Option<FlakyPolicy>,
+    /// The check is known to fail spuriously: `land` confirms one of its failures once before a
+    /// refusal depends on it (the default of `retries` becomes 1).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub flaky_prone: bool,
+    /// How many times `land` re-runs a failing execution on the same tree before a refusal
+    /// depends on it; default 1 when `flaky_prone`, else 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+    /// The largest flake rate (failing then passing on one tree, over the check's last
+    /// executions) under which a failure is confirmed and a flaky pass accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_flake_rate: Option<Rate>,
+    /// A machine-readable test report the check writes, whose failing test ids are recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<ReportDecl>,
+    /// `allow`: a run whose failing test ids are all failing on the target's tip too passes
+    /// as `no-new-failures` (needs `report`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<BaselinePolicy>,
 }
+
+/// `"flaky": "accept" | "refuse"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlakyPolicy {
+    Accept,
+    #[default]
+    Refuse,
+}
+
+/// `"baseline": "allow"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BaselinePolicy {
+    Allow,
+}
+
+/// `"report": {"format": "junit" | "tap", "path": "<file in the worktree>"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportDecl {
+    pub format: ReportFormat,
+    pub path: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportFormat {
+    Junit,
+    Tap,
+}
+
+impl ReportFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReportFormat::Junit => "junit",
+            ReportFormat::Tap => "tap",
+        }
+    }
+}
+
+/// A rate between 0 and 1 (`max_flake_rate`), compared by value.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Rate(pub f64);
+
+impl PartialEq for Rate {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for Rate {}
+
+/// The most retries a policy may give one failure: a budget, not a loop.
+pub const MAX_RETRIES: u32 = 5;
 
 fn default_timeout() -> u64 {
     DEFAULT_TIMEOUT_S
@@ -62,6 +141,32 @@ impl CheckDef {
         self.inputs
             .as_ref()
             .and_then(|i| super::inputs::Inputs::new(i).ok())
+    }
+
+    /// A definition of `argv` with the default timeout and nothing else set.
+    pub fn of_argv(argv: Vec<String>) -> CheckDef {
+        CheckDef {
+            argv,
+            timeout_s: DEFAULT_TIMEOUT_S,
+            flaky: None,
+            flaky_prone: false,
+            retries: None,
+            max_flake_rate: None,
+            report: None,
+            baseline: None,
+            inputs: None,
+            when: None,
+        }
+    }
+
+    /// How many times `land` re-runs a failing execution before a refusal depends on it.
+    pub fn retries(&self) -> u32 {
+        self.retries.unwrap_or(u32::from(self.flaky_prone))
+    }
+
+    /// Does a `flaky-pass` satisfy this check?
+    pub fn accepts_flaky(&self) -> bool {
+        self.flaky == Some(FlakyPolicy::Accept)
     }
 }
 
@@ -447,6 +552,7 @@ impl Policy {
                 super::inputs::Inputs::new(inputs)
                     .map_err(|why| PolicyError(format!("checks.{name}.inputs{why}")))?;
             }
+            def.validate_verdicts(name)?;
         }
         for name in &policy.required {
             if !policy.checks.contains_key(name) {
@@ -544,6 +650,38 @@ impl Policy {
     /// trailing `/*` or `/**` for everything below)?
     pub fn protects(&self, refname: &str) -> bool {
         self.protect.iter().any(|p| ref_pattern_matches(p, refname))
+    }
+}
+
+impl CheckDef {
+    /// `retries`, `max_flake_rate`, `report` and `baseline` make sense together.
+    fn validate_verdicts(&self, name: &str) -> Result<(), PolicyError> {
+        if let Some(n) = self.retries.filter(|n| *n > MAX_RETRIES) {
+            return Err(PolicyError(format!(
+                "checks.{name}.retries: {n} is more than {MAX_RETRIES}; a check that needs more is flaky, set \"max_flake_rate\" instead"
+            )));
+        }
+        if let Some(Rate(r)) = self.max_flake_rate {
+            if !(0.0..=1.0).contains(&r) {
+                return Err(PolicyError(format!(
+                    "checks.{name}.max_flake_rate: {r} is not between 0 and 1; write e.g. 0.2 for 20 %"
+                )));
+            }
+        }
+        if let Some(report) = &self.report {
+            check_repo_path(&report.path).map_err(|why| {
+                PolicyError(format!(
+                    "checks.{name}.report.path: {:?} {why}; write a path relative to the worktree such as \"target/junit.xml\"",
+                    report.path
+                ))
+            })?;
+        }
+        if self.baseline.is_some() && self.report.is_none() {
+            return Err(PolicyError(format!(
+                "checks.{name}.baseline: needs \"report\" (the failing test ids are compared); add \"report\": {{\"format\": \"junit\", \"path\": \"…\"}}"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -780,19 +918,69 @@ mod tests {
     }
 
     #[test]
+    fn verdict_settings_parse_and_are_checked() {
+        let p = Policy::parse(
+            r#"{"schema":"tabellio.policy/v1","checks":{"t":{"argv":["x"],"flaky":"accept",
+               "flaky_prone":true,"max_flake_rate":0.2,
+               "report":{"format":"junit","path":"target/junit.xml"},"baseline":"allow"},
+               "u":{"argv":["y"],"retries":2}}}"#,
+        )
+        .unwrap();
+        let t = &p.checks["t"];
+        assert!(t.accepts_flaky());
+        assert_eq!(t.retries(), 1);
+        assert_eq!(t.max_flake_rate, Some(Rate(0.2)));
+        assert_eq!(t.report.as_ref().unwrap().format, ReportFormat::Junit);
+        assert_eq!(t.baseline, Some(BaselinePolicy::Allow));
+        let u = &p.checks["u"];
+        assert!(!u.accepts_flaky());
+        assert_eq!(u.retries(), 2);
+        // Unset, nothing is written back: older policies serialize as they did.
+        assert_eq!(
+            serde_json::to_value(u).unwrap(),
+            serde_json::json!({"argv":["y"],"timeout_s":600,"retries":2})
+        );
+        let cases = [
+            (r#""retries":9"#, "checks.t.retries"),
+            (r#""max_flake_rate":1.5"#, "checks.t.max_flake_rate"),
+            (r#""flaky":"sometimes""#, "checks.t.flaky"),
+            (r#""baseline":"allow""#, "needs \"report\""),
+            (
+                r#""report":{"format":"junit","path":"/abs.xml"}"#,
+                "checks.t.report.path",
+            ),
+            (
+                r#""report":{"format":"xunit","path":"r.xml"}"#,
+                "checks.t.report.format",
+            ),
+        ];
+        for (field, needle) in cases {
+            let text = format!(
+                r#"{{"schema":"tabellio.policy/v1","checks":{{"t":{{"argv":["x"],{field}}}}}}}"#
+            );
+            let err = Policy::parse(&text).unwrap_err().to_string();
+            assert!(err.contains(needle), "{field}: {err}");
+        }
+    }
+
+    #[test]
     fn check_digest_changes_with_definition() {
         let a = CheckDef {
-            argv: vec!["make".into()],
             timeout_s: 60,
-            inputs: None,
-            when: None,
+            ..CheckDef::of_argv(vec!["make".into()])
         };
         let b = CheckDef {
-            argv: vec!["make".into()],
             timeout_s: 61,
-            inputs: None,
-            when: None,
+            ..CheckDef::of_argv(vec!["make".into()])
         };
+        // The verdict settings are not part of what the check runs: the digest stays.
+        let c = CheckDef {
+            flaky: Some(FlakyPolicy::Accept),
+            flaky_prone: true,
+            retries: Some(2),
+            ..a.clone()
+        };
+        assert_eq!(a.digest(), c.digest());
         assert_ne!(a.digest(), b.digest());
         // Declared inputs are part of the definition; without them the digest is as before.
         let scoped = CheckDef {

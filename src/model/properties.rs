@@ -59,10 +59,8 @@ fn name() -> impl Strategy<Value = String> {
 fn check_def() -> impl Strategy<Value = CheckDef> {
     (prop::collection::vec("\\PC{1,10}", 1..4), 1u64..=86_400).prop_map(|(argv, timeout_s)| {
         CheckDef {
-            argv,
             timeout_s,
-            inputs: None,
-            when: None,
+            ..CheckDef::of_argv(argv)
         }
     })
 }

@@ -15,8 +15,10 @@ use serde::Serialize;
 
 use super::{graph, oneline, short_ref, RunTimeline, Timelines};
 use crate::error::{Error, Result};
+use crate::evidence::history::{executions_in, Execution};
 use crate::evidence::read::records_for;
 use crate::model::evidence::tool_id;
+use crate::model::evidence::CheckStatus;
 use crate::model::loop_state::{LoopIteration, LoopState};
 use crate::model::run::{Attempt, AttemptCheck};
 use crate::model::EvidenceRecord;
@@ -38,6 +40,9 @@ pub struct RunPage {
 pub struct AttemptPage {
     pub attempt: Attempt,
     pub records: Vec<Option<EvidenceRecord>>,
+    /// Every execution of the attempt's checks on its tree (same definitions), each with its
+    /// attempt number: a later pass never hides a failure.
+    pub executions: Vec<Execution>,
 }
 
 /// The page for `timelines`: evidence read from the notes, local paths replaced by labels.
@@ -87,9 +92,24 @@ fn attempt_page(store: &Store, run_id: &str, attempt: &Attempt) -> Result<Attemp
                 .cloned()
         })
         .collect();
+    let executions = executions_in(
+        lines
+            .iter()
+            .filter(|(_, r)| r.as_ref().is_some_and(EvidenceRecord::digest_is_valid)),
+        &attempt.tree,
+    )
+    .into_iter()
+    .filter(|e| {
+        attempt
+            .checks
+            .iter()
+            .any(|c| c.name == e.check && c.digest == e.check_digest)
+    })
+    .collect();
     Ok(AttemptPage {
         attempt: attempt.clone(),
         records,
+        executions,
     })
 }
 
@@ -120,9 +140,11 @@ fn scrubbed(page: RunPage, paths: &LocalPaths) -> Result<RunPage> {
                 .iter()
                 .map(|r| r.as_ref().map(|r| relabel(r, paths)).transpose())
                 .collect::<Result<_>>()?;
+            // Executions hold names, digests and times: nothing local.
             Ok(AttemptPage {
                 attempt: a.attempt,
                 records,
+                executions: a.executions,
             })
         })
         .collect::<Result<_>>()?;
@@ -298,6 +320,40 @@ fn run_section(h: &mut String, page: &RunPage) {
     h.push_str("</article>\n");
 }
 
+/// The executions on the attempt's tree when there was more than one of a check, and the
+/// `flaky-pass` verdict of a check that both passed and failed there.
+fn executions_list(h: &mut String, a: &Attempt, executions: &[Execution]) {
+    for c in &a.checks {
+        let runs: Vec<&Execution> = executions.iter().filter(|e| e.check == c.name).collect();
+        if runs.len() < 2 {
+            continue;
+        }
+        let passed = runs.iter().any(|e| e.status == CheckStatus::Passed);
+        let failed = runs.iter().any(|e| e.status != CheckStatus::Passed);
+        if passed && failed {
+            h.push_str(&format!(
+                "<p class=\"verdict flaky-pass\" data-check=\"{name}\" data-verdict=\"flaky-pass\">{name}: <span class=\"status\">flaky-pass</span> (passed and failed on this tree)</p>\n",
+                name = esc(&c.name),
+            ));
+        }
+        h.push_str(&format!(
+            "<ol class=\"executions\" data-check=\"{}\">\n",
+            esc(&c.name)
+        ));
+        for e in runs {
+            h.push_str(&format!(
+                "<li class=\"status-{s}\" data-attempt=\"{n}\" data-status=\"{s}\">{name} attempt {n}: <span class=\"status\">{s}</span> {} ({} ms)</li>\n",
+                time(&e.started_at),
+                e.duration_ms,
+                name = esc(&c.name),
+                n = e.attempt.map_or("–".to_string(), |n| n.to_string()),
+                s = esc(e.status.as_str()),
+            ));
+        }
+        h.push_str("</ol>\n");
+    }
+}
+
 fn attempt_section(h: &mut String, run_id: &str, page: &AttemptPage) {
     let a = &page.attempt;
     h.push_str(&format!(
@@ -354,6 +410,7 @@ fn attempt_section(h: &mut String, run_id: &str, page: &AttemptPage) {
         ));
     }
     h.push_str("</tbody>\n</table>\n");
+    executions_list(h, a, &page.executions);
     for (c, r) in a.checks.iter().zip(&page.records) {
         let Some(r) = r else { continue };
         if r.output.excerpt.is_empty() {
@@ -505,6 +562,7 @@ ul.runs li { margin: 2px 0; }
 .state, .status { display: inline-block; padding: 0 8px; border-radius: 12px; font-size: 12px; font-weight: 600;
   line-height: 20px; vertical-align: middle; color: #fff; background: var(--gone); }
 .state-promoted, .state-completed, .status-passed > h4 .status, tr.status-passed .status { background: var(--pass); }
+.flaky-pass .status { background: var(--fail); }
 .state-validation_failed, .status-failed > h4 .status, tr.status-failed .status,
   tr.status-timed_out .status, tr.status-error .status { background: var(--fail); }
 .state-active { background: var(--info); }

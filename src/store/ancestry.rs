@@ -49,6 +49,15 @@ impl Store {
     }
 }
 
+/// The first parent of `commit`, `None` for a root commit.
+pub fn first_parent(store: &Store, commit: gix::ObjectId) -> Result<Option<gix::ObjectId>> {
+    let c = store
+        .commit(commit)
+        .map_err(|e| Error::not_found(format!("commit {commit} not found: {e:#}")).caused_by(e))?;
+    let parent = c.parent_ids().next().map(|p| p.detach());
+    Ok(parent)
+}
+
 /// How far back a first-parent chain is followed before the step is judged as one.
 const MAX_CHAIN: usize = 10_000;
 

@@ -110,7 +110,10 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
             let at = store.resolve_commit(rev)?;
             let policy = verifier.policy_at(at)?;
             let trust = verifier.trust_at(at)?;
-            Some((at, Gate::from_policy(policy.as_ref(), &opts.checks), trust))
+            // The failing tests a commit may inherit are those of the tip that judges.
+            let gate = Gate::from_policy(policy.as_ref(), &opts.checks);
+            let gate = verifier.with_baselines(gate, Some(at), trust.as_ref())?;
+            Some((at, gate, trust))
         }
         None => None,
     };
@@ -126,10 +129,19 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
         // The allowed signers come from the same commit as the policy that judges.
         let (gate, trust) = match &fixed_gate {
             Some((_, gate, trust)) => (gate.clone(), trust.clone()),
-            None => (
-                Gate::from_policy(verifier.policy_at(commit)?.as_ref(), &opts.checks),
-                verifier.trust_at(commit)?,
-            ),
+            None => {
+                let trust = verifier.trust_at(commit)?;
+                // Judged by its own policy, a commit may inherit the failing tests of the
+                // commit it was landed on (its first parent).
+                let gate = Gate::from_policy(verifier.policy_at(commit)?.as_ref(), &opts.checks);
+                let gate = if gate.wants_baselines() {
+                    let parent = crate::store::ancestry::first_parent(store, commit)?;
+                    verifier.with_baselines(gate, parent, trust.as_ref())?
+                } else {
+                    gate
+                };
+                (gate, trust)
+            }
         };
         let mut verdict = verifier.check_trusted(commit, &gate, trust.as_ref())?;
         let hex = commit.to_string();

@@ -39,6 +39,33 @@ impl TestEnv {
         bare
     }
 
+    /// A bare repository at `<test dir>/server.git` added as `origin`, with `main` pushed to
+    /// it (as `refspecs` say: e.g. `["main"]`, or a commit and the notes), and the server's
+    /// pre-receive shim installed.
+    pub fn origin_with_hook(&self, refspecs: &[&str]) -> PathBuf {
+        let server = self.path().join("server.git");
+        let path = server.to_str().unwrap();
+        self.git_in(self.path(), &["init", "-q", "--bare", "-b", "main", path])
+            .ok();
+        self.git(&["remote", "add", "origin", path]).ok();
+        let mut push = vec!["push", "-q", "origin"];
+        push.extend_from_slice(refspecs);
+        self.git(&push).ok();
+        self.tab_in(&server, &["hooks", "install", "--server"]).ok();
+        assert!(server.join("hooks/pre-receive").exists());
+        server
+    }
+
+    /// Start run `id` from main and commit `file` (with `content`) in its worktree.
+    pub fn started_with(&self, id: &str, file: &str, content: &str) -> PathBuf {
+        let task = format!("task {id}");
+        self.tab(&["start", id, "--task", &task, "--base", "main"])
+            .ok();
+        let wt = self.worktree(id);
+        self.commit_file_in(&wt, file, content);
+        wt
+    }
+
     /// `git add -A` and commit with `message`, in `cwd`.
     pub fn commit_all_in(&self, cwd: &Path, message: &str) {
         self.git_in(cwd, &["add", "-A"]).ok();

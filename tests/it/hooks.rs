@@ -281,25 +281,7 @@ fn push_with_evidence(t: &TestEnv, refspec: &str) -> Run {
 /// shim installed.
 fn server_and_client() -> (TestEnv, PathBuf) {
     let t = TestEnv::with_readme_policy();
-    let server = t.path().join("server.git");
-    t.git_in(
-        t.path(),
-        &[
-            "init",
-            "-q",
-            "--bare",
-            "-b",
-            "main",
-            server.to_str().unwrap(),
-        ],
-    )
-    .ok();
-    t.git(&["remote", "add", "origin", server.to_str().unwrap()])
-        .ok();
-    t.git(&["push", "-q", "origin", "main"]).ok();
-    let r = t.tab_in(&server, &["hooks", "install", "--server"]);
-    r.ok();
-    assert!(server.join("hooks/pre-receive").exists());
+    let server = t.origin_with_hook(&["main"]);
     (t, server)
 }
 

@@ -28,17 +28,7 @@ fn runs_counted(count: &Path) -> usize {
 
 /// Start `id` from main, commit `file`, finish with the policy's checks.
 pub fn finished(t: &TestEnv, id: &str, file: &str, content: &str) -> PathBuf {
-    t.tab(&[
-        "start",
-        id,
-        "--task",
-        &format!("task {id}"),
-        "--base",
-        "main",
-    ])
-    .ok();
-    let wt = t.worktree(id);
-    t.commit_file_in(&wt, file, content);
+    let wt = t.started_with(id, file, content);
     t.tab(&["finish", id]).ok();
     wt
 }

@@ -15,10 +15,8 @@ use crate::util::*;
 /// The digest of the definition an ad-hoc check `argv` gets (no `--timeout`).
 fn adhoc_digest(argv: &[&str]) -> String {
     CheckDef {
-        argv: argv.iter().map(|a| a.to_string()).collect(),
         timeout_s: DEFAULT_TIMEOUT_S,
-        inputs: None,
-        when: None,
+        ..CheckDef::of_argv(argv.iter().map(|a| a.to_string()).collect())
     }
     .digest()
 }
@@ -56,10 +54,8 @@ fn the_policy_at_the_commit_decides_with_its_current_definitions() {
     let head = env.store.parse_oid(&t.rev("tabellio/r1")).unwrap();
     let run = t.ledger("r1").record;
     let def = |argv: &str| CheckDef {
-        argv: vec![argv.into()],
         timeout_s: 60,
-        inputs: None,
-        when: None,
+        ..CheckDef::of_argv(vec![argv.into()])
     };
     let want = vec![
         req("ok", Some(def("true").digest())),

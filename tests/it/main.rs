@@ -63,6 +63,7 @@ mod terminal;
 mod trust;
 mod unreadable_refs;
 mod util;
+mod verdicts;
 mod verify;
 mod worktrees;
 

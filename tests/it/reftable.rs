@@ -62,6 +62,8 @@ mod sync;
 mod trust;
 #[path = "unreadable_refs.rs"]
 mod unreadable_refs;
+#[path = "verdicts.rs"]
+mod verdicts;
 #[path = "verify.rs"]
 mod verify;
 #[path = "worktrees.rs"]

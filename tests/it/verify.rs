@@ -105,10 +105,17 @@ fn validated_commit_verifies_and_an_unvalidated_one_does_not() {
     assert_eq!(val["evidence"][0]["run_id"], Value::Null);
     let digest = val["evidence"][0]["digest"].clone();
 
-    let (code, v) = verify_json(&t, &[]);
+    let (code, mut v) = verify_json(&t, &[]);
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["verified"], true);
     assert_eq!(v["policy_from"], Value::Null);
+    // Every execution on the tree is listed, with its attempt number.
+    let executions = v["commits"][0]
+        .as_object_mut()
+        .and_then(|c| c.remove("executions"))
+        .unwrap_or_default();
+    assert_eq!(executions[0]["attempt"], 1, "{executions}");
+    assert_eq!(executions[0]["record"], digest, "{executions}");
     assert_eq!(
         v["commits"],
         json!([{"commit": head, "tree": tree_of(&t, &head), "verified": true,

@@ -97,6 +97,13 @@ pub fn cmd_finish(ctx: &Ctx, args: &FinishArgs) -> Result<Output> {
             Some(&o.run.run_id),
             &o.attempt.commit,
         ));
+        // From the notes alone: new here, proven flaky, or failing on the target too.
+        if !o.failures.is_empty() {
+            human.push_str(&format!(
+                "history: {}\n",
+                tabellio::evidence::explain::describe(&o.failures)
+            ));
+        }
         // What status would say now (the plan gate's fix, or finish again after a fix). Only
         // advice: the attempt is recorded, so failing to read it back must not fail finish.
         let st = status::status(ctx.env()?, Some(&o.run.run_id));
@@ -109,6 +116,6 @@ pub fn cmd_finish(ctx: &Ctx, args: &FinishArgs) -> Result<Output> {
             ));
         }
     }
-    let extra = json!({"attempt": to_json(&o.attempt), "evidence": to_json(&o.evidence), "verdict": verdict_word(passed)});
+    let extra = json!({"attempt": to_json(&o.attempt), "evidence": to_json(&o.evidence), "executions": to_json(&o.executions), "failures": to_json(&o.failures), "verdict": verdict_word(passed)});
     Ok(Output::new(run_json(&o.run, Some(&o.workspace), extra), human).verdict(passed))
 }

@@ -125,8 +125,21 @@ pub fn cmd_land(ctx: &Ctx, a: &LandArgs) -> Result<Output> {
             )),
             _ => {}
         }
+        // A verdict other than a plain pass is said: a flaky pass, inherited failures.
+        for v in o
+            .verdicts
+            .iter()
+            .filter(|v| v.verdict.as_str() != "satisfied")
+        {
+            human.push_str(&format!("verdict: {}\n", v.describe()));
+        }
+        let failed = o
+            .executions
+            .iter()
+            .filter(|e| e.status.as_str() != "passed")
+            .count();
         human.push_str(&format!(
-            "checks: {} run, {} reused ({} validations)",
+            "checks: {} run ({failed} failed), {} reused ({} validations)",
             o.checks_run, o.checks_reused, o.validations
         ));
     }

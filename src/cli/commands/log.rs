@@ -39,7 +39,8 @@ pub fn cmd_log(ctx: &Ctx, args: &LogArgs) -> Result<Output> {
         .hint("name one run (`git tabellio log <run>`), or draw several with `--graph`"));
     };
     let (run, entries) = manage::log(ctx.env()?, run)?;
-    let human = entries
+    let executions = manage::executions(ctx.env()?, &run)?;
+    let mut human = entries
         .iter()
         .map(|e| {
             // The body (why a landing was refused, where a reopen went) indented under it.
@@ -63,8 +64,26 @@ pub fn cmd_log(ctx: &Ctx, args: &LogArgs) -> Result<Output> {
         })
         .collect::<Vec<_>>()
         .join("\n");
+    // Every execution when a check ran more than once on a tree: the failures a pass followed.
+    if executions.len() > run.attempts.iter().map(|a| a.checks.len()).sum::<usize>() {
+        human.push_str("\nexecutions:");
+        for e in &executions {
+            human.push_str(&format!(
+                "\n  {} {} attempt {} {} {}",
+                short(&e.commit),
+                e.check,
+                e.attempt.map_or("-".to_string(), |n| n.to_string()),
+                e.status,
+                e.started_at
+            ));
+        }
+    }
     Ok(Output::new(
-        run_json(&run, None, json!({"log": to_json(&entries)})),
+        run_json(
+            &run,
+            None,
+            json!({"log": to_json(&entries), "executions": to_json(&executions)}),
+        ),
         human,
     ))
 }

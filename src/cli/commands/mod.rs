@@ -5,6 +5,7 @@ pub mod abandon;
 pub mod approve;
 pub mod blame;
 pub mod checkpoint;
+pub mod checks;
 pub mod cleanup;
 pub mod completions;
 pub mod context;

@@ -93,6 +93,12 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
             o.missing_evidence.join(", ")
         ));
     }
+    if !o.failures.is_empty() {
+        human.push_str(&format!(
+            "history: {}\n",
+            tabellio::evidence::explain::describe(&o.failures)
+        ));
+    }
     if let Some(paths) = &o.approval_needed {
         human.push_str(&format!("approval needed: {}\n", paths.join(", ")));
     }
@@ -123,6 +129,10 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
     }
     if let (Some(a), Some(map)) = (&o.archived, extra.as_object_mut()) {
         map.insert("archived".into(), json!(a));
+    }
+    // Present only when a required check fails at the head, so other runs' output is unchanged.
+    if let (false, Some(map)) = (o.failures.is_empty(), extra.as_object_mut()) {
+        map.insert("failures".into(), to_json(&o.failures));
     }
     Ok(Output::new(
         run_json(&o.run, o.workspace.as_deref(), extra),

@@ -13,6 +13,7 @@
 //! a failing run (the culprit a bisection isolates) becomes `validation_failed`.
 
 mod check;
+mod confirm;
 mod lanes;
 mod plan;
 mod queue;
@@ -157,6 +158,12 @@ pub struct LandOutcome {
     /// Checks executed and checks whose passing evidence on the same tree was reused.
     pub checks_run: usize,
     pub checks_reused: usize,
+    /// Every check execution this call made, in order, each with its attempt number on its
+    /// tree: a retry that passed never hides the failure before it.
+    pub executions: Vec<crate::evidence::history::Execution>,
+    /// The verdicts on the target's new tip under the policy of the tip it was landed on
+    /// (`flaky-pass`, `no-new-failures` with the inherited test ids); empty when it did not move.
+    pub verdicts: Vec<crate::evidence::judge::CheckVerdict>,
     /// Stack tops validated (each a set of checks on one commit).
     pub validations: usize,
     /// Queue builds: 1, plus one for every time the target moved underneath.
@@ -206,6 +213,8 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         runs: Vec::new(),
         checks_run: 0,
         checks_reused: 0,
+        executions: Vec::new(),
+        verdicts: Vec::new(),
         validations: 0,
         rounds: 0,
         dry_run: opts.dry_run,
@@ -297,9 +306,18 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         outcome.checks_run = checker.checks_run;
         outcome.checks_reused = checker.checks_reused;
         outcome.validations = checker.validations;
+        outcome.executions = std::mem::take(&mut checker.executions);
     }
     if opts.remote.is_none() {
-        outcome.new = store.ref_target(&target)?.map(|o| o.to_string());
+        let new = store.ref_target(&target)?;
+        outcome.new = new.map(|o| o.to_string());
+        if let (Some(old), Some(new)) = (old, new) {
+            if old != new {
+                let checks = required::requirements(store, old, &[])?;
+                outcome.verdicts =
+                    check::Checker::new(store, opts, squash).verdicts_of(old, new, &checks)?;
+            }
+        }
     }
     note_summary_of(store, opts, &mut outcome)?;
     if opts.remote.is_none() {

@@ -134,6 +134,7 @@ pub fn land_scopes(
                     lane.checks_run = checker.checks_run;
                     lane.checks_reused = checker.checks_reused;
                     lane.validations = checker.validations;
+                    lane.executions = std::mem::take(&mut checker.executions);
                     Ok(lane)
                 })
             })
@@ -155,6 +156,7 @@ pub fn land_scopes(
                 outcome.checks_run += lane.checks_run;
                 outcome.checks_reused += lane.checks_reused;
                 outcome.validations += lane.validations;
+                outcome.executions.extend(lane.executions);
                 outcome.rounds += lane.rounds;
                 if lane.mode != crate::model::run::PromotionMode::Ref {
                     outcome.mode = lane.mode;

@@ -35,6 +35,10 @@ pub struct StatusOutcome {
     pub next_action: NextAction,
     pub satisfied_evidence: Vec<String>,
     pub missing_evidence: Vec<String>,
+    /// Each failing (or flaky) required check at the run head, explained from the evidence:
+    /// new on this tree, proven flaky, or also failing on the target.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<crate::evidence::explain::FailureExplanation>,
     pub live: LiveState,
     /// The run worktree's plans, when it has a plan folder.
     pub plans: Option<serde_json::Value>,
@@ -311,6 +315,7 @@ fn status_at(store: &Store, ledger: &Ledger, cwd: Option<&Path>) -> Result<Statu
         satisfied_evidence: seen.satisfied,
         approval_needed: seen.conditions.approval_needed.clone(),
         missing_evidence: seen.conditions.missing,
+        failures: seen.failures,
         plans: seen
             .worktree
             .as_ref()

@@ -34,6 +34,8 @@ pub struct Observed {
     pub worktree: Option<WorkspaceState>,
     pub live: LiveState,
     pub satisfied: Vec<String>,
+    /// The failing checks at the run head, explained from the evidence.
+    pub failures: Vec<crate::evidence::explain::FailureExplanation>,
     pub conditions: Conditions,
 }
 
@@ -41,6 +43,8 @@ pub struct Observed {
 struct HeadEvidence {
     satisfied: Vec<String>,
     missing: Vec<String>,
+    /// Checks failing (or flaky) at the head: name and definition digest.
+    failing: Vec<(String, String)>,
     plan_faults: Option<PlanReport>,
     policy_error: Option<String>,
 }
@@ -54,6 +58,7 @@ fn head_evidence(
     let mut out = HeadEvidence {
         satisfied: Vec::new(),
         missing: Vec::new(),
+        failing: Vec::new(),
         plan_faults: None,
         policy_error: None,
     };
@@ -68,9 +73,19 @@ fn head_evidence(
         Ok(reqs) => {
             // Signatures are judged as promotion judges them: by the target tip's signers.
             let trust = crate::store::policy::trust_at_tip(store, &run.base.reference)?;
-            for v in evaluate(store, h, &under_trust(reqs, trust.as_ref()))? {
+            let reqs = under_trust(reqs, trust.as_ref());
+            // A check whose `when` the records prove does not hold has no verdict.
+            for v in evaluate(store, h, &reqs)? {
+                let req = reqs.iter().find(|r| r.name == v.name);
+                if matches!(v.verdict, Verdict::Failed | Verdict::FlakyPass) {
+                    if let Some(digest) = req.and_then(|r| r.digest.as_ref()) {
+                        out.failing.push((v.name.clone(), digest.clone()));
+                    }
+                }
                 match v.verdict {
-                    Verdict::Satisfied => out.satisfied.push(v.name),
+                    _ if v.satisfies() => out.satisfied.push(v.name),
+                    // Shown, so a flaky pass is never mistaken for a pass.
+                    Verdict::FlakyPass => out.missing.push(v.describe()),
                     // A record that passed but does not count for its signature says why.
                     Verdict::Unsigned
                     | Verdict::BadSignature
@@ -194,6 +209,7 @@ pub fn observe(
             .unwrap_or_default(),
     };
     Ok(Observed {
+        failures: crate::evidence::explain::explain(store, target_tip, &evidence.failing)?,
         workspace,
         worktree: ws,
         live,

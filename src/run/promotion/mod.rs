@@ -78,6 +78,12 @@ pub fn check_validated(
     // Who may attest is read from the target's tip, never from the run's own commits.
     let trust = crate::store::policy::trust_at_tip(store, &target)?;
     let requirements = under_trust(requirements, trust.as_ref());
+    // Failing tests the target's tip has may be inherited where its policy allows it.
+    let requirements = crate::evidence::requirements::with_baselines(
+        store,
+        requirements,
+        store.ref_target(&target)?,
+    )?;
     if requirements.is_empty() {
         return Err(PromoteError::NoRecordOfChecks {
             run_id,
@@ -87,8 +93,8 @@ pub fn check_validated(
     let verdicts = evaluate(store, validated_id, &requirements)?;
     let unsatisfied: Vec<String> = verdicts
         .iter()
-        .filter(|v| v.verdict != Verdict::Satisfied)
-        .map(|v| format!("{} ({})", v.name, v.verdict.as_str()))
+        .filter(|v| !v.satisfies())
+        .map(|v| v.describe())
         .collect();
     if !unsatisfied.is_empty() {
         // Refused for its signature: finishing again helps only with a key that counts.
