@@ -121,6 +121,17 @@ impl<'s> Verifier<'s> {
         self.store
     }
 
+    /// The digests of the readable records noted on `commit` and on its tree, in these notes.
+    pub fn record_digests(&mut self, commit: gix::ObjectId) -> Result<Vec<String>> {
+        let tree = self.store.tree_of(commit)?;
+        let mut lines = self.notes.records(self.store, commit)?;
+        lines.extend(self.notes.records(self.store, tree)?);
+        Ok(lines
+            .into_iter()
+            .filter_map(|(_, r)| r.map(|r| r.digest))
+            .collect())
+    }
+
     /// The policy committed at `commit`, `None` when it has none. An invalid policy is an error
     /// naming the commit, the file and the field.
     pub fn policy_at(&mut self, commit: gix::ObjectId) -> Result<Option<Policy>> {

@@ -44,13 +44,7 @@ pub fn statement(
     // protected branch of the policy (its history moves only through the gate). Level 3: every
     // required check's evidence is signed by an allowed signer (technical controls whose
     // records anyone can check).
-    let mut levels = vec!["SLSA_SOURCE_LEVEL_1"];
-    if policy.as_ref().is_some_and(|p| p.protects(target)) {
-        levels.push("SLSA_SOURCE_LEVEL_2");
-        if verdicts.iter().all(|v| v.signer.is_some()) {
-            levels.push("SLSA_SOURCE_LEVEL_3");
-        }
-    }
+    let levels = levels(policy.as_ref(), target, &verdicts);
     let inputs: Vec<serde_json::Value> = verdicts
         .iter()
         .filter_map(|v| v.record.as_ref())
@@ -75,6 +69,23 @@ pub fn statement(
             "slsaVersion": "1.1",
         },
     })))
+}
+
+/// The SLSA source levels passing `verdicts` (every required check of `policy` satisfied) earn
+/// for `target` under `policy`.
+pub fn levels(
+    policy: Option<&crate::model::policy::Policy>,
+    target: &str,
+    verdicts: &[crate::evidence::judge::CheckVerdict],
+) -> Vec<&'static str> {
+    let mut levels = vec!["SLSA_SOURCE_LEVEL_1"];
+    if policy.is_some_and(|p| p.protects(target)) {
+        levels.push("SLSA_SOURCE_LEVEL_2");
+        if verdicts.iter().all(|v| v.signer.is_some()) {
+            levels.push("SLSA_SOURCE_LEVEL_3");
+        }
+    }
+    levels
 }
 
 /// Note the summary of `tip` (signed with `key_file`, else git's signing key, when one is

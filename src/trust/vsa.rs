@@ -184,28 +184,25 @@ pub fn judge(line: &str, commit: &str, signers: Option<&AllowedSigners>) -> VsaV
 }
 
 /// Why the summary `line` claims more than is true, `None` when every claim holds: `earned`
-/// is the Statement the evidence earns now under the policy the summary names (`None`: it
-/// earns none), `records` the digests of the evidence records noted on the commit and its
+/// is the levels the evidence earns now under the policy the summary names (`None`: it does
+/// not pass it), `records` the digests of the evidence records noted on the commit and its
 /// tree. A level must be one `earned` gives; an input attestation one of `records`.
-pub fn overclaims(line: &str, earned: Option<&Value>, records: &[String]) -> Option<String> {
+pub fn overclaims(line: &str, earned: Option<&[&str]>, records: &[String]) -> Option<String> {
     let statement = statement_of(line)?;
     let Some(earned) = earned else {
         return Some(
             "it says PASSED, but the evidence here does not pass the policy it names".into(),
         );
     };
-    let levels = |v: &Value| -> Vec<String> {
-        v["predicate"]["verifiedLevels"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|l| l.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let have = levels(earned);
-    if let Some(extra) = levels(&statement).into_iter().find(|l| !have.contains(l)) {
+    let claimed = statement["predicate"]["verifiedLevels"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if let Some(extra) = claimed
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|l| !earned.contains(l))
+    {
         return Some(format!(
             "it claims {extra}, which the evidence here does not earn under the policy it names"
         ));

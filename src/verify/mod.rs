@@ -149,7 +149,7 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
             let signers = trust.as_ref().map(|t| &*t.signers);
             let mut judged = crate::trust::vsa::judge(&line, &hex, signers);
             if !judged.is_invalid() {
-                if let Some(why) = summary_overclaims(store, &line, commit)? {
+                if let Some(why) = summary_overclaims(&mut verifier, &line, commit)? {
                     judged = crate::trust::vsa::VsaVerdict::invalid(why);
                 }
             }
@@ -220,10 +220,16 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
 }
 
 /// Why the well-formed summary `line` on `commit` claims more than is true, if it does: its
-/// levels and inputs are recomputed from the evidence under the policy it names, for the
-/// target it names (a signature proves who wrote a summary, not that it is right). A named
-/// policy commit that is not here cannot be judged: the summary stands on its signature.
-fn summary_overclaims(store: &Store, line: &str, commit: gix::ObjectId) -> Result<Option<String>> {
+/// levels and inputs are recomputed from the evidence (the notes `verifier` reads, tracking
+/// ones included) under the policy it names, for the target it names (a signature proves who
+/// wrote a summary, not that it is right). A named policy commit that is not here cannot be
+/// judged: the summary stands on its signature.
+fn summary_overclaims(
+    verifier: &mut Verifier<'_>,
+    line: &str,
+    commit: gix::ObjectId,
+) -> Result<Option<String>> {
+    let store = verifier.store();
     let Some((target, policy)) = crate::trust::vsa::judged_by(line) else {
         return Ok(None);
     };
@@ -235,27 +241,24 @@ fn summary_overclaims(store: &Store, line: &str, commit: gix::ObjectId) -> Resul
     if !store.repo.has_object(gating) {
         return Ok(None);
     }
-    let earned = crate::run::vsa::statement(store, &target, gating, commit)?;
-    // The records the summary may rest on: those noted on the commit and its tree, and those
-    // the evidence rests on now (on a check's scoped tree too).
-    let mut records: Vec<String> =
-        crate::evidence::read::records_for(store, commit, store.tree_of(commit)?)?
-            .into_iter()
-            .filter_map(|(_, r)| r.map(|r| r.digest))
-            .collect();
-    if let Some(inputs) = earned
-        .as_ref()
-        .and_then(|e| e["predicate"]["inputAttestations"].as_array())
-    {
-        records.extend(
-            inputs
-                .iter()
-                .filter_map(|i| i["digest"]["sha256"].as_str().map(str::to_string)),
-        );
-    }
+    let policy = verifier.policy_at(gating)?;
+    let trust = verifier.trust_at(gating)?;
+    let mut records = verifier.record_digests(commit)?;
+    // A summary is written only for a policy that requires checks (never for any passing one).
+    let earned = match Gate::from_policy(policy.as_ref(), &[]) {
+        Gate::AnyPassing => None,
+        gate => {
+            let judged = verifier.check_trusted(commit, &gate, trust.as_ref())?;
+            // Records on a check's scoped tree count as inputs too.
+            records.extend(judged.checks.iter().filter_map(|c| c.record.clone()));
+            judged
+                .verified
+                .then(|| crate::run::vsa::levels(policy.as_ref(), &target, &judged.checks))
+        }
+    };
     Ok(crate::trust::vsa::overclaims(
         line,
-        earned.as_ref(),
+        earned.as_deref(),
         &records,
     ))
 }
