@@ -355,13 +355,15 @@ fn baseline_diff(rec: &EvidenceRecord, req: &Requirement) -> Option<BaselineDiff
 }
 
 /// Judge every requirement against the records on `commit` and its tree (and, for checks with
-/// declared inputs, on its scoped trees).
+/// declared inputs, on its scoped trees); a check whose `when` the records prove does not hold
+/// is not judged (no verdict).
 pub fn evaluate(
     store: &Store,
     commit: gix::ObjectId,
     requirements: &[Requirement],
 ) -> Result<Vec<CheckVerdict>> {
     let (tree, reqs, records) = lines_for(store, commit, requirements)?;
+    let reqs = super::requirements::applicable(reqs, &records);
     Ok(evaluate_records(
         &records,
         &commit.to_string(),

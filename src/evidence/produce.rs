@@ -134,6 +134,23 @@ pub fn resolve_checks(
     Ok((out, cap))
 }
 
+/// `checks` (as [`resolve_checks`] chose them for `sel`) less the required checks whose `when`
+/// does not hold of an actor proven of `kind` ([`super::sign::kind_proven_by`]), and the names
+/// of those left out. Checks named on the command line all run.
+pub fn drop_not_asked(
+    checks: Vec<ResolvedCheck>,
+    sel: &CheckSelection,
+    kind: Option<&str>,
+) -> (Vec<ResolvedCheck>, Vec<String>) {
+    if !sel.names.is_empty() || !sel.argv.is_empty() {
+        return (checks, Vec::new());
+    }
+    let (run, left): (Vec<_>, Vec<_>) = checks
+        .into_iter()
+        .partition(|c| c.def.when.as_ref().is_none_or(|w| w.holds(kind)));
+    (run, left.into_iter().map(|c| c.name).collect())
+}
+
 /// Where checks run and what must still hold afterwards.
 pub struct CheckContext<'a> {
     pub store: &'a Store,
@@ -308,20 +325,24 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
 /// A reused record (sealed, signed) with this run's provenance: the record it stands on may
 /// name the run that first made the tree, but this one attests this run's change. Unchanged
 /// (and not signed again) when it already carries it or the context names none.
-fn with_provenance(
-    ctx: &CheckContext<'_>,
+fn with_provenance(ctx: &CheckContext<'_>, rec: EvidenceRecord) -> Result<(EvidenceRecord, Ran)> {
+    Ok((stamped(rec, ctx.provenance, ctx.signer)?, Ran::Reused))
+}
+
+/// `rec` (sealed, signed) naming `provenance` as who made the change: sealed and signed anew by
+/// `signer` when it named another, unchanged when it names it already or `provenance` is none.
+pub fn stamped(
     mut rec: EvidenceRecord,
-) -> Result<(EvidenceRecord, Ran)> {
-    let Some(p) = ctx.provenance.filter(|p| !p.is_on(&rec)) else {
-        return Ok((rec, Ran::Reused));
+    provenance: Option<&crate::model::provenance::Provenance>,
+    signer: Option<&super::sign::RecordSigner>,
+) -> Result<EvidenceRecord> {
+    let Some(p) = provenance.filter(|p| !p.is_on(&rec)) else {
+        return Ok(rec);
     };
     rec.actor = Some(p.actor.clone());
     rec.initiator = p.initiator.clone();
     rec.signature = None;
-    Ok((
-        super::sign::maybe_sign(ctx.signer, rec.seal())?,
-        Ran::Reused,
-    ))
+    super::sign::maybe_sign(signer, rec.seal())
 }
 
 /// Where a check's record came from.

@@ -17,13 +17,16 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::model::policy::{FlakyPolicy, Policy};
+use crate::model::policy::{FlakyPolicy, GuardWhen, Policy};
 use crate::model::run::Attempt;
 use crate::model::EvidenceRecord;
 use crate::model::RunRecord;
 use crate::store::policy::{policy_at, PolicyAtError, TrustAt};
 use crate::store::Store;
+use crate::trust::approval::proven_kinds;
 use crate::trust::{judge_signature, AllowedSigners, SignatureVerdict};
+
+use super::read::Line;
 
 /// One check a commit must have evidence for: its name and, when a definition is known, the
 /// digest that definition has now (older evidence is stale).
@@ -40,6 +43,14 @@ pub struct Requirement {
     /// `not_applicable` record or a record of another tree with the same inputs count.
     #[serde(skip)]
     pub scope: Option<Scope>,
+    /// The check's `when`: it is required only when this holds of who made the change
+    /// ([`applicable`]).
+    #[serde(skip)]
+    pub when: Option<GuardWhen>,
+    /// The allowed signers of the judging policy (it has `trust`): who made the change is proven
+    /// by them, never by what a record claims ([`applicable`]).
+    #[serde(skip)]
+    pub prove_with: Option<Arc<AllowedSigners>>,
     /// Whether a `flaky-pass` satisfies it: the judging policy's `flaky` for the check.
     #[serde(skip)]
     pub flaky: FlakyPolicy,
@@ -74,6 +85,8 @@ impl Requirement {
             digest,
             signers: None,
             scope: None,
+            when: None,
+            prove_with: None,
             flaky: FlakyPolicy::Refuse,
             baseline: None,
         }
@@ -85,6 +98,7 @@ impl Requirement {
     pub fn of_def(name: impl Into<String>, def: &crate::model::policy::CheckDef) -> Requirement {
         Requirement {
             scope: def.scope().map(|inputs| Scope { inputs, tree: None }),
+            when: def.when.clone(),
             ..Requirement::new(name, Some(def.digest()))
         }
     }
@@ -101,9 +115,45 @@ pub fn under_trust(mut reqs: Vec<Requirement>, trust: Option<&TrustAt>) -> Vec<R
     if let Some(trust) = trust {
         for req in &mut reqs {
             req.signers = trust.signers_for(&req.name);
+            if req.when.is_some() {
+                req.prove_with = Some(Arc::clone(&trust.signers));
+            }
         }
     }
     reqs
+}
+
+/// The kinds of actor the whole-tree records among `lines` prove ([`proven_kinds`]). Records
+/// of a check's declared inputs are left out: noted on a scoped tree, they may be another
+/// change's.
+pub fn kinds_proven(lines: &[Line], signers: Option<&AllowedSigners>) -> Vec<String> {
+    proven_kinds(
+        lines
+            .iter()
+            .filter(|(_, r)| r.as_ref().is_some_and(|r| r.scoped_tree.is_none()))
+            .map(|(l, _)| l.as_str()),
+        signers,
+    )
+}
+
+/// `reqs` less the checks whose `when` does not hold of who made the change, as the evidence
+/// `lines` (noted on the judged commit and its tree) prove it: the kind of its actor as
+/// guarded paths judge it ([`proven_kind`]), by the allowed signers of the judging policy when
+/// it has `trust` (an actor's own signature with a key declared of its kind), else by what
+/// every record claims. An actor not proven drops nothing: a check with `when` is asked for
+/// unless the evidence shows it need not be.
+pub fn applicable(reqs: Vec<Requirement>, lines: &[Line]) -> Vec<Requirement> {
+    if reqs.iter().all(|r| r.when.is_none()) {
+        return reqs;
+    }
+    let signers = reqs.iter().find_map(|r| r.prove_with.clone());
+    let kind = match kinds_proven(lines, signers.as_deref()).as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    };
+    reqs.into_iter()
+        .filter(|r| r.when.as_ref().is_none_or(|w| w.holds(kind.as_deref())))
+        .collect()
 }
 
 /// What a commit must have evidence for, as `verify` and the hooks judge it.

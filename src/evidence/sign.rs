@@ -145,6 +145,50 @@ pub fn refuse_misattributed(
     }
 }
 
+/// The kind of actor that records made for `actor` (signed by `signer`) and noted on `commit`
+/// will prove at the gates judging by the policy at `judged_at`, with the records already there
+/// ([`crate::evidence::requirements::applicable`]): the new records prove, without `trust`
+/// there, the kind they claim; with it, the actor's kind only when the key is the actor's own
+/// (its principal), allowed now and declared of that kind. `None`: no one kind is proven, so
+/// every required check with `when` is asked for.
+pub fn kind_proven_by(
+    store: &Store,
+    signer: Option<&RecordSigner>,
+    (judged_at, commit): (Option<gix::ObjectId>, gix::ObjectId),
+    actor: &crate::model::provenance::ActorProvenance,
+) -> Result<Option<String>> {
+    let trust = match judged_at {
+        Some(at) => trust_at(store, at)?,
+        None => None,
+    };
+    let signers = trust.as_ref().map(|t| &*t.signers);
+    let lines = crate::evidence::read::records_for(store, commit, store.tree_of(commit)?)?;
+    let mut kinds = crate::evidence::requirements::kinds_proven(&lines, signers);
+    let proves = match signers {
+        None => true,
+        Some(signers) => signer
+            .and_then(|s| {
+                s.public
+                    .as_ref()
+                    .zip(s.fingerprint.as_ref())
+                    .map(|k| (s, k))
+            })
+            .is_some_and(|(signer, (public, fingerprint))| {
+                crate::model::run::same_id(&actor.id, &signer.principal)
+                    && allowed_now(signers, signer, public).is_ok()
+                    && trust::declared_kind(signers, &signer.principal, fingerprint)
+                        == Some(actor.kind.as_str())
+            }),
+    };
+    if proves && !kinds.contains(&actor.kind) {
+        kinds.push(actor.kind.clone());
+    }
+    Ok(match kinds.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    })
+}
+
 /// The first plain principal of a line holding `key`, whatever its validity window: a key
 /// outside its window still signs as who it is, and the judge says `signer-expired`.
 fn listed_principal(signers: &AllowedSigners, key: &ssh_key::public::KeyData) -> Option<String> {

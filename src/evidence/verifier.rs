@@ -121,6 +121,17 @@ impl<'s> Verifier<'s> {
         self.store
     }
 
+    /// The digests of the readable records noted on `commit` and on its tree, in these notes.
+    pub fn record_digests(&mut self, commit: gix::ObjectId) -> Result<Vec<String>> {
+        let tree = self.store.tree_of(commit)?;
+        let mut lines = self.notes.records(self.store, commit)?;
+        lines.extend(self.notes.records(self.store, tree)?);
+        Ok(lines
+            .into_iter()
+            .filter_map(|(_, r)| r.map(|r| r.digest))
+            .collect())
+    }
+
     /// The policy committed at `commit`, `None` when it has none. An invalid policy is an error
     /// naming the commit, the file and the field.
     pub fn policy_at(&mut self, commit: gix::ObjectId) -> Result<Option<Policy>> {
@@ -190,6 +201,12 @@ impl<'s> Verifier<'s> {
         let mut own = self.notes.records(self.store, commit)?;
         // Checks with declared inputs are judged on the commit's scoped trees too.
         if let Gate::Required(reqs) = &mut gate {
+            // A check whose `when` the evidence proves does not hold is not asked for.
+            if reqs.iter().any(|r| r.when.is_some()) {
+                let mut lines = self.notes.records(self.store, tree)?;
+                lines.extend(own.iter().cloned());
+                *reqs = crate::evidence::requirements::applicable(std::mem::take(reqs), &lines);
+            }
             let scoped = crate::evidence::scope::scope_requirements(self.store, tree, reqs)?;
             if !scoped.is_empty() {
                 for id in scoped {

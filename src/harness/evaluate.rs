@@ -146,19 +146,22 @@ fn missing_after(
     requirements: &[Requirement],
     fresh: &[EvidenceRecord],
 ) -> Result<Vec<String>> {
+    // By name: a check whose `when` the records prove does not hold has no verdict.
     let existing = evaluate_evidence(store, head, requirements)?;
     Ok(requirements
         .iter()
-        .zip(existing)
-        .filter(|(req, verdict)| {
+        .filter(|req| {
             let fresh_ok = fresh.iter().any(|r| {
                 r.check.name == req.name
                     && r.passed()
                     && req.digest.as_ref().is_none_or(|d| *d == r.check.digest)
             });
-            !fresh_ok && !verdict.satisfies()
+            !fresh_ok
+                && existing
+                    .iter()
+                    .any(|v| v.name == req.name && !v.satisfies())
         })
-        .map(|(req, _)| req.name.clone())
+        .map(|req| req.name.clone())
         .collect())
 }
 

@@ -11,9 +11,11 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::evidence::judge::evaluate;
 use crate::evidence::judge::inherits_failures;
-use crate::evidence::produce::{resolve_checks, run_checks, CheckContext, CheckSelection};
+use crate::evidence::produce::{
+    drop_not_asked, resolve_checks, run_checks, CheckContext, CheckSelection,
+};
 use crate::evidence::requirements::{required_at, Claim, Requirement};
-use crate::evidence::sign::{refuse_uncountable, JudgedAt, RecordSigner};
+use crate::evidence::sign::{kind_proven_by, refuse_uncountable, JudgedAt, RecordSigner};
 use crate::model::evidence::set_digest;
 use crate::model::run::{Attempt, AttemptCheck, Validated};
 use crate::model::{time, EvidenceRecord, RunRecord, RunState};
@@ -91,6 +93,7 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
     })?;
     let rec = &ledger.record;
     let (checks, cap) = resolve_checks(store, head, sel)?;
+    let provenance = crate::model::provenance::Provenance::of_run(rec);
     let plans_gate = crate::plans::gate::gate(store, head)?;
     // The evidence is written after the checks run: a compression level it could not be
     // written with is refused before they start.
@@ -98,6 +101,15 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
     // The principal is the one the target's allowed signers grant the key: those judge it.
     let target_tip = store.ref_target(&rec.base.reference)?;
     let signer = RecordSigner::resolve(store, sel.sign_key.as_deref(), sel.no_sign, target_tip)?;
+    // A required check with `when` runs unless the records this finish writes prove, as the
+    // gates will judge them, that it is not asked of this run's actor.
+    let kind = kind_proven_by(
+        store,
+        signer.as_ref(),
+        (target_tip, head),
+        &provenance.actor,
+    )?;
+    let (checks, not_asked) = drop_not_asked(checks, sel, kind.as_deref());
     // Records promote would refuse for their signature are refused now, before any check runs:
     // finishing again would only make the same ones.
     let label = short_ref(&rec.base.reference);
@@ -114,7 +126,6 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
         checks.iter().map(|c| c.name.as_str()),
         sel.no_sign,
     )?;
-    let provenance = crate::model::provenance::Provenance::of_run(rec);
     crate::evidence::sign::refuse_misattributed(
         store,
         signer.as_ref(),
@@ -139,7 +150,7 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
     // Checks chosen by hand (`--check`, or an ad-hoc command) do not complete a run whose
     // policy requires others: the policy's required checks must pass too, in this attempt or
     // in evidence already noted on this commit.
-    let gate = match required_gap(store, head, target_tip, &records)? {
+    let gate = match required_gap(store, head, target_tip, &records, &not_asked)? {
         Some(gap) => Some(gap),
         None => plans_gate,
     };
@@ -207,8 +218,10 @@ fn required_gap(
     head: gix::ObjectId,
     target_tip: Option<gix::ObjectId>,
     records: &[EvidenceRecord],
+    not_asked: &[String],
 ) -> Result<Option<String>> {
-    let reqs = required_at(store, head, Claim::Policy)?;
+    let mut reqs = required_at(store, head, Claim::Policy)?;
+    reqs.retain(|r| !not_asked.contains(&r.name));
     if reqs.is_empty() {
         return Ok(None);
     }
@@ -223,12 +236,12 @@ fn required_gap(
                         == crate::evidence::judge::Verdict::NoNewFailures)
         })
     };
+    // A check the notes prove is not asked has no verdict.
     let before = evaluate(store, head, &reqs)?;
     let missing: Vec<String> = reqs
         .iter()
-        .zip(before)
-        .filter(|(r, v)| !satisfied_now(r) && !v.satisfies())
-        .map(|(r, _)| r.name.clone())
+        .filter(|r| !satisfied_now(r) && before.iter().any(|v| v.name == r.name && !v.satisfies()))
+        .map(|r| r.name.clone())
         .collect();
     Ok((!missing.is_empty()).then(|| {
         format!(

@@ -358,7 +358,41 @@ fn validate(
 ) -> Result<Option<Vec<EvidenceRecord>>> {
     let tip = store.parse_oid(&candidate.record.tip)?;
     let signer = RecordSigner::resolve(store, opts.sign_key.as_deref(), opts.no_sign, Some(tip))?;
+    // Records the tip's policy would not count are refused before any check runs: the lander
+    // would wait on them, and validating again would make the same ones.
+    let target = &candidate.record.target;
+    crate::evidence::sign::refuse_uncountable(
+        store,
+        signer.as_ref(),
+        Some(crate::evidence::sign::JudgedAt {
+            commit: tip,
+            label: target.strip_prefix("refs/heads/").unwrap_or(target),
+            again: "git tabellio worker",
+            run: None,
+        }),
+        checks.iter().map(|c| c.name.as_str()),
+        opts.no_sign,
+    )?;
     let cap = policy_at(store, tip)?.map_or(DEFAULT_EXCERPT_BYTES, |p| p.excerpt_bytes());
+    // The records name the candidate's runs when they agree on who made the change, else
+    // this worker, who vouches for the mix.
+    let runs: Vec<crate::model::RunRecord> = candidate
+        .record
+        .runs
+        .iter()
+        .filter_map(|r| store.find_ledger(&r.run).ok().map(|l| l.record))
+        .collect();
+    let provenance = if runs.len() == candidate.record.runs.len() {
+        crate::run::actor::provenance_of_runs(store, &runs, Some(tip))
+    } else {
+        crate::run::actor::validating_actor(store, Some(tip))
+    };
+    crate::evidence::sign::refuse_misattributed(
+        store,
+        signer.as_ref(),
+        Some(tip),
+        &provenance.actor,
+    )?;
     let run = DetachedRun {
         commit: candidate.commit,
         run_id: None,
@@ -366,7 +400,7 @@ fn validate(
         stream: opts.stream,
         reuse: Reuse::Allowed,
         signer: signer.as_ref(),
-        provenance: None,
+        provenance: Some(&provenance),
     };
     let (records, scratch) = match run_detached(store, &run, checks)? {
         Detached::Done { records, scratch } => (records, scratch),

@@ -32,6 +32,11 @@ pub struct CheckDef {
     /// whole tree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<Vec<String>>,
+    /// A required check with `when` is required only when it holds of who made the change
+    /// (the condition `guarded_paths` globs take); always when absent. Not part of the
+    /// digest: it says when the check is asked for, not what it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<GuardWhen>,
     /// Whether a `flaky-pass` (the same tree and check digest passed and failed) satisfies this
     /// check when it is required; `refuse` when absent (docs/verify.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -119,7 +124,7 @@ fn default_timeout() -> u64 {
 
 impl CheckDef {
     /// SHA-256 of the canonical definition: evidence goes stale when argv, timeout or inputs
-    /// change. A check without `inputs` digests as it always has.
+    /// change (not `when`). A check without `inputs` digests as it always has.
     pub fn digest(&self) -> String {
         let value = match &self.inputs {
             None => json!({"argv": self.argv, "timeout_s": self.timeout_s}),
@@ -150,6 +155,7 @@ impl CheckDef {
             report: None,
             baseline: None,
             inputs: None,
+            when: None,
         }
     }
 
@@ -332,6 +338,14 @@ fn one_approval() -> u32 {
 pub struct GuardWhen {
     #[serde(rename = "actor.kind")]
     pub actor_kind: ActorKind,
+}
+
+impl GuardWhen {
+    /// Does the condition hold of a change whose actor is proven of `kind`? Always when the
+    /// kind is not proven (`None`): an unproven actor never relaxes a gate.
+    pub fn holds(&self, kind: Option<&str>) -> bool {
+        kind.is_none_or(|k| k == self.actor_kind.as_str())
+    }
 }
 
 /// An actor's kind, as the run record's `actor.type` and evidence's `actor.kind` name it.
@@ -546,6 +560,18 @@ impl Policy {
                     "required: check {name:?} is not defined under \"checks\""
                 )));
             }
+        }
+        // A commit is never proved by zero records: some required check must be asked of
+        // every change, whoever made it.
+        if !policy.required.is_empty()
+            && policy
+                .required
+                .iter()
+                .all(|n| policy.checks.get(n).is_some_and(|c| c.when.is_some()))
+        {
+            return Err(PolicyError(
+                "required: every required check has \"when\", so a change by anyone else would need none; require at least one check without \"when\"".into(),
+            ));
         }
         policy.validate_trust()?;
         if let Some(age) = policy
@@ -861,6 +887,34 @@ mod tests {
             let err = Policy::parse(&text).unwrap_err().to_string();
             assert!(err.contains(needle) && err.contains(PATH), "{field}: {err}");
         }
+    }
+
+    #[test]
+    fn a_required_check_may_carry_when_which_its_digest_ignores() {
+        let text = |required: &str| {
+            format!(
+                r#"{{"schema":"tabellio.policy/v1","checks":{{"t":{{"argv":["x"]}},
+                   "scan":{{"argv":["x"],"when":{{"actor.kind":"agent"}}}}}},"required":{required}}}"#
+            )
+        };
+        let p = Policy::parse(&text(r#"["t","scan"]"#)).unwrap();
+        let scan = &p.checks["scan"];
+        assert_eq!(
+            scan.when.as_ref().map(|w| w.actor_kind),
+            Some(ActorKind::Agent)
+        );
+        assert_eq!(scan.digest(), p.checks["t"].digest());
+        assert!(scan.when.as_ref().unwrap().holds(None));
+        assert!(scan.when.as_ref().unwrap().holds(Some("agent")));
+        assert!(!scan.when.as_ref().unwrap().holds(Some("human")));
+        let err = Policy::parse(&text(r#"["scan"]"#)).unwrap_err().to_string();
+        assert!(
+            err.contains("required:") && err.contains("\"when\""),
+            "{err}"
+        );
+        let bad = text(r#"["t"]"#).replace("agent", "robot");
+        let err = Policy::parse(&bad).unwrap_err().to_string();
+        assert!(err.contains("checks.scan.when"), "{err}");
     }
 
     #[test]

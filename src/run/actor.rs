@@ -8,7 +8,9 @@
 //! case ([`same_id`]), as email addresses are used.
 
 use crate::error::{Error, Result};
+use crate::model::provenance::{ActorProvenance, Provenance};
 use crate::model::run::Actor;
+use crate::model::RunRecord;
 use crate::store::identity::Role;
 use crate::store::policy::trust_at;
 use crate::store::Store;
@@ -35,6 +37,50 @@ fn signing_principal(store: &Store, at: Option<gix::ObjectId>, email: &str) -> O
     signers
         .find_principal(key.key_data(), Some(&principal), trust::NAMESPACE, &now)
         .ok()
+}
+
+/// Whoever runs this command as the actor of records it writes for a change no one run made
+/// (`validate` of a commit no run landed, `land` of a stack of several runs' changes): its
+/// canonical id ([`own_id`]), its kind as the allowed signers at `judged_at` declare the
+/// configured key (`tabellio.<kind>`), else `human`; the initiator is the same id.
+pub fn validating_actor(store: &Store, judged_at: Option<gix::ObjectId>) -> Provenance {
+    let id = own_id(store, judged_at);
+    let kind = declared_kind_of_own_key(store, judged_at, &id).unwrap_or("human");
+    Provenance {
+        actor: ActorProvenance::from(&Actor::new(kind, id.clone())),
+        initiator: Some(id),
+    }
+}
+
+/// The kind the allowed signers at `at` declare the configured signing key of `principal`.
+fn declared_kind_of_own_key(
+    store: &Store,
+    at: Option<gix::ObjectId>,
+    principal: &str,
+) -> Option<&'static str> {
+    let config = SigningConfig::resolve(&store.repo, None, false).ok()??;
+    let key = config.public_key()?;
+    let signers = trust_at(store, at?).ok()??.signers;
+    trust::declared_kind(&signers, principal, &trust::sshsig::fingerprint(&key))
+}
+
+/// The provenance of records about the change `runs` made together (a stack `land` or a
+/// worker validates): the runs' own when they all name the same actor and initiator, else the
+/// validating actor ([`validating_actor`]), who vouches for the mix.
+pub fn provenance_of_runs<'r>(
+    store: &Store,
+    runs: impl IntoIterator<Item = &'r RunRecord>,
+    judged_at: Option<gix::ObjectId>,
+) -> Provenance {
+    let mut runs = runs.into_iter().map(Provenance::of_run);
+    let Some(first) = runs.next() else {
+        return validating_actor(store, judged_at);
+    };
+    if runs.all(|p| p == first) {
+        first
+    } else {
+        validating_actor(store, judged_at)
+    }
 }
 
 /// `--actor <type>:<id>`, or without it a human with `default_id` (usually [`own_id`]).

@@ -44,13 +44,7 @@ pub fn statement(
     // protected branch of the policy (its history moves only through the gate). Level 3: every
     // required check's evidence is signed by an allowed signer (technical controls whose
     // records anyone can check).
-    let mut levels = vec!["SLSA_SOURCE_LEVEL_1"];
-    if policy.as_ref().is_some_and(|p| p.protects(target)) {
-        levels.push("SLSA_SOURCE_LEVEL_2");
-        if verdicts.iter().all(|v| v.signer.is_some()) {
-            levels.push("SLSA_SOURCE_LEVEL_3");
-        }
-    }
+    let levels = levels(policy.as_ref(), target, &verdicts);
     let inputs: Vec<serde_json::Value> = verdicts
         .iter()
         .filter_map(|v| v.record.as_ref())
@@ -77,6 +71,23 @@ pub fn statement(
     })))
 }
 
+/// The SLSA source levels passing `verdicts` (every required check of `policy` satisfied) earn
+/// for `target` under `policy`.
+pub fn levels(
+    policy: Option<&crate::model::policy::Policy>,
+    target: &str,
+    verdicts: &[crate::evidence::judge::CheckVerdict],
+) -> Vec<&'static str> {
+    let mut levels = vec!["SLSA_SOURCE_LEVEL_1"];
+    if policy.is_some_and(|p| p.protects(target)) {
+        levels.push("SLSA_SOURCE_LEVEL_2");
+        if verdicts.iter().all(|v| v.signer.is_some()) {
+            levels.push("SLSA_SOURCE_LEVEL_3");
+        }
+    }
+    levels
+}
+
 /// Note the summary of `tip` (signed with `key_file`, else git's signing key, when one is
 /// configured and usable). Nothing is noted when the evidence does not pass.
 pub fn note_summary(
@@ -96,4 +107,54 @@ pub fn note_summary(
         &[(VSA, vec![(tip, vec![envelope.to_line()])])],
         &format!("tabellio: verification summary of {tip}"),
     )
+}
+
+/// [`note_summary`] of a landing on `remote`'s `target`, then the summaries notes pushed there
+/// with a lease on the remote's value (merged with theirs, as `sync` merges notes, when another
+/// clone moved them meanwhile). The summary is written after the landing was pushed: a push
+/// that fails leaves it here, and the next `sync` carries it.
+pub fn publish_summary(
+    store: &Store,
+    remote: &str,
+    target: &str,
+    (gating, tip): (gix::ObjectId, gix::ObjectId),
+    key_file: Option<&Path>,
+) -> Result<()> {
+    use crate::store::remote::{fetch, plan_notes, push};
+    note_summary(store, target, (gating, tip), key_file)?;
+    let message = format!("tabellio: verification summary of {tip} to {remote}");
+    for round in 1..=fetch::FETCH_ATTEMPTS {
+        let tracking = fetch::Tracking::read(store, remote)?;
+        let steps = plan_notes(store, &tracking, remote)?;
+        let Some(step) = steps.iter().find(|s| s.notes_ref == VSA) else {
+            return Ok(());
+        };
+        let Some(push_ref) = step.push() else {
+            return Ok(());
+        };
+        if let Some(edit) = step.local_update(&message) {
+            crate::store::tx::apply(store, &[edit]).map_err(|e| e.into_error())?;
+        }
+        let pushes = [push_ref];
+        match push::push(store, remote, &pushes)? {
+            push::PushResult::Pushed(_) => {
+                crate::store::remote::record_pushed_in_tracking(store, remote, &pushes);
+                return Ok(());
+            }
+            push::PushResult::LostRace(_) => {
+                crate::store::backoff::REMOTE_ROUNDS.sleep(round);
+                fetch::fetch(store, remote)?;
+            }
+            push::PushResult::Declined { messages, .. } => {
+                return Err(crate::error::Error::refused(format!(
+                    "{remote} declined the verification summary: {}",
+                    messages.join("; ")
+                )))
+            }
+        }
+    }
+    Err(crate::error::Error::conflict(format!(
+        "the verification summaries on {remote} kept moving; this one is noted here"
+    ))
+    .hint(format!("`git tabellio sync {remote}` pushes it")))
 }

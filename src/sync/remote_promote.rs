@@ -44,6 +44,10 @@ pub struct RemotePromoteOutcome {
     /// True when a local writer moved our notes while we pushed: they lack the remote's
     /// records until the next sync merges them.
     pub local_notes_behind: bool,
+    /// Why the verification summary of the new tip was not noted and pushed, if it was not
+    /// (the promotion stands).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary_warning: Option<String>,
 }
 
 pub fn promote_remote(
@@ -69,6 +73,7 @@ pub fn promote_remote(
         pushed: Vec::new(),
         declined: None,
         local_notes_behind: false,
+        summary_warning: None,
     };
     if rec.state == RunState::Promoted {
         let p = rec.promotion.clone();
@@ -136,6 +141,15 @@ pub fn promote_remote(
                 result.pushed = refs;
                 result.local_notes_behind =
                     record_locally(store, &ledger, ledger_commit, &notes, remote)?;
+                result.summary_warning = crate::run::vsa::publish_summary(
+                    store,
+                    remote,
+                    &target,
+                    (base, validated),
+                    None,
+                )
+                .err()
+                .map(|e| e.message);
                 result.run = next;
                 return Ok(result);
             }

@@ -179,15 +179,13 @@ impl Guard {
 
     /// Does `when` hold of the change's actor? Always, unless its kind is proven another.
     fn holds(&self, when: &GuardWhen) -> bool {
-        self.actor_kind
-            .as_deref()
-            .is_none_or(|kind| kind == when.actor_kind.as_str())
+        when.holds(self.actor_kind.as_deref())
     }
 
     /// The guard for a change whose actor's kind the evidence `lines` (on the change's commit
     /// and tree) prove, if they do.
     pub fn for_change(mut self, lines: &[String]) -> Guard {
-        self.actor_kind = proven_kind(lines, self.signers.as_ref());
+        self.actor_kind = proven_kind(lines.iter().map(String::as_str), self.signers.as_ref());
         self
     }
 
@@ -329,7 +327,22 @@ impl RunIds {
 /// record that names an actor claims (when they agree); with them, the kind of an actor that
 /// signed its own record with a key the allowed signers declare of that kind
 /// (`tabellio.<kind>`, docs/signing.md#who-is-who). `None`: not proven.
-pub fn proven_kind(lines: &[String], signers: Option<&AllowedSigners>) -> Option<String> {
+pub fn proven_kind<'l>(
+    lines: impl IntoIterator<Item = &'l str>,
+    signers: Option<&AllowedSigners>,
+) -> Option<String> {
+    match proven_kinds(lines, signers).as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    }
+}
+
+/// Every kind of actor the evidence `lines` prove (see [`proven_kind`]), sorted, each once:
+/// empty when none is, several when records disagree.
+pub fn proven_kinds<'l>(
+    lines: impl IntoIterator<Item = &'l str>,
+    signers: Option<&AllowedSigners>,
+) -> Vec<String> {
     let mut kinds: Vec<String> = Vec::new();
     for line in lines {
         let Ok(rec) = crate::model::EvidenceRecord::from_line(line) else {
@@ -362,10 +375,7 @@ pub fn proven_kind(lines: &[String], signers: Option<&AllowedSigners>) -> Option
     }
     kinds.sort();
     kinds.dedup();
-    match kinds.as_slice() {
-        [one] => Some(one.clone()),
-        _ => None,
-    }
+    kinds
 }
 
 /// Who a run is known to be by, as approvals are judged: its actor and initiator by every id

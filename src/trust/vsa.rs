@@ -97,7 +97,7 @@ pub struct VsaVerdict {
 }
 
 impl VsaVerdict {
-    fn invalid(reason: impl Into<String>) -> VsaVerdict {
+    pub fn invalid(reason: impl Into<String>) -> VsaVerdict {
         VsaVerdict {
             verdict: "invalid",
             reason: Some(reason.into()),
@@ -181,6 +181,62 @@ pub fn judge(line: &str, commit: &str, signers: Option<&AllowedSigners>) -> VsaV
             })
             .unwrap_or_default(),
     }
+}
+
+/// Why the summary `line` claims more than is true, `None` when every claim holds: `earned`
+/// is the levels the evidence earns now under the policy the summary names (`None`: it does
+/// not pass it), `records` the digests of the evidence records noted on the commit and its
+/// tree. A level must be one `earned` gives; an input attestation one of `records`.
+pub fn overclaims(line: &str, earned: Option<&[&str]>, records: &[String]) -> Option<String> {
+    let statement = statement_of(line)?;
+    let Some(earned) = earned else {
+        return Some(
+            "it says PASSED, but the evidence here does not pass the policy it names".into(),
+        );
+    };
+    let claimed = statement["predicate"]["verifiedLevels"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if let Some(extra) = claimed
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|l| !earned.contains(l))
+    {
+        return Some(format!(
+            "it claims {extra}, which the evidence here does not earn under the policy it names"
+        ));
+    }
+    let inputs = statement["predicate"]["inputAttestations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for input in inputs {
+        let digest = input["digest"]["sha256"].as_str().unwrap_or_default();
+        if !records.iter().any(|r| r == digest) {
+            return Some(format!(
+                "it rests on evidence {digest:?}, which is not noted on the commit or its tree"
+            ));
+        }
+    }
+    None
+}
+
+/// What a summary says it was judged by: the target (`resourceUri`'s ref) and the policy's
+/// commit (`policy.digest.gitCommit`).
+pub fn judged_by(line: &str) -> Option<(String, String)> {
+    let statement = statement_of(line)?;
+    let resource = statement["predicate"]["resourceUri"].as_str()?;
+    let (_, target) = resource.rsplit_once('@')?;
+    let policy = statement["predicate"]["policy"]["digest"]["gitCommit"].as_str()?;
+    Some((target.to_string(), policy.to_string()))
+}
+
+/// The Statement inside the envelope `line`, if it is one.
+fn statement_of(line: &str) -> Option<Value> {
+    let envelope: Envelope = serde_json::from_str(line).ok()?;
+    let body = Base64::decode_vec(&envelope.payload).ok()?;
+    serde_json::from_slice(&body).ok()
 }
 
 /// The Statement and VSA v1 fields: `_type`, `subject[].digest.gitCommit` naming `commit`,

@@ -147,9 +147,13 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
         let hex = commit.to_string();
         for line in summaries.lines(store, commit)? {
             let signers = trust.as_ref().map(|t| &*t.signers);
-            verdict
-                .vsa
-                .push(crate::trust::vsa::judge(&line, &hex, signers));
+            let mut judged = crate::trust::vsa::judge(&line, &hex, signers);
+            if !judged.is_invalid() {
+                if let Some(why) = summary_overclaims(&mut verifier, &line, commit)? {
+                    judged = crate::trust::vsa::VsaVerdict::invalid(why);
+                }
+            }
+            verdict.vsa.push(judged);
         }
         if verdict.vsa.iter().any(|v| v.is_invalid()) {
             verdict.verified = false;
@@ -213,6 +217,50 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
         limits,
     };
     Ok((outcome, verifier))
+}
+
+/// Why the well-formed summary `line` on `commit` claims more than is true, if it does: its
+/// levels and inputs are recomputed from the evidence (the notes `verifier` reads, tracking
+/// ones included) under the policy it names, for the target it names (a signature proves who
+/// wrote a summary, not that it is right). A named policy commit that is not here cannot be
+/// judged: the summary stands on its signature.
+fn summary_overclaims(
+    verifier: &mut Verifier<'_>,
+    line: &str,
+    commit: gix::ObjectId,
+) -> Result<Option<String>> {
+    let store = verifier.store();
+    let Some((target, policy)) = crate::trust::vsa::judged_by(line) else {
+        return Ok(None);
+    };
+    let Ok(gating) = store.parse_oid(&policy) else {
+        return Ok(Some(format!(
+            "its policy commit {policy:?} is not a commit id"
+        )));
+    };
+    if !store.repo.has_object(gating) {
+        return Ok(None);
+    }
+    let policy = verifier.policy_at(gating)?;
+    let trust = verifier.trust_at(gating)?;
+    let mut records = verifier.record_digests(commit)?;
+    // A summary is written only for a policy that requires checks (never for any passing one).
+    let earned = match Gate::from_policy(policy.as_ref(), &[]) {
+        Gate::AnyPassing => None,
+        gate => {
+            let judged = verifier.check_trusted(commit, &gate, trust.as_ref())?;
+            // Records on a check's scoped tree count as inputs too.
+            records.extend(judged.checks.iter().filter_map(|c| c.record.clone()));
+            judged
+                .verified
+                .then(|| crate::run::vsa::levels(policy.as_ref(), &target, &judged.checks))
+        }
+    };
+    Ok(crate::trust::vsa::overclaims(
+        line,
+        earned.as_deref(),
+        &records,
+    ))
 }
 
 /// The command that fetches every evidence note of `remote`, as docs/ci.md gives it.

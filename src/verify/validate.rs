@@ -10,7 +10,7 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::evidence::produce::{resolve_checks, CheckSelection};
+use crate::evidence::produce::{drop_not_asked, resolve_checks, CheckSelection};
 use crate::evidence::sign::{refuse_uncountable, JudgedAt, RecordSigner};
 use crate::model::EvidenceRecord;
 use crate::runner::Stream;
@@ -77,6 +77,23 @@ pub fn validate(store: &Store, opts: &ValidateOptions) -> Result<ValidateOutcome
         opts.selection.no_sign,
     )?;
 
+    // No run is named: the records name whoever validates as the actor who vouches for the
+    // change (docs/verify.md). A required check with `when` runs unless they prove it is not
+    // asked.
+    let provenance = crate::run::actor::validating_actor(store, Some(policy_commit));
+    crate::evidence::sign::refuse_misattributed(
+        store,
+        signer.as_ref(),
+        Some(policy_commit),
+        &provenance.actor,
+    )?;
+    let kind = crate::evidence::sign::kind_proven_by(
+        store,
+        signer.as_ref(),
+        (Some(policy_commit), commit),
+        &provenance.actor,
+    )?;
+    let (checks, _) = drop_not_asked(checks, &opts.selection, kind.as_deref());
     let run = DetachedRun {
         commit,
         run_id: None,
@@ -84,7 +101,7 @@ pub fn validate(store: &Store, opts: &ValidateOptions) -> Result<ValidateOutcome
         stream: opts.stream,
         reuse: opts.selection.reuse,
         signer: signer.as_ref(),
-        provenance: None,
+        provenance: Some(&provenance),
     };
     let (records, scratch) = match run_detached(store, &run, &checks)? {
         Detached::Done { records, scratch } => (records, scratch),

@@ -134,6 +134,11 @@ const INITIATOR: &str = "ini@example.com";
 const REVIEWER: &str = "rev@example.com";
 
 fn three_keys() -> Three {
+    three_keys_with(|_| {})
+}
+
+/// [`three_keys`] with `edit` applied to main's policy.
+fn three_keys_with(edit: impl FnOnce(&mut serde_json::Value)) -> Three {
     let t = TestEnv::ref_only();
     let keys = t.path().join("keys");
     let (agent, initiator, reviewer) = (
@@ -158,6 +163,7 @@ fn three_keys() -> Three {
         serde_json::json!({"allowed_signers": ".tabellio/allowed_signers", "require_signed": "*"});
     p["guarded_paths"] = serde_json::json!({"migrations/**": {
         "approvals": 1, "when": {"actor.kind": "agent"}, "approver_not": ["actor", "initiator"]}});
+    edit(&mut p);
     t.commit_policy(&p.to_string());
     t.git(&["checkout", "-q", "elsewhere"]).ok();
     Three {
@@ -268,27 +274,73 @@ fn put_notes(t: &TestEnv, notes: &str, commit: &str, lines: &[String]) {
     }
 }
 
-/// One attack, tried at the three gates: `verify` of the move, a push of it to the server with
-/// the notes (pre-receive), and `land` of the run. Each must refuse, moving nothing.
-fn refused_at_every_gate(t: &TestEnv, server: &Path, case: &str, run: &str, head: &str) -> usize {
+/// The gates beside `land` and `verify`: a server whose pre-receive judges pushes (`server`),
+/// and a remote without hooks (`plain`) that only the client's pre-push guards, with this
+/// clone's hooks installed (reference-transaction, pre-push).
+struct Gates {
+    server: PathBuf,
+    plain: PathBuf,
+}
+
+fn gates(t: &TestEnv) -> Gates {
+    let server = server_of(t);
+    let plain = t.path().join("plain.git");
+    t.git_in(t.path(), &["init", "-q", "--bare", "-b", "main", s(&plain)])
+        .ok();
+    t.git(&["remote", "add", "plain", s(&plain)]).ok();
+    t.git(&["push", "-q", "--no-verify", "plain", "main"]).ok();
+    t.tab(&["hooks", "install"]).ok();
+    Gates { server, plain }
+}
+
+/// Push `head` to `remote`'s main with the evidence and approval notes, in one atomic push
+/// (`--no-verify` leaves the client's pre-push out).
+fn push_main(t: &TestEnv, remote: &str, head: &str, no_verify: bool) -> Run {
+    let refspec = format!("{head}:refs/heads/main");
+    let mut args = vec!["push", "--atomic"];
+    if no_verify {
+        args.push("--no-verify");
+    }
+    args.extend([
+        remote,
+        refspec.as_str(),
+        "refs/notes/tabellio/evidence",
+        "refs/notes/tabellio/approvals",
+    ]);
+    t.git(&args)
+}
+
+/// One attack, tried at the five gates: `verify` of the move by main's policy, a push of it to the server with
+/// the notes (pre-receive), `land` of the run, moving main here (reference-transaction) and a
+/// push to a remote without hooks (pre-push). Each must refuse, moving nothing; the number
+/// that did.
+fn refused_at_every_gate(t: &TestEnv, gates: &Gates, case: &str, run: &str, head: &str) -> usize {
+    let Gates { server, plain } = gates;
     let mut refused = 0;
     let main = t.git_out(&["rev-parse", "main"]);
-    let r = t.tab(&["verify", &format!("main..{head}")]);
+    let r = t.git(&["update-ref", "refs/heads/main", head]);
+    if r.code != 0 && t.git_out(&["rev-parse", "main"]) == main {
+        refused += 1;
+    } else {
+        eprintln!("{case}: reference-transaction did not refuse: {}", r.desc);
+        t.git(&["update-ref", "refs/heads/main", &main]).ok();
+    }
+    let plain_main = t.git_out_in(plain, &["rev-parse", "main"]);
+    let r = push_main(t, "plain", head, false);
+    if r.code != 0 && t.git_out_in(plain, &["rev-parse", "main"]) == plain_main {
+        refused += 1;
+    } else {
+        eprintln!("{case}: pre-push did not refuse: {}", r.desc);
+    }
+    // As CI verifies a change to main: by main's policy (docs/ci.md).
+    let r = t.tab(&["verify", "--policy-from", "main", &format!("main..{head}")]);
     if r.code == 1 {
         refused += 1;
     } else {
         eprintln!("{case}: verify did not refuse: {}", r.desc);
     }
     let server_main = t.git_out_in(server, &["rev-parse", "main"]);
-    let r = t.git(&[
-        "push",
-        "--no-verify",
-        "--atomic",
-        "origin",
-        &format!("{head}:refs/heads/main"),
-        "refs/notes/tabellio/evidence",
-        "refs/notes/tabellio/approvals",
-    ]);
+    let r = push_main(t, "origin", head, true);
     if r.code != 0 && t.git_out_in(server, &["rev-parse", "main"]) == server_main {
         refused += 1;
     } else {
@@ -308,11 +360,18 @@ fn refused_at_every_gate(t: &TestEnv, server: &Path, case: &str, run: &str, head
     refused
 }
 
+/// The six attacks of provenance, and a seventh on a check asked only of agents, each tried at
+/// land, verify, pre-receive, reference-transaction and pre-push: 35/35 refused. Main requires
+/// `scan` of agents' changes (`when`).
 #[test]
 fn six_attacks_on_provenance_are_refused_at_land_verify_and_pre_receive() {
-    let k = three_keys();
+    let k = three_keys_with(|p| {
+        p["checks"]["scan"] =
+            serde_json::json!({"argv": ["true"], "when": {"actor.kind": "agent"}});
+        p["required"] = serde_json::json!(["readme", "scan"]);
+    });
     let t = &k.t;
-    let server = server_of(t);
+    let gates = gates(t);
     let mut attacks: Vec<(&str, String, String)> = Vec::new();
 
     // 1. The actor signs its own approval.
@@ -398,26 +457,44 @@ fn six_attacks_on_provenance_are_refused_at_land_verify_and_pre_receive() {
         stacked,
     ));
 
+    // 7. The agent's run rewrites its own policy so that `scan`, asked of agents, is asked of
+    //    persons instead (the reviewer approved the policy change): its finish skips `scan`,
+    //    and the target tip's policy still asks it of the agent.
+    let mut p: serde_json::Value =
+        serde_json::from_str(&t.git_out(&["show", "main:.tabellio/policy.json"])).unwrap();
+    p["checks"]["scan"]["when"] = serde_json::json!({"actor.kind": "human"});
+    let head = k.agent_run("flip", (".tabellio/policy.json", &p.to_string()));
+    k.review("flip");
+    assert!(
+        k.evidence(&head)
+            .iter()
+            .all(|r| r["check"]["name"] != "scan"),
+        "the run's own policy does not ask scan of it"
+    );
+    attacks.push((
+        "the run asks the agents' check of persons only",
+        "flip".into(),
+        head,
+    ));
+
     let mut refused = 0;
     for (case, run, head) in &attacks {
-        refused += refused_at_every_gate(t, &server, case, run, head);
+        refused += refused_at_every_gate(t, &gates, case, run, head);
     }
-    assert_eq!(refused, 18, "refused {refused} of 18 (see the lines above)");
+    let all = attacks.len() * 5;
+    assert_eq!(
+        refused, all,
+        "refused {refused} of {all} (see the lines above)"
+    );
 
     // The control: the first half, genuinely approved by the reviewer, passes every gate.
     t.tab(&["verify", &format!("main..{first}")]).ok();
-    t.git(&[
-        "push",
-        "--no-verify",
-        "--atomic",
-        "origin",
-        &format!("{first}:refs/heads/main"),
-        "refs/notes/tabellio/evidence",
-        "refs/notes/tabellio/approvals",
-    ])
-    .ok();
+    push_main(t, "origin", &first, true).ok();
+    push_main(t, "plain", &first, false).ok();
     t.tab(&["land", "half1", "--target", "main"]).ok();
     assert_eq!(t.git_out(&["rev-parse", "main"]), first);
+    t.git(&["update-ref", "refs/heads/main", &first, &first])
+        .ok();
     t.fsck();
 }
 
@@ -716,10 +793,268 @@ fn the_verification_summary_validates_against_its_schema_and_the_allowed_signers
     assert_eq!(v["commits"][0]["vsa"][0]["signers"][0], REVIEWER, "{v}");
 
     // Edited after signing (a level it did not earn): verify refuses the commit.
-    let mut edited = st.clone();
-    edited["predicate"]["verifiedLevels"] = serde_json::json!(["SLSA_SOURCE_LEVEL_4"]);
+    put_summary(t, envelope, &main, |st| {
+        st["predicate"]["verifiedLevels"] = serde_json::json!(["SLSA_SOURCE_LEVEL_4"])
+    });
+    let (code, v) = t.tab_json(&["verify", "main"]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["commits"][0]["vsa"][0]["verdict"], "invalid", "{v}");
+    // No summary on the commit before: not found.
+    t.tab(&["export", "--vsa", "main~1"]).code(5);
+}
+
+/// `main` requires `readme` of every change and `scan` (which passes only once `SCANNED` is
+/// committed) only when an agent made it.
+fn scan_when_agent(p: &mut serde_json::Value) {
+    p["checks"]["scan"] = serde_json::json!({
+        "argv": ["test", "-f", "SCANNED"], "timeout_s": 60, "when": {"actor.kind": "agent"}});
+    p["required"] = serde_json::json!(["readme", "scan"]);
+}
+
+/// A required check with `when` is asked only of the actor it names: a person's run finishes
+/// and promotes without it (its evidence, which claims a person, is all the policy needs), an
+/// agent's run must pass it. `verify` and the hooks judge the same way; a policy whose every
+/// required check has `when` is refused.
+#[test]
+fn a_required_check_with_when_is_asked_only_of_the_actor_it_names() {
+    let t = TestEnv::ref_only();
+    t.git(&["checkout", "-q", "main"]).ok();
+    let mut p: serde_json::Value =
+        serde_json::from_str(&policy(&[("readme", &["test", "-f", "README.md"])])).unwrap();
+    scan_when_agent(&mut p);
+    t.commit_policy(&p.to_string());
+    t.git(&["checkout", "-q", "elsewhere"]).ok();
+    let start = |id: &str, actor: &str| {
+        t.tab(&[
+            "start", id, "--task", "t", "--base", "main", "--actor", actor,
+        ])
+        .ok();
+        t.commit_file_in(&t.worktree(id), &format!("{id}.txt"), "x\n");
+    };
+
+    start("person", "human:ada@example.com");
+    let (code, v) = t.tab_json(&["finish", "person"]);
+    assert_eq!(code, 0, "{v}");
+    let ran: Vec<&str> = v["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["check"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(ran, ["readme"], "{v}");
+    let head = t.git_out(&["rev-parse", "tabellio/person"]);
+    t.tab(&["verify", &head]).ok();
+    t.tab(&["promote", "person"]).ok();
+    // Another person's run, landed later onto a moved main (restacked).
+    start("later", "human:bea@example.com");
+    t.tab(&["finish", "later"]).ok();
+
+    start("bot", "agent:bot@example.com");
+    let (code, v) = t.tab_json(&["finish", "bot"]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["run"]["state"], "validation_failed", "{v}");
+    // Its passing `readme` alone does not open main, at any gate.
+    let head = t.git_out(&["rev-parse", "tabellio/bot"]);
+    let (code, v) = t.tab_json(&["verify", &head]);
+    assert_eq!(code, 1, "{v}");
+    assert!(v.to_string().contains("scan"), "{v}");
+    t.tab(&["hooks", "install"]).ok();
+    let before = t.snapshot();
+    let r = t.git(&["update-ref", "refs/heads/main", &head]);
+    assert_ne!(r.code, 0, "{}", r.desc);
+    assert!(r.stderr.contains("scan"), "{}", r.desc);
+    assert_eq!(t.snapshot(), before);
+    t.commit_file_in(&t.worktree("bot"), "SCANNED", "ok\n");
+    t.tab(&["finish", "bot"]).ok();
+    // A person's run making the very tree the agent's evidence is on: the records there say
+    // an agent, so the actor is not proven a person and `scan` runs.
+    t.tab(&[
+        "start",
+        "twin",
+        "--task",
+        "t",
+        "--base",
+        "main",
+        "--actor",
+        "human:ada@example.com",
+    ])
+    .ok();
+    t.commit_file_in(&t.worktree("twin"), "bot.txt", "x\n");
+    t.commit_file_in(&t.worktree("twin"), "SCANNED", "ok\n");
+    let (code, v) = t.tab_json(&["finish", "twin"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["evidence"].as_array().unwrap().len(), 2, "{v}");
+    t.tab(&["verify", &t.git_out(&["rev-parse", "tabellio/twin"])])
+        .ok();
+    t.tab(&["promote", "bot"]).ok();
+    // `land` restacks the person's run onto the agent's and runs only what is asked of a
+    // person: `readme`, not `scan`.
+    let (code, j) = t.tab_json(&["land", "later", "--target", "main"]);
+    assert_eq!(code, 0, "{j}");
+    let landed = t.git_out(&["rev-parse", "main"]);
+    let names: Vec<String> = t
+        .git_out(&["notes", "--ref=tabellio/evidence", "show", &landed])
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["check"]["name"].to_string())
+        .collect();
+    assert_eq!(names, ["\"readme\""], "{j}");
+    t.tab(&["verify", "main"]).ok();
+
+    // Every required check conditional: nothing would be asked of a person. Such a policy is
+    // invalid, and the hook keeps it off main.
+    t.git(&["checkout", "-q", "main"]).ok();
+    p["required"] = serde_json::json!(["scan"]);
+    t.write(".tabellio/policy.json", &p.to_string());
+    let before = t.git_out(&["rev-parse", "main"]);
+    let r = t.git(&["commit", "-qam", "only scan"]);
+    assert_ne!(r.code, 0, "{}", r.desc);
+    assert!(r.stderr.contains("without \"when\""), "{}", r.desc);
+    assert_eq!(t.git_out(&["rev-parse", "main"]), before);
+    t.fsck();
+}
+
+/// The actor and initiator of every record on `commit` (kind:id, initiator).
+fn provenance_on(t: &TestEnv, commit: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = t
+        .git_out(&["notes", "--ref=tabellio/evidence", "show", commit])
+        .lines()
+        .map(|l| {
+            let r: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                format!(
+                    "{}:{}",
+                    r["actor"]["kind"].as_str().unwrap_or("-"),
+                    r["actor"]["id"].as_str().unwrap_or("-")
+                ),
+                r["initiator"].as_str().unwrap_or("-").to_string(),
+            )
+        })
+        .collect();
+    out.dedup();
+    out
+}
+
+/// Not only `finish`: the records `land` writes for a restacked run name its actor and
+/// initiator, a stack of several actors' runs names whoever landed it, and `validate` names
+/// whoever validated.
+#[test]
+fn every_evidence_writer_records_who_made_the_change() {
+    let t = readme_main();
+    let agent = |id: &str, who: &str, file: &str| {
+        t.tab(&[
+            "start",
+            id,
+            "--task",
+            "t",
+            "--base",
+            "main",
+            "--actor",
+            &format!("agent:{who}"),
+            "--initiator",
+            "ada@example.com",
+        ])
+        .ok();
+        t.commit_file_in(&t.worktree(id), file, "x\n");
+        t.tab(&["finish", id]).ok();
+    };
+    let me = (
+        "human:committer@example.com".to_string(),
+        "committer@example.com".to_string(),
+    );
+    let bot = (
+        "agent:bot@example.com".to_string(),
+        "ada@example.com".to_string(),
+    );
+
+    // One agent's two runs: the restacked one's records are the agent's.
+    agent("a1", "bot@example.com", "a1.txt");
+    agent("a2", "bot@example.com", "a2.txt");
+    let validated = t.git_out(&["rev-parse", "tabellio/a2"]);
+    t.tab(&["land", "a1", "a2", "--target", "main"]).ok();
+    let restacked = t.git_out(&["rev-parse", "main"]);
+    assert_ne!(restacked, validated);
+    assert_eq!(provenance_on(&t, &restacked), [bot]);
+
+    // Two agents' runs stacked together: the records name who landed them.
+    agent("b1", "bot@example.com", "b1.txt");
+    agent("b2", "other@example.com", "b2.txt");
+    t.tab(&["land", "b1", "b2", "--target", "main"]).ok();
+    let mixed = t.git_out(&["rev-parse", "main"]);
+    assert_eq!(provenance_on(&t, &mixed), std::slice::from_ref(&me));
+
+    // validate: whoever validates.
+    t.git(&["checkout", "-q", "main"]).ok();
+    t.commit_file_in(&t.repo, "hand.txt", "by hand\n");
+    t.tab(&["validate", "HEAD"]).ok();
+    assert_eq!(provenance_on(&t, &t.git_out(&["rev-parse", "HEAD"])), [me]);
+    t.fsck();
+}
+
+/// `promote --remote` and `land --remote` note the verification summary of the tip they moved
+/// the remote's target to, and push it there: the server's `export --vsa` prints it and its
+/// `verify` judges it.
+#[test]
+fn landings_on_a_remote_push_their_verification_summary() {
+    let server = TestEnv::bare_server();
+    let a = TestEnv::clone_of(&server);
+    a.commit_policy(&policy(&[("readme", &["test", "-f", "README.md"])]));
+    a.git(&["push", "-q"]).ok();
+    server.tab(&["init", "--hooks"]).ok();
+    let summary_on_server = |what: &str| {
+        let main = server.git_out(&["rev-parse", "main"]);
+        let (code, v) = server.tab_json(&["export", "--vsa", "main"]);
+        assert_eq!(code, 0, "{what}: {v}");
+        use base64ct::{Base64, Encoding};
+        let body = Base64::decode_vec(v["document"]["payload"].as_str().unwrap()).unwrap();
+        let st: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            st["subject"][0]["digest"]["gitCommit"],
+            main.as_str(),
+            "{what}: {st}"
+        );
+        let (code, v) = server.tab_json(&["verify", "main"]);
+        assert_eq!(code, 0, "{what}: {v}");
+        assert_eq!(v["commits"][0]["commit"], main.as_str(), "{what}: {v}");
+        assert_eq!(v["commits"][0]["vsa"][0]["verdict"], "valid", "{what}: {v}");
+        assert_eq!(
+            v["commits"][0]["vsa"][0]["levels"][1], "SLSA_SOURCE_LEVEL_2",
+            "{what}: {v}"
+        );
+    };
+
+    a.start_with_commit("p1", "p1.txt", "x\n");
+    a.tab(&["finish", "p1"]).ok();
+    let (code, v) = a.tab_json(&["promote", "p1", "--remote", "origin"]);
+    assert_eq!(code, 0, "{v}");
+    assert!(v.get("summary_warning").is_none(), "{v}");
+    summary_on_server("promote --remote");
+
+    for id in ["m1", "m2"] {
+        a.start_with_commit(id, &format!("{id}.txt"), "x\n");
+        a.tab(&["finish", id]).ok();
+    }
+    let (code, j) = a.tab_json(&["land", "m1", "m2", "--remote", "origin"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["new"], server.git_out(&["rev-parse", "main"]).as_str());
+    summary_on_server("land --remote");
+    server.git(&["fsck", "--strict", "--no-progress"]).ok();
+    a.fsck();
+}
+
+/// Note on `commit` the summary `envelope` with its Statement edited by `edit` (its signatures
+/// kept), as anyone who can push notes could.
+fn put_summary(
+    t: &TestEnv,
+    envelope: &serde_json::Value,
+    commit: &str,
+    edit: impl Fn(&mut serde_json::Value),
+) {
+    use base64ct::{Base64, Encoding};
+    let payload = Base64::decode_vec(envelope["payload"].as_str().unwrap()).unwrap();
+    let mut st: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+    edit(&mut st);
     let mut forged = envelope.clone();
-    forged["payload"] = Base64::encode_string(edited.to_string().as_bytes()).into();
+    forged["payload"] = Base64::encode_string(st.to_string().as_bytes()).into();
     let file = t.path().join("vsa.json");
     write_file(&file, &format!("{forged}\n"));
     t.git(&[
@@ -729,12 +1064,102 @@ fn the_verification_summary_validates_against_its_schema_and_the_allowed_signers
         "-f",
         "-F",
         s(&file),
-        &main,
+        commit,
     ])
     .ok();
+}
+
+/// A summary is checked, not believed: `verify` recomputes, under the policy the summary names,
+/// the levels the evidence earns and the records it rests on. An unsigned summary edited to
+/// claim a level the evidence does not earn, or to rest on a record that is not there, fails
+/// the commit; the genuine one verifies.
+#[test]
+fn a_summary_claiming_more_than_the_evidence_earns_fails_verify() {
+    use base64ct::{Base64, Encoding};
+    let t = readme_main();
+    finished_agent_run(&t, "s", "s.txt");
+    t.tab(&["promote", "s"]).ok();
+    let main = t.git_out(&["rev-parse", "main"]);
+    let (_, v) = t.tab_json(&["export", "--vsa", "main"]);
+    let envelope = v["document"].clone();
+    assert_eq!(envelope["signatures"], serde_json::json!([]), "{v}");
+    let st: serde_json::Value =
+        serde_json::from_slice(&Base64::decode_vec(envelope["payload"].as_str().unwrap()).unwrap())
+            .unwrap();
+    assert_eq!(
+        st["predicate"]["verifiedLevels"],
+        serde_json::json!(["SLSA_SOURCE_LEVEL_1", "SLSA_SOURCE_LEVEL_2"])
+    );
+    let (code, v) = t.tab_json(&["verify", "main"]);
+    assert_eq!(
+        (code, &v["commits"][0]["vsa"][0]["verdict"]),
+        (0, &"valid".into()),
+        "{v}"
+    );
+
+    let put = |edit: &dyn Fn(&mut serde_json::Value)| put_summary(&t, &envelope, &main, edit);
+    put(&|st| {
+        st["predicate"]["verifiedLevels"] = serde_json::json!([
+            "SLSA_SOURCE_LEVEL_1",
+            "SLSA_SOURCE_LEVEL_2",
+            "SLSA_SOURCE_LEVEL_3"
+        ])
+    });
     let (code, v) = t.tab_json(&["verify", "main"]);
     assert_eq!(code, 1, "{v}");
-    assert_eq!(v["commits"][0]["vsa"][0]["verdict"], "invalid", "{v}");
-    // No summary on the commit before: not found.
-    t.tab(&["export", "--vsa", "main~1"]).code(5);
+    let vsa = &v["commits"][0]["vsa"][0];
+    assert_eq!(vsa["verdict"], "invalid", "{v}");
+    assert!(
+        vsa["reason"]
+            .as_str()
+            .unwrap()
+            .contains("SLSA_SOURCE_LEVEL_3"),
+        "{v}"
+    );
+    put(&|st| st["predicate"]["inputAttestations"][0]["digest"]["sha256"] = "0".repeat(64).into());
+    let (code, v) = t.tab_json(&["verify", "main"]);
+    assert_eq!(code, 1, "{v}");
+    assert!(v["commits"][0]["vsa"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("not noted"));
+    put(&|_| {});
+    t.tab(&["verify", "main"]).ok();
+}
+
+/// Under `trust`, `finish` skips a check asked only of agents when the records it signs prove a
+/// person made the change (the person's own key, declared human), and runs it when they do not
+/// (another person's key signs): the gate then asks for it, and it is there. Either way the run
+/// promotes; no hint sends it back to a `finish` that would skip the check again.
+#[test]
+fn finish_skips_a_check_asked_of_agents_only_when_its_signature_proves_a_person() {
+    let k = three_keys_with(|p| {
+        p["checks"]["scan"] =
+            serde_json::json!({"argv": ["true"], "when": {"actor.kind": "agent"}});
+        p["required"] = serde_json::json!(["readme", "scan"]);
+    });
+    let t = &k.t;
+    let who = format!("human:{INITIATOR}");
+    let checks_of = |id: &str| -> Vec<String> {
+        let head = t.git_out(&["rev-parse", &format!("tabellio/{id}")]);
+        let mut names: Vec<String> = k
+            .evidence(&head)
+            .iter()
+            .map(|r| r["check"]["name"].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    k.start_as("own", &who, &[], ("own.txt", "own\n"));
+    t.tab(&["finish", "own", "--sign-key", s(&k.initiator)])
+        .ok();
+    assert_eq!(checks_of("own"), ["readme"]);
+    t.tab(&["promote", "own"]).ok();
+
+    k.start_as("vouched", &who, &[], ("vouched.txt", "v\n"));
+    t.tab(&["finish", "vouched", "--sign-key", s(&k.reviewer)])
+        .ok();
+    assert_eq!(checks_of("vouched"), ["readme", "scan"]);
+    t.tab(&["promote", "vouched"]).ok();
+    t.tab(&["verify", "--policy-from", "main~1", "main"]).ok();
 }

@@ -378,3 +378,49 @@ fn loop_promote_is_refused_before_running_when_the_loop_could_not_sign() {
     t.tab(&["promote", "looped"]).ok();
     t.tab(&["verify", "main"]).ok();
 }
+
+/// A `worker` whose records could not count under the target tip's policy is refused before it
+/// runs a check of a candidate (exit 3, the set-up steps), and releases its claim; with a key
+/// that counts it validates the candidate.
+#[test]
+fn a_worker_that_could_not_sign_is_refused_before_running() {
+    let sg = signed_repo();
+    let t = &sg.t;
+    let ci = t.path().join("keys/ci");
+    for id in ["w1", "w2"] {
+        t.started_run(id, &format!("{id}.txt"));
+        t.tab(&["finish", id, "--sign-key", s(&ci)]).ok();
+    }
+    // A lander publishes the stack (w2 restacked onto w1: its checks must run) and is stopped.
+    let mut lander = t.spawn_tab(&["land", "--lanes", "1", "--target", "main"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let candidates = || {
+        t.git_out(&[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/tabellio/candidates/",
+        ])
+    };
+    while candidates().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    lander.kill().ok();
+    lander.wait().ok();
+    assert!(
+        !candidates().is_empty(),
+        "the lander published no candidate"
+    );
+    let err = refused_before_running(&sg, &["worker", "--once", "--id", "keyless"]);
+    assert_names_the_set_up(&err);
+    assert!(
+        err["hint"]
+            .as_str()
+            .unwrap()
+            .contains("`git tabellio worker` again"),
+        "{err}"
+    );
+    let ran = runs(&sg.counter);
+    let (code, w) = t.tab_json(&["worker", "--once", "--id", "ci", "--sign-key", s(&ci)]);
+    assert_eq!(code, 0, "{w}");
+    assert!(runs(&sg.counter) > ran, "{w}");
+}

@@ -69,6 +69,9 @@ pub fn cmd_promote(ctx: &Ctx, args: &PromoteArgs) -> Result<Output> {
 /// `promote <run> --remote <name> [--dry-run]`.
 fn promote_remote(ctx: &Ctx, args: &PromoteArgs, remote: &str) -> Result<Output> {
     let o = remote_promote::promote_remote(ctx.env()?, args.run.as_deref(), remote, args.dry_run)?;
+    if let (Some(w), false) = (&o.summary_warning, ctx.json || ctx.quiet) {
+        eprintln!("warning: the verification summary was not noted: {w}");
+    }
     let extra = json!({
         "target": o.target, "old": o.old, "new": o.new, "mode": "remote", "remote": o.remote,
         "dry_run": o.dry_run, "already_promoted": o.already_promoted, "rounds": o.rounds,

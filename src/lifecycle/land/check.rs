@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 use crate::evidence::detached::{note_records, run_detached, Detached, DetachedRun};
-use crate::evidence::produce::ResolvedCheck;
+use crate::evidence::produce::{stamped, ResolvedCheck};
 use crate::evidence::reuse::{passing_on_commit, reused_failure, try_reuse, Reuse};
 use crate::evidence::sign::maybe_sign;
 use crate::evidence::sign::RecordSigner;
@@ -64,6 +64,9 @@ pub struct Checker<'s> {
     /// The failing records of every commit validated and found failing: a culprit's refusal
     /// names them.
     failures: HashMap<gix::ObjectId, Vec<FailedCheck>>,
+    /// Who made the change being validated, as the records it writes name it: the stack's
+    /// runs, or whoever lands when they differ ([`crate::run::actor::provenance_of_runs`]).
+    provenance: Option<crate::model::provenance::Provenance>,
     /// Set while a failure is re-run to confirm it: a failure seen on the same inputs must not
     /// stand in for the retry.
     pub(super) retrying: bool,
@@ -88,6 +91,7 @@ impl<'s> Checker<'s> {
             failed: HashMap::new(),
             failures: HashMap::new(),
             deferred: None,
+            provenance: None,
             executions: Vec::new(),
             retrying: false,
         }
@@ -117,9 +121,13 @@ impl<'s> Checker<'s> {
             if let Some(seen) = self.seen_failing(tree, check)?.filter(|_| !self.retrying) {
                 self.checks_reused += 1;
                 passed = false;
-                records.push(maybe_sign(
+                records.push(stamped(
+                    maybe_sign(
+                        self.signer.as_ref(),
+                        reused_failure(store, &seen, commit, run_id)?,
+                    )?,
+                    self.provenance.as_ref(),
                     self.signer.as_ref(),
-                    reused_failure(store, &seen, commit, run_id)?,
                 )?);
                 continue;
             }
@@ -140,7 +148,11 @@ impl<'s> Checker<'s> {
             )? {
                 Some(rec) => {
                     self.checks_reused += 1;
-                    records.push(rec);
+                    records.push(stamped(
+                        rec,
+                        self.provenance.as_ref(),
+                        self.signer.as_ref(),
+                    )?);
                 }
                 None => to_run.push(check.clone()),
             }
@@ -226,7 +238,7 @@ impl<'s> Checker<'s> {
             stream: self.stream,
             reuse: Reuse::Never,
             signer: self.signer.as_ref(),
-            provenance: None,
+            provenance: self.provenance.as_ref(),
         };
         let (records, scratch) = match run_detached(store, &run, checks)? {
             Detached::Done { records, scratch } => (records, scratch),
@@ -259,7 +271,22 @@ impl<'s> Checker<'s> {
             .chain(&stack[..k])
             .map(|s| s.candidate.clone())
             .collect();
-        let checks = requirements(self.store, tip, &runs)?;
+        let provenance = crate::run::actor::provenance_of_runs(
+            self.store,
+            runs.iter().map(|c| &c.ledger.record),
+            Some(tip),
+        );
+        // A required check with `when` runs unless the records there and the ones this landing
+        // writes prove, as the gates judge them, that it is not asked of this change.
+        let kind = crate::evidence::sign::kind_proven_by(
+            self.store,
+            self.signer.as_ref(),
+            (Some(tip), top.head),
+            &provenance.actor,
+        )?;
+        let mut checks = requirements(self.store, tip, &runs)?;
+        checks.retain(|c| c.def.when.as_ref().is_none_or(|w| w.holds(kind.as_deref())));
+        self.provenance = Some(provenance);
         let run_id = Some(top.candidate.run_id());
         let judged = match how {
             // Nothing to validate with: only runs that land exactly as validated by `finish`
@@ -558,6 +585,7 @@ pub fn settle(
             // With evidence on the tip (a landed tip has it), this runs nothing.
             let checks = requirements(store, tip, &[])?;
             isolated = !checks.is_empty();
+            checker.provenance = Some(crate::run::actor::validating_actor(store, Some(tip)));
             if !checks.is_empty() && !checker.tip_passes(tip, &checks)? {
                 return Err(Error::refused(format!(
                     "the target's tip {tip} fails its own required checks; no run is landed on it"

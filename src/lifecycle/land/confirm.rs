@@ -69,11 +69,15 @@ impl Checker<'_> {
                 None => Judged::Passes,
             });
         }
+        // By name: a check whose `when` the records prove does not hold has no verdict.
         let failing: Vec<ResolvedCheck> = checks
             .iter()
-            .zip(&verdicts)
-            .filter(|(_, v)| matches!(v.verdict, Verdict::Failed | Verdict::Missing))
-            .map(|(c, _)| c.clone())
+            .filter(|c| {
+                verdicts.iter().any(|v| {
+                    v.name == c.name && matches!(v.verdict, Verdict::Failed | Verdict::Missing)
+                })
+            })
+            .cloned()
             .collect();
         if !failing.is_empty() {
             return Ok(Judged::Fails(failing));

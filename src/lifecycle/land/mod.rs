@@ -271,6 +271,7 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         if opts.remote.is_none() {
             outcome.new = store.ref_target(&target)?.map(|o| o.to_string());
         }
+        note_summary_of(store, opts, &mut outcome)?;
         return Ok(outcome);
     }
     // Before anything is written: a key that cannot sign refuses the whole command.
@@ -312,16 +313,14 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         outcome.new = new.map(|o| o.to_string());
         if let (Some(old), Some(new)) = (old, new) {
             if old != new {
-                let key = opts.sign_key.as_deref();
-                outcome.summary_warning =
-                    crate::run::vsa::note_summary(store, &target, (old, new), key)
-                        .err()
-                        .map(|e| e.message);
                 let checks = required::requirements(store, old, &[])?;
                 outcome.verdicts =
                     check::Checker::new(store, opts, squash).verdicts_of(old, new, &checks)?;
             }
         }
+    }
+    note_summary_of(store, opts, &mut outcome)?;
+    if opts.remote.is_none() {
         let on_refuse = crate::store::policy::land_at(store, &target)?.on_refuse;
         if opts.reopen || on_refuse == Some(crate::model::policy::OnRefuse::Reopen) {
             outcome.reopened = requeue::reopen_refused(env, &mut outcome.runs, &outcome.waiting)?;
@@ -333,6 +332,27 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         }
     }
     Ok(outcome)
+}
+
+/// Note the verification summary of the tip the landing moved the target to (`outcome.old` →
+/// `outcome.new`), and on `--remote` push it there; a summary that could not be written is a
+/// warning, never a failed landing.
+fn note_summary_of(store: &Store, opts: &LandOptions, outcome: &mut LandOutcome) -> Result<()> {
+    let (Some(old), Some(new)) = (&outcome.old, &outcome.new) else {
+        return Ok(());
+    };
+    if old == new {
+        return Ok(());
+    }
+    let (old, new) = (store.parse_oid(old)?, store.parse_oid(new)?);
+    let key = opts.sign_key.as_deref();
+    let target = &outcome.target;
+    let written = match &opts.remote {
+        None => crate::run::vsa::note_summary(store, target, (old, new), key),
+        Some(remote) => crate::run::vsa::publish_summary(store, remote, target, (old, new), key),
+    };
+    outcome.summary_warning = written.err().map(|e| e.message);
+    Ok(())
 }
 
 /// Land `ids` in batches of the checker's size, rebuilding a batch at most `rounds` times on a

@@ -74,9 +74,11 @@ fn head_evidence(
             // Signatures are judged as promotion judges them: by the target tip's signers.
             let trust = crate::store::policy::trust_at_tip(store, &run.base.reference)?;
             let reqs = under_trust(reqs, trust.as_ref());
-            for (v, req) in evaluate(store, h, &reqs)?.into_iter().zip(&reqs) {
+            // A check whose `when` the records prove does not hold has no verdict.
+            for v in evaluate(store, h, &reqs)? {
+                let req = reqs.iter().find(|r| r.name == v.name);
                 if matches!(v.verdict, Verdict::Failed | Verdict::FlakyPass) {
-                    if let Some(digest) = &req.digest {
+                    if let Some(digest) = req.and_then(|r| r.digest.as_ref()) {
                         out.failing.push((v.name.clone(), digest.clone()));
                     }
                 }
