@@ -65,21 +65,26 @@ fn declared_kind_of_own_key(
 }
 
 /// The provenance of records about the change `runs` made together (a stack `land` or a
-/// worker validates): the runs' own when they all name the same actor and initiator, else the
-/// validating actor ([`validating_actor`]), who vouches for the mix.
+/// worker validates): the runs' own when they all name the same actor and initiator; else,
+/// when an agent made any part of it, the first such run's (so a mix with an agent's work is
+/// never attributed to a person: the validating key signs it, which proves no kind, and a
+/// check or guarded path asked of agents stays asked); else the validating actor
+/// ([`validating_actor`]), who vouches for the mix.
 pub fn provenance_of_runs<'r>(
     store: &Store,
     runs: impl IntoIterator<Item = &'r RunRecord>,
     judged_at: Option<gix::ObjectId>,
 ) -> Provenance {
-    let mut runs = runs.into_iter().map(Provenance::of_run);
-    let Some(first) = runs.next() else {
+    let runs: Vec<Provenance> = runs.into_iter().map(Provenance::of_run).collect();
+    let Some(first) = runs.first() else {
         return validating_actor(store, judged_at);
     };
-    if runs.all(|p| p == first) {
-        first
-    } else {
-        validating_actor(store, judged_at)
+    if runs.iter().all(|p| p == first) {
+        return first.clone();
+    }
+    match runs.iter().find(|p| p.actor.kind == "agent") {
+        Some(agent) => agent.clone(),
+        None => validating_actor(store, judged_at),
     }
 }
 

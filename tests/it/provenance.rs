@@ -973,14 +973,50 @@ fn every_evidence_writer_records_who_made_the_change() {
     t.tab(&["land", "a1", "a2", "--target", "main"]).ok();
     let restacked = t.git_out(&["rev-parse", "main"]);
     assert_ne!(restacked, validated);
-    assert_eq!(provenance_on(&t, &restacked), [bot]);
+    assert_eq!(provenance_on(&t, &restacked), std::slice::from_ref(&bot));
 
-    // Two agents' runs stacked together: the records name who landed them.
+    // Two agents' runs stacked together: the records name the first agent, never the person
+    // who landed them (whose key would prove a person made the change).
     agent("b1", "bot@example.com", "b1.txt");
     agent("b2", "other@example.com", "b2.txt");
     t.tab(&["land", "b1", "b2", "--target", "main"]).ok();
     let mixed = t.git_out(&["rev-parse", "main"]);
-    assert_eq!(provenance_on(&t, &mixed), std::slice::from_ref(&me));
+    assert_eq!(provenance_on(&t, &mixed), std::slice::from_ref(&bot));
+
+    // A person's run under an agent's: the agent's, whatever the order.
+    t.tab(&["start", "h1", "--task", "t", "--base", "main"])
+        .ok();
+    t.commit_file_in(&t.worktree("h1"), "h1.txt", "x\n");
+    t.tab(&["finish", "h1"]).ok();
+    agent("c1", "bot@example.com", "c1.txt");
+    t.tab(&["land", "h1", "c1", "--target", "main"]).ok();
+    let person_then_agent = t.git_out(&["rev-parse", "main"]);
+    assert_eq!(
+        provenance_on(&t, &person_then_agent),
+        std::slice::from_ref(&bot)
+    );
+
+    // Two people's runs stacked together: whoever landed them vouches for the mix.
+    t.tab(&["start", "p1", "--task", "t", "--base", "main"])
+        .ok();
+    t.commit_file_in(&t.worktree("p1"), "p1.txt", "x\n");
+    t.tab(&["finish", "p1"]).ok();
+    t.tab(&[
+        "start",
+        "p2",
+        "--task",
+        "t",
+        "--base",
+        "main",
+        "--actor",
+        "human:grace@example.com",
+    ])
+    .ok();
+    t.commit_file_in(&t.worktree("p2"), "p2.txt", "x\n");
+    t.tab(&["finish", "p2"]).ok();
+    t.tab(&["land", "p1", "p2", "--target", "main"]).ok();
+    let people = t.git_out(&["rev-parse", "main"]);
+    assert_eq!(provenance_on(&t, &people), std::slice::from_ref(&me));
 
     // validate: whoever validates.
     t.git(&["checkout", "-q", "main"]).ok();
