@@ -489,6 +489,73 @@ fn runs_in_disjoint_scopes_land_independently() {
     t.fsck();
 }
 
+/// `status` of run `id`: its `checks` (run, not_applicable, reused) and its text.
+fn status_checks(t: &TestEnv, id: &str) -> (Value, String) {
+    let (code, j) = t.tab_json(&["status", id]);
+    assert_eq!(code, 0, "{j}");
+    let r = t.tab(&["status", id]);
+    assert_eq!(r.code, 0, "{}", r.desc);
+    (j["checks"].clone(), r.stdout)
+}
+
+/// `land --dry-run <id>`'s `checks` for the run.
+fn dry_run_checks(t: &TestEnv, id: &str) -> Value {
+    let (code, j) = t.tab_json(&["land", "--dry-run", id]);
+    assert_eq!(code, 0, "{j}");
+    j["runs"][0]["checks"].clone()
+}
+
+#[test]
+fn status_before_finish_lists_the_checks_that_apply_and_the_not_applicable_ones() {
+    let (t, counts) = scoped_repo(SHA1);
+    // Started and committed, not finished: nothing ran for either run yet.
+    t.started_run("b", "b/x");
+    t.started_run("docs", "docs/d.md");
+    let (checks, text) = status_checks(&t, "b");
+    assert_eq!(
+        checks,
+        serde_json::json!({"run": ["t_b"], "not_applicable": ["t_a"], "reused": []}),
+        "{text}"
+    );
+    assert!(
+        text.contains("checks onto main: t_b to run; t_a not_applicable (inputs untouched)"),
+        "{text}"
+    );
+    let (code, j) = t.tab_json(&["status", "b"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["missing_evidence"], serde_json::json!(["t_b"]), "{j}");
+    let (checks, text) = status_checks(&t, "docs");
+    assert_eq!(
+        checks,
+        serde_json::json!({"run": [], "not_applicable": ["t_a", "t_b"], "reused": []}),
+        "{text}"
+    );
+    assert_eq!(executions(&counts), (1, 1), "status ran a check");
+    // Finished: what status says is what `land --dry-run` says, before and after the target
+    // moved under the run.
+    for id in ["b", "docs"] {
+        t.tab(&["finish", id]).ok();
+        assert_eq!(status_checks(&t, id).0, dry_run_checks(&t, id), "{id}");
+    }
+    assert_eq!(
+        status_checks(&t, "b").0,
+        serde_json::json!({"run": [], "not_applicable": ["t_a"], "reused": ["t_b"]})
+    );
+    t.tab(&["land", "docs"]).ok();
+    let (checks, text) = status_checks(&t, "b");
+    assert_eq!(checks, dry_run_checks(&t, "b"), "{text}");
+    assert_eq!(
+        checks,
+        serde_json::json!({"run": ["t_b"], "not_applicable": ["t_a"], "reused": []}),
+        "{text}"
+    );
+    // Landed: nothing left to plan.
+    t.tab(&["land", "b"]).ok();
+    let (checks, text) = status_checks(&t, "b");
+    assert_eq!(checks, Value::Null, "{text}");
+    assert!(!text.contains("checks onto"), "{text}");
+}
+
 #[test]
 fn invalid_inputs_are_refused_naming_the_field_and_nothing_is_written() {
     let (t, counts) = scoped_repo(SHA1);
@@ -509,4 +576,142 @@ fn invalid_inputs_are_refused_naming_the_field_and_nothing_is_written() {
         assert_eq!(t.snapshot(), before);
     }
     assert_eq!(executions(&counts), (1, 1));
+}
+
+/// Runs under `a/` and `b/` finished on a `main` whose checks declare their inputs (`t_a`:
+/// `a/**`, fails when `a/bad` and `a/1` are both there; `t_b`: `b/**`), with quick checks:
+/// `a1` (`a/1`), `a2` (`a/bad`, the culprit once `a1` is under it), `a3`, `b1`, `b2`. `main`
+/// is checked out in the main worktree in odd rounds, nowhere in even ones.
+fn scoped_runs_to_land(round: u32) -> TestEnv {
+    let t = TestEnv::new();
+    let mut t_a = serde_json::json!({
+        "argv": ["test", "!", "-e", "a/bad", "-o", "!", "-e", "a/1"], "timeout_s": 60,
+    });
+    t_a["inputs"] = serde_json::json!(["a/**"]);
+    let t_b = serde_json::json!({"argv": ["test", "-d", "b"], "timeout_s": 60, "inputs": ["b/**"]});
+    let policy = serde_json::json!({
+        "schema": "tabellio.policy/v1",
+        "checks": {"t_a": t_a, "t_b": t_b},
+        "required": ["t_a", "t_b"],
+        "protect": ["refs/heads/main"],
+    });
+    t.write("a/x", "1\n");
+    t.write("b/x", "1\n");
+    t.commit_policy(&policy.to_string());
+    t.tab(&["validate", "main"]).ok();
+    if round.is_multiple_of(2) {
+        t.git(&["switch", "-q", "-c", "elsewhere"]).ok();
+    }
+    for (id, file) in SCOPED_RUNS {
+        t.tab(&["start", id, "--task", "t", "--base", "main"]).ok();
+        t.commit_file_in(&t.worktree(id), file, &format!("{id}\n"));
+        t.tab(&["finish", id]).ok();
+    }
+    t
+}
+
+const SCOPED_RUNS: [(&str, &str); 5] = [
+    ("a1", "a/1"),
+    ("a2", "a/bad"),
+    ("a3", "a/3"),
+    ("b1", "b/1"),
+    ("b2", "b/2"),
+];
+
+/// Every run's ledger agrees with `main`: `promoted` exactly when `main` holds the commit it
+/// landed as; its change is on `main` at most once.
+fn ledgers_agree_with_main(t: &TestEnv, base: &str, round: u32) -> Vec<(String, String)> {
+    let main = t.git_out(&["rev-parse", "main"]);
+    let mut states = Vec::new();
+    for (id, file) in SCOPED_RUNS {
+        let rec = t.ledger_record(&format!("refs/tabellio/runs/{id}"));
+        let state = rec["state"].as_str().unwrap().to_string();
+        let touching = t.git_out(&["log", "--format=%H", &format!("{base}..{main}"), "--", file]);
+        let times = touching.lines().count();
+        assert!(times <= 1, "round {round}: {id} landed {times} times");
+        if state == "promoted" {
+            let landed = rec["landed"]
+                .as_str()
+                .or_else(|| rec["promotion"]["new"].as_str())
+                .unwrap_or_else(|| panic!("round {round}: {id} names no landed commit: {rec}"));
+            let on_main = t.git(&["merge-base", "--is-ancestor", landed, &main]);
+            assert_eq!(on_main.code, 0, "round {round}: {id} promoted, not on main");
+            assert_eq!(
+                times, 1,
+                "round {round}: {id} promoted, its change not on main"
+            );
+        }
+        states.push((id.to_string(), state));
+    }
+    states
+}
+
+/// `land` of runs in two disjoint scopes (each lane landing on its own, the `a/` lane bisecting
+/// its culprit) killed (SIGKILL) anywhere; the documented repair is `land` again (after the `rm`
+/// of a stale lock it names). Then: every run but the culprit landed, exactly once; the culprit
+/// is `validation_failed` and not on `main`; every ledger agrees with `main`; `main` verifies;
+/// no lock is left; `git fsck --strict` is clean.
+#[test]
+fn scoped_landing_killed_anywhere_converges_when_landed_again() {
+    let span: Vec<u64> = (0..2)
+        .map(|kind| {
+            let t = scoped_runs_to_land(kind);
+            let started = std::time::Instant::now();
+            let r = t.tab(&["land", "--target", "main"]);
+            assert_eq!(r.code, 1, "{}", r.desc);
+            (started.elapsed().as_millis() as u64).max(1)
+        })
+        .collect();
+    // Trials per ref format: `TABELLIO_CRASH_TRIALS`, else a few (each lands five runs twice).
+    for round in 0..crate::crash::crash_trials(4) {
+        let t = scoped_runs_to_land(round);
+        let base = t.git_out(&["rev-parse", "main"]);
+        let mut child = t.spawn_tab(&["land", "--target", "main"]);
+        let kind = round as usize % 2;
+        std::thread::sleep(crate::crash::random_delay_up_to(round, span[kind] * 3 / 2));
+        let _ = child.kill();
+        let _ = child.wait();
+        let promoted = SCOPED_RUNS
+            .iter()
+            .filter(|(id, _)| {
+                t.ledger_record(&format!("refs/tabellio/runs/{id}"))["state"] == "promoted"
+            })
+            .count();
+        let moved = t.git_out(&["rev-parse", "main"]) != base;
+        eprintln!("round {round}: killed with main moved: {moved}, {promoted} of 4 promoted");
+        // What the kill left already keeps the gate: main verifies wherever it is.
+        let r = t.tab(&["verify", "main"]);
+        assert_eq!(r.code, 0, "round {round}: {}", r.desc);
+        if ref_format() == "reftable" {
+            // One transaction per lane, atomic: no ledger is torn from the target.
+            ledgers_agree_with_main(&t, &base, round);
+        }
+        let r = crate::crash::with_stale_locks_removed(&t, &["land", "--target", "main"]);
+        assert!(r.code == 0 || r.code == 1, "round {round}: {}", r.desc);
+        let states = ledgers_agree_with_main(&t, &base, round);
+        for (id, state) in &states {
+            let want = if id == "a2" {
+                "validation_failed"
+            } else {
+                "promoted"
+            };
+            assert_eq!(state, want, "round {round}: {id}: {states:?}");
+        }
+        assert_eq!(
+            t.git(&["cat-file", "-e", "main:a/bad"]).code,
+            128,
+            "round {round}: the culprit is on main"
+        );
+        let r = t.tab(&["verify", "main"]);
+        assert_eq!(r.code, 0, "round {round}: {}", r.desc);
+        if kind == 1 {
+            assert_eq!(
+                t.git_out(&["status", "--porcelain", "--untracked-files=no"]),
+                "",
+                "round {round}: the checked-out target's worktree is where main is"
+            );
+        }
+        crate::crash::no_lock_files_left(&t);
+        t.fsck();
+    }
 }

@@ -35,6 +35,9 @@ pub struct StatusOutcome {
     pub next_action: NextAction,
     pub satisfied_evidence: Vec<String>,
     pub missing_evidence: Vec<String>,
+    /// Before landing: which required checks of the target apply to the run's change, which
+    /// are `not_applicable` and which are reused (as `land --dry-run` shows them).
+    pub checks: Option<crate::evidence::applies::ChecksPlan>,
     pub live: LiveState,
     /// The run worktree's plans, when it has a plan folder.
     pub plans: Option<serde_json::Value>,
@@ -311,6 +314,7 @@ fn status_at(store: &Store, ledger: &Ledger, cwd: Option<&Path>) -> Result<Statu
         satisfied_evidence: seen.satisfied,
         approval_needed: seen.conditions.approval_needed.clone(),
         missing_evidence: seen.conditions.missing,
+        checks: seen.checks,
         plans: seen
             .worktree
             .as_ref()
