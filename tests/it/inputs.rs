@@ -352,75 +352,105 @@ fn a_forged_not_applicable_for_changed_inputs_is_refused_at_every_gate() {
 
 #[test]
 fn a_run_narrowing_its_inputs_is_judged_by_the_target_tips_inputs() {
-    let (t, counts) = scoped_repo(SHA1);
-    let server = server_for(&t, SHA1);
-    let main = t.git_out(&["rev-parse", "main"]);
-    // The run narrows t_a to a/keep/** and breaks a/x, which t_a (on main) refuses.
-    t.tab(&["start", "narrow", "--task", "narrow", "--base", "main"])
-        .ok();
-    let wt = t.worktree("narrow");
-    write_file(
-        &wt.join(".tabellio/policy.json"),
-        &policy_text(&counts, &["a/keep/**"]),
-    );
-    write_file(&wt.join("a/x"), "bad\n");
-    write_file(&wt.join("a/keep/k"), "k\n");
-    t.commit_all_in(&wt, "narrow t_a");
-    // By its own policy it completes: t_a reads only a/keep/ there.
-    t.tab(&["finish", "narrow"]).ok();
-    let head = t.git_out(&["rev-parse", "tabellio/narrow"]);
-    let r = t.tab(&["verify", &head, "--policy-from", "main"]);
-    assert_eq!(r.code, 1, "{}", r.desc);
-    let (code, j) = t.tab_json(&["promote", "narrow"]);
-    assert_ne!(code, 0, "{j}");
-    let r = t.git(&[
-        "push",
-        "--atomic",
-        "origin",
-        &format!("{head}:refs/heads/main"),
-        "refs/notes/tabellio/evidence",
-    ]);
-    assert_ne!(r.code, 0, "{}", r.desc);
-    assert!(r.stderr.contains("t_a ("), "{}", r.desc);
-    assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), main);
-    // land judges by main's t_a (all of a/): the run's evidence does not hold there.
-    let (code, j) = t.tab_json(&["land", "narrow"]);
-    assert_eq!(code, 1, "{j}");
-    assert_eq!(j["runs"][0]["result"], "refused", "{j}");
-    let reason = j["runs"][0]["reason"].as_str().unwrap();
-    assert!(reason.contains("t_a (stale-check)"), "{reason}");
-    assert_eq!(t.git_out(&["rev-parse", "main"]), main);
-    t.fsck();
+    for init in [SHA1, SHA256] {
+        let (t, counts) = scoped_repo(init);
+        let server = server_for(&t, init);
+        t.tab(&["hooks", "install"]).ok();
+        let main = t.git_out(&["rev-parse", "main"]);
+        // The run narrows t_a to a/keep/** and breaks a/x, which t_a (on main) refuses.
+        t.tab(&["start", "narrow", "--task", "narrow", "--base", "main"])
+            .ok();
+        let wt = t.worktree("narrow");
+        write_file(
+            &wt.join(".tabellio/policy.json"),
+            &policy_text(&counts, &["a/keep/**"]),
+        );
+        write_file(&wt.join("a/x"), "bad\n");
+        write_file(&wt.join("a/keep/k"), "k\n");
+        t.commit_all_in(&wt, "narrow t_a");
+        // By its own policy it completes: t_a reads only a/keep/ there.
+        t.tab(&["finish", "narrow"]).ok();
+        let head = t.git_out(&["rev-parse", "tabellio/narrow"]);
+        let r = t.tab(&["verify", &head, "--policy-from", "main"]);
+        assert_eq!(r.code, 1, "{}", r.desc);
+        let (code, j) = t.tab_json(&["promote", "narrow"]);
+        assert_ne!(code, 0, "{j}");
+        // reference-transaction: main may not move there here either.
+        let r = t.git(&["update-ref", "refs/heads/main", &head]);
+        assert_ne!(r.code, 0, "{}", r.desc);
+        assert!(r.stderr.contains("t_a ("), "{}", r.desc);
+        // pre-push refuses before the server is asked; pre-receive refuses without it.
+        for flags in [&[][..], &["--no-verify"][..]] {
+            let mut args = vec!["push", "--atomic"];
+            args.extend_from_slice(flags);
+            let to_main = format!("{head}:refs/heads/main");
+            args.extend(["origin", &to_main, "refs/notes/tabellio/evidence"]);
+            let r = t.git(&args);
+            assert_ne!(r.code, 0, "{}", r.desc);
+            assert!(r.stderr.contains("t_a ("), "{}", r.desc);
+            assert_eq!(
+                r.stderr.contains("pre-receive hook declined"),
+                !flags.is_empty(),
+                "{}",
+                r.desc
+            );
+        }
+        assert_eq!(t.git_out_in(&server, &["rev-parse", "main"]), main);
+        // land judges by main's t_a (all of a/): the run's evidence does not hold there.
+        let (code, j) = t.tab_json(&["land", "narrow"]);
+        assert_eq!(code, 1, "{j}");
+        assert_eq!(j["runs"][0]["result"], "refused", "{j}");
+        let reason = j["runs"][0]["reason"].as_str().unwrap();
+        assert!(reason.contains("t_a (stale-check)"), "{reason}");
+        assert_eq!(t.git_out(&["rev-parse", "main"]), main);
+        t.fsck();
+    }
 }
 
 #[test]
 fn an_undeclared_input_fails_every_time_and_is_named() {
-    let (t, counts) = scoped_repo(SHA1);
-    // c/secret is in the tree, but not in t_sneaky's inputs: its worktree does not hold it.
-    for _ in 0..3 {
-        let r = t.tab(&["validate", "main", "--check", "t_sneaky"]);
+    for init in [SHA1, SHA256] {
+        let (t, counts) = scoped_repo(init);
+        // c/secret is in the tree, but not in t_sneaky's inputs: its worktree does not hold it.
+        for _ in 0..3 {
+            let r = t.tab(&["validate", "main", "--check", "t_sneaky"]);
+            assert_eq!(r.code, 1, "{}", r.desc);
+            assert!(
+                r.stdout.contains("undeclared input: c/secret"),
+                "{}",
+                r.desc
+            );
+        }
+        assert_eq!(count(&counts, "t_sneaky"), 3);
+        let rec = record_of(&t, "main", "t_sneaky");
+        assert_eq!(rec.status, CheckStatus::Failed);
+        assert_eq!(rec.undeclared_inputs, ["c/secret"]);
+        // Another tree, differing only in c/: t_sneaky runs (and fails) again, nothing reused.
+        t.git(&["switch", "-q", "-c", "secret", "main"]).ok();
+        t.write("c/secret", "other\n");
+        t.commit_all("another secret");
+        let r = t.tab(&["validate", "HEAD", "--check", "t_sneaky"]);
+        assert_eq!(r.code, 1, "{}", r.desc);
+        assert_eq!(count(&counts, "t_sneaky"), 4);
+        assert!(records_on(&t, "HEAD")
+            .iter()
+            .all(|r| r.reused_from.is_none() && r.status == CheckStatus::Failed));
+        // In a run's own worktree, where c/secret is on disk, `finish` fails it the same way.
+        let wt = t.started_run("sneaky", "c/secret");
+        let r = t.tab_in(&wt, &["finish", "--check", "t_sneaky"]);
         assert_eq!(r.code, 1, "{}", r.desc);
         assert!(
             r.stdout.contains("undeclared input: c/secret"),
             "{}",
             r.desc
         );
+        assert_eq!(count(&counts, "t_sneaky"), 5);
+        let rec = record_of(&t, "tabellio/sneaky", "t_sneaky");
+        assert_eq!(rec.status, CheckStatus::Failed);
+        assert_eq!(rec.undeclared_inputs, ["c/secret"]);
+        assert_eq!(rec.reused_from, None);
+        t.fsck();
     }
-    assert_eq!(count(&counts, "t_sneaky"), 3);
-    let rec = record_of(&t, "main", "t_sneaky");
-    assert_eq!(rec.status, CheckStatus::Failed);
-    assert_eq!(rec.undeclared_inputs, ["c/secret"]);
-    // Another tree, differing only in c/: t_sneaky runs (and fails) again, nothing reused.
-    t.git(&["switch", "-q", "-c", "secret", "main"]).ok();
-    t.write("c/secret", "other\n");
-    t.commit_all("another secret");
-    let r = t.tab(&["validate", "HEAD", "--check", "t_sneaky"]);
-    assert_eq!(r.code, 1, "{}", r.desc);
-    assert_eq!(count(&counts, "t_sneaky"), 4);
-    assert!(records_on(&t, "HEAD")
-        .iter()
-        .all(|r| r.reused_from.is_none() && r.status == CheckStatus::Failed));
-    t.fsck();
 }
 
 #[test]
