@@ -455,68 +455,71 @@ fn an_undeclared_input_fails_every_time_and_is_named() {
 
 #[test]
 fn runs_in_disjoint_scopes_land_independently() {
-    let (t, counts) = scoped_repo(SHA1);
-    // a2 passes on its own base, and fails once a1's a/1 is under it.
-    for (id, file) in [
-        ("a1", "a/1"),
-        ("a2", "a/bad"),
-        ("a3", "a/3"),
-        ("b1", "b/1"),
-        ("b2", "b/2"),
-    ] {
-        finished(&t, id, &[(file, "x\n")]);
-    }
-    assert_eq!(executions(&counts), (4, 3));
-    let ids = ["a1", "a2", "a3", "b1", "b2"];
-    let mut args = vec!["land", "--dry-run"];
-    args.extend(ids);
-    let (code, j) = t.tab_json(&args);
-    assert_eq!(code, 0, "{j}");
-    let b2 = j["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["run_id"] == "b2")
-        .unwrap();
-    assert_eq!(
-        b2["checks"]["not_applicable"],
-        serde_json::json!(["t_a"]),
-        "{j}"
-    );
-    assert_eq!(b2["checks"]["run"], serde_json::json!(["t_b"]), "{j}");
-    args.remove(1);
-    let (code, j) = t.tab_json(&args);
-    assert_eq!(code, 1, "{j}");
-    for id in ["a1", "a3", "b1", "b2"] {
-        let r = j["runs"]
+    for init in [SHA1, SHA256] {
+        let (t, counts) = scoped_repo(init);
+        // a2 passes on its own base, and fails once a1's a/1 is under it.
+        for (id, file) in [
+            ("a1", "a/1"),
+            ("a2", "a/bad"),
+            ("a3", "a/3"),
+            ("b1", "b/1"),
+            ("b2", "b/2"),
+        ] {
+            finished(&t, id, &[(file, "x\n")]);
+        }
+        assert_eq!(executions(&counts), (4, 3));
+        let ids = ["a1", "a2", "a3", "b1", "b2"];
+        let mut args = vec!["land", "--dry-run"];
+        args.extend(ids);
+        let (code, j) = t.tab_json(&args);
+        assert_eq!(code, 0, "{j}");
+        let b2 = j["runs"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|r| r["run_id"] == id)
+            .find(|r| r["run_id"] == "b2")
             .unwrap();
-        assert_eq!(r["result"], "landed", "{id}: {j}");
+        assert_eq!(
+            b2["checks"]["not_applicable"],
+            serde_json::json!(["t_a"]),
+            "{j}"
+        );
+        assert_eq!(b2["checks"]["run"], serde_json::json!(["t_b"]), "{j}");
+        args.remove(1);
+        let (code, j) = t.tab_json(&args);
+        assert_eq!(code, 1, "{j}");
+        for id in ["a1", "a3", "b1", "b2"] {
+            let r = j["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["run_id"] == id)
+                .unwrap();
+            assert_eq!(r["result"], "landed", "{id}: {j}");
+        }
+        let a2 = j["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["run_id"] == "a2")
+            .unwrap();
+        assert_eq!(a2["result"], "validation_failed", "{j}");
+        // t_b ran once for the b/ lane; the a/ culprit and its bisection cost t_a alone.
+        let (a, b) = executions(&counts);
+        assert_eq!(b - 3, 1, "t_b ran {} times: {j}", b - 3);
+        assert!(a - 4 <= 3, "t_a ran {} times: {j}", a - 4);
+        assert_eq!(j["checks_run"], (a - 4) + (b - 3), "{j}");
+        // Two lanes, two landings: the b/ runs were not stacked behind the a/ ones.
+        let new_of = |id: &str| {
+            t.ledger_record(&format!("refs/tabellio/runs/{id}"))["promotion"]["new"].clone()
+        };
+        assert_eq!(new_of("b1"), new_of("b2"));
+        assert_eq!(new_of("a1"), new_of("a3"));
+        assert_ne!(new_of("a1"), new_of("b1"));
+        let r = t.tab(&["verify", "main"]);
+        assert_eq!(r.code, 0, "{}", r.desc);
+        t.fsck();
     }
-    let a2 = j["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["run_id"] == "a2")
-        .unwrap();
-    assert_eq!(a2["result"], "validation_failed", "{j}");
-    // t_b ran once for the b/ lane; the a/ culprit and its bisection cost t_a alone.
-    let (a, b) = executions(&counts);
-    assert_eq!(b - 3, 1, "t_b ran {} times: {j}", b - 3);
-    assert!(a - 4 <= 3, "t_a ran {} times: {j}", a - 4);
-    assert_eq!(j["checks_run"], (a - 4) + (b - 3), "{j}");
-    // Two lanes, two landings: the b/ runs were not stacked behind the a/ ones.
-    let new_of =
-        |id: &str| t.ledger_record(&format!("refs/tabellio/runs/{id}"))["promotion"]["new"].clone();
-    assert_eq!(new_of("b1"), new_of("b2"));
-    assert_eq!(new_of("a1"), new_of("a3"));
-    assert_ne!(new_of("a1"), new_of("b1"));
-    let r = t.tab(&["verify", "main"]);
-    assert_eq!(r.code, 0, "{}", r.desc);
-    t.fsck();
 }
 
 /// `status` of run `id`: its `checks` (run, not_applicable, reused) and its text.
