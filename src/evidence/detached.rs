@@ -1,6 +1,9 @@
 //! Checks run on one commit in a temporary detached worktree (`validate`, `land`): the
 //! worktree is made at exactly that commit, the checks run one at a time and stop at the first
 //! SIGINT/SIGTERM/SIGHUP ([`super::interrupt`]), and the worktree is removed on an interrupt.
+//! When every check to run declares its inputs, the commit is not checked out at all: each
+//! check runs in a worktree of its inputs alone ([`super::produce`]), and a full checkout would
+//! only delay it (in a large repository, most of the time before the check starts).
 //! Nothing is written while they run; [`note_records`] notes the records afterwards.
 
 use crate::error::Result;
@@ -10,7 +13,7 @@ use crate::model::EvidenceRecord;
 use crate::runner::Stream;
 use crate::store::notes::EVIDENCE;
 use crate::store::publish::publish;
-use crate::store::scratch::{sweep_stale, ScratchWorktree};
+use crate::store::scratch::{scratch_root, sweep_stale, ScratchWorktree};
 use crate::store::Store;
 
 use super::interrupt;
@@ -28,14 +31,25 @@ pub struct DetachedRun<'a> {
     pub provenance: Option<&'a crate::model::provenance::Provenance>,
 }
 
-/// What [`run_detached`] gave: the records and the worktree (the caller removes it once the
-/// records are safe), or the signal that stopped it (worktree removed, nothing kept).
+/// What [`run_detached`] gave: the records and the worktree, when one was made (the caller
+/// removes it once the records are safe), or the signal that stopped it (worktree removed,
+/// nothing kept).
 pub enum Detached<'s> {
     Done {
         records: Vec<EvidenceRecord>,
-        scratch: ScratchWorktree<'s>,
+        scratch: Scratch<'s>,
     },
     Interrupted(i32),
+}
+
+/// The full checkout [`run_detached`] made, if it made one.
+pub struct Scratch<'s>(Option<ScratchWorktree<'s>>);
+
+impl Scratch<'_> {
+    /// Remove the worktree, if there is one, reporting a failure.
+    pub fn remove(self) -> Result<()> {
+        self.0.map_or(Ok(()), ScratchWorktree::remove)
+    }
 }
 
 /// Run `checks` on `run.commit` in a new temporary detached worktree, one at a time, stopping
@@ -47,10 +61,20 @@ pub fn run_detached<'s>(
 ) -> Result<Detached<'s>> {
     let _signals = interrupt::install_unless_active()?;
     sweep_stale(store);
-    let scratch = ScratchWorktree::create(store, run.commit, interrupt::flag())?;
+    let scoped_only = checks.iter().all(|c| c.def.scope().is_some());
+    let scratch = match scoped_only {
+        true => None,
+        false => Some(ScratchWorktree::create(
+            store,
+            run.commit,
+            interrupt::flag(),
+        )?),
+    };
+    // Scoped checks run in worktrees of their own under the scratch root.
+    let root = scratch_root(store);
     let ctx = CheckContext {
         store,
-        worktree: scratch.path(),
+        worktree: scratch.as_ref().map_or(root.as_path(), |s| s.path()),
         run_id: run.run_id,
         commit: run.commit,
         branch: None,
@@ -68,6 +92,7 @@ pub fn run_detached<'s>(
         }
         records.extend(run_checks(&ctx, std::slice::from_ref(check))?);
     }
+    let scratch = Scratch(scratch);
     if let Some(sig) = interrupt::received() {
         scratch.remove()?;
         return Ok(Detached::Interrupted(sig));
