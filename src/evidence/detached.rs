@@ -13,7 +13,7 @@ use crate::model::EvidenceRecord;
 use crate::runner::Stream;
 use crate::store::notes::EVIDENCE;
 use crate::store::publish::publish;
-use crate::store::scratch::{scratch_root, sweep_stale, ScratchWorktree};
+use crate::store::scratch::{remove_left, scratch_root, sweep_stale, ScratchWorktree};
 use crate::store::Store;
 
 use super::interrupt;
@@ -42,13 +42,36 @@ pub enum Detached<'s> {
     Interrupted(i32),
 }
 
-/// The full checkout [`run_detached`] made, if it made one.
-pub struct Scratch<'s>(Option<ScratchWorktree<'s>>);
+/// The worktrees [`run_detached`] made: the full checkout, if it made one, and those of the
+/// checks with declared inputs. The caller removes them once the records are safe (`land`:
+/// once the stack landed, so removing them never delays a landing); dropped, they are removed
+/// as well as can be.
+pub struct Scratch<'s> {
+    store: &'s Store,
+    full: Option<ScratchWorktree<'s>>,
+    scoped: Vec<std::path::PathBuf>,
+}
 
 impl Scratch<'_> {
-    /// Remove the worktree, if there is one, reporting a failure.
-    pub fn remove(self) -> Result<()> {
-        self.0.map_or(Ok(()), ScratchWorktree::remove)
+    /// Remove every worktree, reporting the first failure.
+    pub fn remove(mut self) -> Result<()> {
+        let full = self.full.take().map_or(Ok(()), ScratchWorktree::remove);
+        let mut scoped = Ok(());
+        for path in std::mem::take(&mut self.scoped) {
+            let removed = remove_left(self.store, &path);
+            if scoped.is_ok() {
+                scoped = removed;
+            }
+        }
+        full.and(scoped)
+    }
+}
+
+impl Drop for Scratch<'_> {
+    fn drop(&mut self) {
+        for path in std::mem::take(&mut self.scoped) {
+            let _ = remove_left(self.store, &path);
+        }
     }
 }
 
@@ -70,8 +93,9 @@ pub fn run_detached<'s>(
             interrupt::flag(),
         )?),
     };
-    // Scoped checks run in worktrees of their own under the scratch root.
+    // Scoped checks run in worktrees of their own under the scratch root, left for the caller.
     let root = scratch_root(store);
+    let left = std::cell::RefCell::new(Vec::new());
     let ctx = CheckContext {
         store,
         worktree: scratch.as_ref().map_or(root.as_path(), |s| s.path()),
@@ -84,15 +108,32 @@ pub fn run_detached<'s>(
         signer: run.signer,
         signing_env: crate::runner::SigningEnv::Inherit,
         provenance: run.provenance,
+        left: Some(&left),
     };
     let mut records = Vec::with_capacity(checks.len());
     for check in checks {
         if interrupt::received().is_some() {
             break;
         }
-        records.extend(run_checks(&ctx, std::slice::from_ref(check))?);
+        let ran = run_checks(&ctx, std::slice::from_ref(check));
+        match ran {
+            Ok(ran) => records.extend(ran),
+            Err(e) => {
+                // Removed (as well as can be) on the way out.
+                drop(Scratch {
+                    store,
+                    full: scratch,
+                    scoped: left.take(),
+                });
+                return Err(e);
+            }
+        }
     }
-    let scratch = Scratch(scratch);
+    let scratch = Scratch {
+        store,
+        full: scratch,
+        scoped: left.take(),
+    };
     if let Some(sig) = interrupt::received() {
         scratch.remove()?;
         return Ok(Detached::Interrupted(sig));

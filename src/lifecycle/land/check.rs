@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
-use crate::evidence::detached::{note_records, run_detached, Detached, DetachedRun};
+use crate::evidence::detached::{note_records, run_detached, Detached, DetachedRun, Scratch};
 use crate::evidence::judge::{evaluate, Verdict};
 use crate::evidence::produce::ResolvedCheck;
 use crate::evidence::requirements::{under_trust, Requirement};
@@ -64,6 +64,9 @@ pub struct Checker<'s> {
     /// The failing records of every commit validated and found failing: a culprit's refusal
     /// names them.
     failures: HashMap<gix::ObjectId, Vec<FailedCheck>>,
+    /// The worktrees of the last validation, removed once its stack landed (or before the next
+    /// validation): removing them never stands between a check's end and the landing.
+    left: Vec<Scratch<'s>>,
 }
 
 impl<'s> Checker<'s> {
@@ -85,6 +88,7 @@ impl<'s> Checker<'s> {
             failed: HashMap::new(),
             failures: HashMap::new(),
             deferred: None,
+            left: Vec::new(),
         }
     }
 
@@ -198,15 +202,29 @@ impl<'s> Checker<'s> {
             .cloned())
     }
 
-    /// Run `checks` on `commit` in a temporary detached worktree.
+    /// Remove the worktrees of the validations so far.
+    pub fn clean_up(&mut self) -> Result<()> {
+        let mut first = Ok(());
+        for scratch in self.left.drain(..) {
+            let removed = scratch.remove();
+            if first.is_ok() {
+                first = removed;
+            }
+        }
+        first
+    }
+
+    /// Run `checks` on `commit` in a temporary detached worktree, left for [`Self::clean_up`].
     fn run(
-        &self,
+        &mut self,
         commit: gix::ObjectId,
         run_id: Option<&str>,
         checks: &[ResolvedCheck],
     ) -> Result<Vec<EvidenceRecord>> {
         let store = self.store;
         let cap = policy_at(store, commit)?.map_or(DEFAULT_EXCERPT_BYTES, |p| p.excerpt_bytes());
+        // The previous validation's worktrees: its records are noted by now.
+        self.clean_up()?;
         let run = DetachedRun {
             commit,
             run_id,
@@ -225,7 +243,7 @@ impl<'s> Checker<'s> {
                 .hint("run `git tabellio land` again"))
             }
         };
-        scratch.remove()?;
+        self.left.push(scratch);
         Ok(records)
     }
 
