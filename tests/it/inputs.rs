@@ -119,6 +119,22 @@ fn scoped_tree(t: &TestEnv, rev: &str, inputs: &[&str]) -> String {
         .to_string()
 }
 
+/// No temporary worktree of a check is left: none registered, none on disk.
+fn no_scratch_left(t: &TestEnv) {
+    let listed = t.git_out(&["worktree", "list", "--porcelain"]);
+    assert!(!listed.contains("tabellio/tmp"), "{listed}");
+    let tmp = t.repo.join(".git/tabellio/tmp");
+    let left: Vec<String> = std::fs::read_dir(&tmp)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .filter(|n| n != ".lock")
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left in {}: {left:?}", tmp.display());
+}
+
 fn verdicts(j: &Value) -> Vec<(String, String)> {
     j["commits"][0]["checks"]
         .as_array()
@@ -435,6 +451,7 @@ fn an_undeclared_input_fails_every_time_and_is_named() {
         assert!(records_on(&t, "HEAD")
             .iter()
             .all(|r| r.reused_from.is_none() && r.status == CheckStatus::Failed));
+        no_scratch_left(&t);
         // In a run's own worktree, where c/secret is on disk, `finish` fails it the same way.
         let wt = t.started_run("sneaky", "c/secret");
         let r = t.tab_in(&wt, &["finish", "--check", "t_sneaky"]);
@@ -518,6 +535,7 @@ fn runs_in_disjoint_scopes_land_independently() {
         assert_ne!(new_of("a1"), new_of("b1"));
         let r = t.tab(&["verify", "main"]);
         assert_eq!(r.code, 0, "{}", r.desc);
+        no_scratch_left(&t);
         t.fsck();
     }
 }
