@@ -184,6 +184,24 @@ fn landing(scoped: bool, t: u64, python: &str) -> Landed {
 
 use super::BIN;
 
+/// The median time `python` takes to start and import what the checks import: the part of
+/// "land, until the first `t_b`" that is the check's own start-up.
+fn python_start(python: &str) -> f64 {
+    let mut took: Vec<f64> = (0..5)
+        .map(|_| {
+            let start = std::time::Instant::now();
+            let ok = std::process::Command::new(python)
+                .args(["-c", "import os, sys, time"])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "{python} does not start");
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    took.sort_by(f64::total_cmp);
+    took[took.len() / 2]
+}
+
 /// Print both landings side by side, with the targets.
 pub fn scopes() {
     let t: u64 = std::env::var("TABELLIO_BENCH_T")
@@ -224,4 +242,10 @@ pub fn scopes() {
             l.b_landed - l.t_b_ended,
         );
     }
+    println!(
+        "  (b/ landing: land's own time until the first t_b logged its start, which includes the \
+         interpreter's start-up, {:.2} s here; t_b; land's own time from t_b's end until the b/ \
+         runs had landed)",
+        python_start(&python)
+    );
 }
