@@ -2,8 +2,16 @@
 //! `b/`, one culprit under `a/` (it fails once another `a/` run is under it); checks `t_a`
 //! (reads `a/`) and `t_b` (reads `b/`), each sleeping `T` while `land` runs. Once with declared
 //! inputs (`a/**`, `b/**`), once without (whole tree). Executions are counted in files outside
-//! the repository; when the `b/` runs landed is read from their ledger refs (the loose ref
-//! file's time). `TABELLIO_BENCH_T` sets `T` in seconds (default 2).
+//! the repository, each with the moments it started and ended; when the `b/` runs landed is read
+//! from their ledger refs (the loose ref file's time). `TABELLIO_BENCH_T` sets `T` in seconds
+//! (default 2).
+//!
+//! The checks run the Python interpreter by its own path (`sys.executable`), not through
+//! `python3` on `PATH`: a version manager's shim there (pyenv's is a shell script that starts
+//! several more) takes a good part of a second to start the interpreter on a loaded machine, a
+//! cost of the check, not of `land`. The `b/` lane's time is printed in three parts: `land`'s
+//! own until `t_b` started, `t_b` itself, and `land`'s own from `t_b`'s end until the `b/` runs
+//! had landed.
 
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -14,14 +22,39 @@ use super::Bench;
 struct Landed {
     t_a: usize,
     t_b: usize,
+    /// Seconds from the start of `land` until the first `t_b` began and until it ended.
+    t_b_began: f64,
+    t_b_ended: f64,
     /// Seconds from the start of `land` until every `b/` run, and every run, had landed.
     b_landed: f64,
     all_landed: f64,
     wall: Duration,
 }
 
+/// Executions of check `name`: one `start <epoch seconds>` line each, and an `end` line when
+/// it ended.
 fn count(dir: &Path, name: &str) -> usize {
-    std::fs::read_to_string(dir.join(name)).map_or(0, |s| s.lines().count())
+    moments(dir, name, "start").len()
+}
+
+/// The `what` (`start` or `end`) moments of check `name`, in seconds since the epoch.
+fn moments(dir: &Path, name: &str, what: &str) -> Vec<f64> {
+    std::fs::read_to_string(dir.join(name))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix(what)?.trim().parse().ok())
+        .collect()
+}
+
+/// The Python interpreter `python3` on `PATH` runs, by its own path.
+fn python() -> String {
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3 on PATH");
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(!path.is_empty(), "python3 names no interpreter");
+    path
 }
 
 /// Seconds since the epoch of an RFC 3339 UTC time as the ledger writes it.
@@ -38,19 +71,21 @@ fn epoch_seconds(at: &str) -> u64 {
 }
 
 /// Land the queue once, with `scoped` checks or whole-tree ones.
-fn landing(scoped: bool, t: u64) -> Landed {
+fn landing(scoped: bool, t: u64, python: &str) -> Landed {
     let b = Bench::new();
     let counts = b.dir.path().join("counts");
     std::fs::create_dir_all(&counts).unwrap();
     let sleep = b.dir.path().join("sleep");
     let check = |name: &str, fails: &str| {
         let code = format!(
-            "import os, sys, time\nopen({:?}, 'a').write('x\\n')\n\
-             os.path.exists({:?}) and time.sleep({t})\nsys.exit(1 if {fails} else 0)",
+            "import os, sys, time\nlog = open({:?}, 'a', buffering=1)\n\
+             log.write('start %f\\n' % time.time())\n\
+             os.path.exists({:?}) and time.sleep({t})\n\
+             log.write('end %f\\n' % time.time())\nsys.exit(1 if {fails} else 0)",
             counts.join(name).display().to_string(),
             sleep.display().to_string(),
         );
-        let mut def = serde_json::json!({"argv": ["python3", "-c", code], "timeout_s": 600});
+        let mut def = serde_json::json!({"argv": [python, "-c", code], "timeout_s": 600});
         if scoped {
             def["inputs"] = serde_json::json!([format!("{}/**", &name[2..])]);
         }
@@ -124,6 +159,13 @@ fn landing(scoped: bool, t: u64) -> Landed {
         .filter(|(id, _)| id.starts_with('b'))
         .map(|(id, _)| landed_at(id))
         .fold(0.0, f64::max);
+    let since_start = |at: f64| at - start.duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
+    let t_b_began = moments(&counts, "t_b", "start")
+        .first()
+        .map_or(0.0, |&s| since_start(s));
+    let t_b_ended = moments(&counts, "t_b", "end")
+        .first()
+        .map_or(0.0, |&s| since_start(s));
     let all_landed = runs
         .iter()
         .filter(|(id, _)| *id != "a3")
@@ -132,6 +174,8 @@ fn landing(scoped: bool, t: u64) -> Landed {
     Landed {
         t_a: count(&counts, "t_a"),
         t_b: count(&counts, "t_b"),
+        t_b_began,
+        t_b_ended,
         b_landed,
         all_landed,
         wall,
@@ -140,16 +184,35 @@ fn landing(scoped: bool, t: u64) -> Landed {
 
 use super::BIN;
 
+/// The median time `python` takes to start and import what the checks import: the part of
+/// "land, until the first `t_b`" that is the check's own start-up.
+fn python_start(python: &str) -> f64 {
+    let mut took: Vec<f64> = (0..5)
+        .map(|_| {
+            let start = std::time::Instant::now();
+            let ok = std::process::Command::new(python)
+                .args(["-c", "import os, sys, time"])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "{python} does not start");
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    took.sort_by(f64::total_cmp);
+    took[took.len() / 2]
+}
+
 /// Print both landings side by side, with the targets.
 pub fn scopes() {
     let t: u64 = std::env::var("TABELLIO_BENCH_T")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2);
+    let python = python();
     println!("\nlanes: 10 runs (5 a/, 5 b/, one a/ culprit), checks sleeping T = {t} s:");
     println!(
-        "  {:<26} {:>5} {:>5} {:>6} {:>16} {:>16} {:>9}",
-        "", "t_a", "t_b", "execs", "b/ landed after", "all landed after", "land"
+        "  {:<16} {:>5} {:>5} {:>6} {:>16} {:>16} {:>9}   {:<44} b/ landing: land, first t_b, land",
+        "", "t_a", "t_b", "execs", "b/ landed after", "all landed after", "land", ""
     );
     for (label, scoped, goal) in [
         (
@@ -163,9 +226,9 @@ pub fn scopes() {
             "expected: >= 12 executions, b/ waits >= 5 T",
         ),
     ] {
-        let l = landing(scoped, t);
+        let l = landing(scoped, t, &python);
         println!(
-            "  {label:<26} {:>5} {:>5} {:>6} {:>9.1} s ({:.1} T) {:>9.1} s ({:.1} T) {:>7.1} s   {goal}",
+            "  {label:<16} {:>5} {:>5} {:>6} {:>9.2} s ({:.2} T) {:>9.2} s ({:.2} T) {:>7.2} s   {goal:<44} {:.2} s + {:.2} s + {:.2} s",
             l.t_a,
             l.t_b,
             l.t_a + l.t_b,
@@ -174,6 +237,15 @@ pub fn scopes() {
             l.all_landed,
             l.all_landed / t as f64,
             l.wall.as_secs_f64(),
+            l.t_b_began,
+            l.t_b_ended - l.t_b_began,
+            l.b_landed - l.t_b_ended,
         );
     }
+    println!(
+        "  (b/ landing: land's own time until the first t_b logged its start, which includes the \
+         interpreter's start-up, {:.2} s here; t_b; land's own time from t_b's end until the b/ \
+         runs had landed)",
+        python_start(&python)
+    );
 }

@@ -17,9 +17,11 @@
 //! - [`produce`]: resolve checks and run them into sealed records.
 //! - [`sign`]: sign sealed records (`--sign-key`, git's `user.signingKey`).
 //! - [`scope`]: declared inputs — records keyed to the tree restricted to a check's inputs.
+//! - [`applies`]: which required checks a change needs where it lands, and how each stands.
 //!
 //! The record types live in [`crate::model::evidence`].
 
+pub mod applies;
 pub mod detached;
 pub mod explain;
 pub mod history;

@@ -169,6 +169,9 @@ pub struct CheckContext<'a> {
     pub signing_env: runner::SigningEnv,
     /// Who made the change (the run's actor and initiator), carried by every record.
     pub provenance: Option<&'a crate::model::provenance::Provenance>,
+    /// Where the worktrees of checks with declared inputs are left for the caller to remove
+    /// once the records are safe (`None`: each is removed as soon as its check ended).
+    pub left: Option<&'a std::cell::RefCell<Vec<std::path::PathBuf>>>,
 }
 
 /// Run each check and turn its outcome into a sealed evidence record.
@@ -244,7 +247,10 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
                     )
                 };
                 let tests = report(scratch.path(), outcome.started_at);
-                scratch.remove()?;
+                match ctx.left {
+                    Some(left) => left.borrow_mut().push(scratch.leave()),
+                    None => scratch.remove()?,
+                }
                 (
                     outcome,
                     mutated,

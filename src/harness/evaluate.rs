@@ -94,6 +94,7 @@ impl Driver<'_> {
             signer: None,
             signing_env: crate::runner::SigningEnv::Withheld,
             provenance: Some(&crate::model::provenance::Provenance::of_run(rec)),
+            left: None,
         };
         let records = run_checks(&ctx, &checks)?;
         if self.interrupt.load(Ordering::SeqCst) {

@@ -145,6 +145,7 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
         signer: signer.as_ref(),
         signing_env: crate::runner::SigningEnv::Inherit,
         provenance: Some(&provenance),
+        left: None,
     };
     let records = run_checks(&ctx, &checks)?;
     // Checks chosen by hand (`--check`, or an ad-hoc command) do not complete a run whose

@@ -73,6 +73,13 @@ impl<'s> ScratchWorktree<'s> {
         &self.path
     }
 
+    /// Hand the worktree over to be removed later by [`remove_left`] (dropping it no longer
+    /// removes it): its path.
+    pub fn leave(mut self) -> PathBuf {
+        self.removed = true;
+        std::mem::take(&mut self.path)
+    }
+
     /// Remove the worktree now, reporting a failure (drop only tries).
     pub fn remove(mut self) -> Result<()> {
         self.removed = true;
@@ -129,6 +136,12 @@ impl Drop for ScratchLock {
 /// Remove the checkout at `path` and its registration, whatever state either is in — also
 /// when a check deleted the checkout's `.git` file or the whole checkout, which leaves git
 /// nothing to find the registration by.
+/// Remove the scratch worktree at `path` that [`ScratchWorktree::leave`] handed over. One a
+/// killed process leaves is removed by the next sweep, as any orphaned scratch worktree.
+pub fn remove_left(store: &Store, path: &Path) -> Result<()> {
+    remove_scratch(store, path)
+}
+
 fn remove_scratch(store: &Store, path: &Path) -> Result<()> {
     let _lock = match path.parent() {
         Some(root) => Some(ScratchLock::acquire(root)?),

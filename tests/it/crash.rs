@@ -51,7 +51,7 @@ fn killed(t: &TestEnv, args: &[&str], round: u32) {
     let _ = child.wait();
 }
 
-fn no_lock_files_left(t: &TestEnv) {
+pub(crate) fn no_lock_files_left(t: &TestEnv) {
     // `tabellio/tmp/.lock` is the scratch worktrees' flock file: a lock only while a process
     // holds it open, never one a killed process leaves held.
     let out = t.command(

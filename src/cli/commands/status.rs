@@ -99,6 +99,9 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
             tabellio::evidence::explain::describe(&o.failures)
         ));
     }
+    if let Some(plan) = &o.checks {
+        human.push_str(&checks_line(&o.run.base.reference, plan));
+    }
     if let Some(paths) = &o.approval_needed {
         human.push_str(&format!("approval needed: {}\n", paths.join(", ")));
     }
@@ -123,6 +126,10 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
     // Present only when an approval is needed, so other runs' output is unchanged.
     if let (Some(paths), Some(map)) = (&o.approval_needed, extra.as_object_mut()) {
         map.insert("approval_needed".into(), json!({ "paths": paths }));
+    }
+    // Present while the run is not landed and has work beyond its base.
+    if let (Some(plan), Some(map)) = (&o.checks, extra.as_object_mut()) {
+        map.insert("checks".into(), to_json(plan));
     }
     if let (false, Some(map)) = (o.unreadable_refs.is_empty(), extra.as_object_mut()) {
         map.insert("unreadable_refs".into(), to_json(&o.unreadable_refs));
@@ -201,4 +208,26 @@ fn unreadable_status(u: &UnreadableRunStatus) -> Output {
         run_json(&serde_json::Value::Null, u.workspace.as_deref(), extra),
         human,
     )
+}
+
+/// `checks onto main: t_b runs; t_a not_applicable (inputs untouched); t_c reused`.
+fn checks_line(target: &str, plan: &tabellio::evidence::applies::ChecksPlan) -> String {
+    let mut parts = Vec::new();
+    if !plan.run.is_empty() {
+        parts.push(format!("{} to run", plan.run.join(", ")));
+    }
+    if !plan.not_applicable.is_empty() {
+        parts.push(format!(
+            "{} not_applicable (inputs untouched)",
+            plan.not_applicable.join(", ")
+        ));
+    }
+    if !plan.reused.is_empty() {
+        parts.push(format!("{} reused", plan.reused.join(", ")));
+    }
+    if parts.is_empty() {
+        return String::new();
+    }
+    let target = target.strip_prefix("refs/heads/").unwrap_or(target);
+    format!("checks onto {target}: {}\n", parts.join("; "))
 }

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
-use crate::evidence::detached::{note_records, run_detached, Detached, DetachedRun};
+use crate::evidence::detached::{note_records, run_detached, Detached, DetachedRun, Scratch};
 use crate::evidence::produce::{stamped, ResolvedCheck};
 use crate::evidence::reuse::{passing_on_commit, reused_failure, try_reuse, Reuse};
 use crate::evidence::sign::maybe_sign;
@@ -70,6 +70,9 @@ pub struct Checker<'s> {
     /// Set while a failure is re-run to confirm it: a failure seen on the same inputs must not
     /// stand in for the retry.
     pub(super) retrying: bool,
+    /// The worktrees of the last validation, removed once its stack landed (or before the next
+    /// validation): removing them never stands between a check's end and the landing.
+    left: Vec<Scratch<'s>>,
 }
 
 impl<'s> Checker<'s> {
@@ -94,6 +97,7 @@ impl<'s> Checker<'s> {
             provenance: None,
             executions: Vec::new(),
             retrying: false,
+            left: Vec::new(),
         }
     }
 
@@ -222,15 +226,29 @@ impl<'s> Checker<'s> {
             .cloned())
     }
 
-    /// Run `checks` on `commit` in a temporary detached worktree.
+    /// Remove the worktrees of the validations so far.
+    pub fn clean_up(&mut self) -> Result<()> {
+        let mut first = Ok(());
+        for scratch in self.left.drain(..) {
+            let removed = scratch.remove();
+            if first.is_ok() {
+                first = removed;
+            }
+        }
+        first
+    }
+
+    /// Run `checks` on `commit` in a temporary detached worktree, left for [`Self::clean_up`].
     fn run(
-        &self,
+        &mut self,
         commit: gix::ObjectId,
         run_id: Option<&str>,
         checks: &[ResolvedCheck],
     ) -> Result<Vec<EvidenceRecord>> {
         let store = self.store;
         let cap = policy_at(store, commit)?.map_or(DEFAULT_EXCERPT_BYTES, |p| p.excerpt_bytes());
+        // The previous validation's worktrees: its records are noted by now.
+        self.clean_up()?;
         let run = DetachedRun {
             commit,
             run_id,
@@ -249,7 +267,7 @@ impl<'s> Checker<'s> {
                 .hint("run `git tabellio land` again"))
             }
         };
-        scratch.remove()?;
+        self.left.push(scratch);
         Ok(records)
     }
 

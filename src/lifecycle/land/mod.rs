@@ -400,7 +400,10 @@ fn land_batch(
                 .hint("land onto an existing branch (--target)")
         })?;
         let settled = check::settle(store, checker, tip, queue.candidates)?;
-        match write::land_settled(store, target, tip, &settled)? {
+        let written = write::land_settled(store, target, tip, &settled)?;
+        // After the landing: removing the validations' worktrees never delays it.
+        checker.clean_up()?;
+        match written {
             write::Written::Landed { mode } => {
                 if mode != crate::model::run::PromotionMode::Ref {
                     outcome.mode = mode;

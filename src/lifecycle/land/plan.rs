@@ -1,23 +1,14 @@
-//! What landing a run would cost, check by check: which required checks apply to its change,
-//! which are `not_applicable` (the change leaves their declared inputs alone and those have
-//! passing evidence) and which are reused. Shown per run by `land --dry-run` and `land --json`.
-
-use serde::Serialize;
+//! What landing a run would cost, check by check ([`crate::evidence::applies`]): which required
+//! checks apply to its change, which are `not_applicable` and which are reused. Shown per run by
+//! `land --dry-run` and `land --json`, and by `status` for a run not landed yet.
 
 use crate::error::Result;
-use crate::evidence::reuse::{standing, Standing};
+use crate::evidence::applies::plan_now;
 use crate::store::Store;
 
-use super::queue::Candidate;
-use super::required::requirements;
+pub use crate::evidence::applies::ChecksPlan;
 
-/// The required checks of one run, by how they stand before validating.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ChecksPlan {
-    pub run: Vec<String>,
-    pub not_applicable: Vec<String>,
-    pub reused: Vec<String>,
-}
+use super::queue::Candidate;
 
 /// How the required checks of the tip `tip` stand for `c`'s change landing there; `stacked`
 /// is the tree it lands as, when that tree exists already.
@@ -27,19 +18,7 @@ pub fn plan(
     c: &Candidate,
     stacked: Option<gix::ObjectId>,
 ) -> Result<ChecksPlan> {
-    let checks = requirements(store, tip, std::slice::from_ref(c))?;
-    let change = (store.tree_of(c.base)?, store.tree_of(c.head)?);
-    let tip_tree = store.tree_of(tip)?;
-    let mut out = ChecksPlan::default();
-    for check in &checks {
-        let name = check.name.clone();
-        match standing(store, change, tip_tree, stacked, check)? {
-            Standing::Run => out.run.push(name),
-            Standing::Reused => out.reused.push(name),
-            Standing::NotApplicable => out.not_applicable.push(name),
-        }
-    }
-    Ok(out)
+    crate::evidence::applies::plan(store, tip, (c.base, c.head), stacked)
 }
 
 /// The plan of every candidate on `tip`, by run id, for `land --json` (before validating).
@@ -51,8 +30,10 @@ pub fn plans(
     candidates
         .iter()
         .map(|c| {
-            let stacked = (c.base == tip).then(|| store.tree_of(c.head)).transpose()?;
-            Ok((c.run_id().to_string(), plan(store, tip, c, stacked)?))
+            Ok((
+                c.run_id().to_string(),
+                plan_now(store, tip, (c.base, c.head))?,
+            ))
         })
         .collect()
 }

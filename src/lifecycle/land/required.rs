@@ -2,52 +2,24 @@
 //! policy, plus the required checks of a run's own policy when the run changed
 //! `.tabellio/policy.json`), and whether a tree already has passing evidence for them.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::evidence::applies::landing_checks;
 use crate::evidence::reuse::find_reusable;
-use crate::model::policy::{self, ResolvedCheck};
-use crate::store::policy::policy_at;
+use crate::model::policy::ResolvedCheck;
 use crate::store::Store;
 
 use super::queue::Candidate;
 
-/// The required checks a stack of `runs` on `tip` is validated with, and the output cap.
+/// The required checks a stack of `runs` on `tip` is validated with
+/// ([`crate::evidence::applies::landing_checks`]).
 pub fn requirements(
     store: &Store,
     tip: gix::ObjectId,
     runs: &[Candidate],
 ) -> Result<Vec<ResolvedCheck>> {
-    let mut out: Vec<ResolvedCheck> = Vec::new();
-    let mut add = |at: gix::ObjectId| -> Result<()> {
-        let Some(policy) = policy_at(store, at)? else {
-            return Ok(());
-        };
-        for name in &policy.required {
-            let def = policy.checks.get(name).ok_or_else(|| {
-                Error::refused(format!(
-                    "the policy at {at} requires {name:?} but does not define it"
-                ))
-                .hint(format!("define it under \"checks\" in {}", policy::PATH))
-            })?;
-            if !out
-                .iter()
-                .any(|c| &c.name == name && c.def.digest() == def.digest())
-            {
-                out.push(ResolvedCheck {
-                    name: name.clone(),
-                    def: def.clone(),
-                });
-            }
-        }
-        Ok(())
-    };
-    add(tip)?;
-    for run in runs {
-        let before = store.read_file_at(run.base, policy::PATH)?;
-        if before != store.read_file_at(run.head, policy::PATH)? {
-            add(run.head)?;
-        }
-    }
-    Ok(out)
+    let changes: Vec<(gix::ObjectId, gix::ObjectId)> =
+        runs.iter().map(|c| (c.base, c.head)).collect();
+    landing_checks(store, tip, &changes)
 }
 
 /// Does `tree` have passing, untampered evidence for every check?

@@ -39,6 +39,9 @@ pub struct StatusOutcome {
     /// new on this tree, proven flaky, or also failing on the target.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub failures: Vec<crate::evidence::explain::FailureExplanation>,
+    /// Before landing: which required checks of the target apply to the run's change, which
+    /// are `not_applicable` and which are reused (as `land --dry-run` shows them).
+    pub checks: Option<crate::evidence::applies::ChecksPlan>,
     pub live: LiveState,
     /// The run worktree's plans, when it has a plan folder.
     pub plans: Option<serde_json::Value>,
@@ -316,6 +319,7 @@ fn status_at(store: &Store, ledger: &Ledger, cwd: Option<&Path>) -> Result<Statu
         approval_needed: seen.conditions.approval_needed.clone(),
         missing_evidence: seen.conditions.missing,
         failures: seen.failures,
+        checks: seen.checks,
         plans: seen
             .worktree
             .as_ref()

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::evidence::applies::{plan_now, ChecksPlan};
 use crate::evidence::judge::{evaluate, Verdict};
 use crate::evidence::requirements::{required_at, under_trust, Claim};
 use crate::model::{RunRecord, RunState};
@@ -37,6 +38,9 @@ pub struct Observed {
     /// The failing checks at the run head, explained from the evidence.
     pub failures: Vec<crate::evidence::explain::FailureExplanation>,
     pub conditions: Conditions,
+    /// How the required checks stand for the run's change landing on its target now, while
+    /// it is not landed: as `land --dry-run` judges them.
+    pub checks: Option<ChecksPlan>,
 }
 
 /// The evidence verdicts at the run head: (satisfied, missing, plan faults, policy error).
@@ -208,6 +212,7 @@ pub fn observe(
             .map(|p| crate::error::shell_path(p))
             .unwrap_or_default(),
     };
+    let checks = landing_plan(store, run, head, target_tip);
     Ok(Observed {
         failures: crate::evidence::explain::explain(store, target_tip, &evidence.failing)?,
         workspace,
@@ -215,7 +220,25 @@ pub fn observe(
         live,
         satisfied: evidence.satisfied,
         conditions,
+        checks,
     })
+}
+
+/// The checks the run's change needs on its target's tip (its base when the target is gone),
+/// for a run not landed yet with work beyond its base. A policy that cannot be read or
+/// requires a check it does not define gives no plan: status reports the policy itself.
+fn landing_plan(
+    store: &Store,
+    run: &RunRecord,
+    head: Option<gix::ObjectId>,
+    target_tip: Option<gix::ObjectId>,
+) -> Option<ChecksPlan> {
+    if run.state.is_terminal() {
+        return None;
+    }
+    let base = store.parse_oid(&run.base.commit).ok()?;
+    let head = head.filter(|h| *h != base)?;
+    plan_now(store, target_tip.unwrap_or(base), (base, head)).ok()
 }
 
 /// Why promote would refuse a completed run now (everything promote itself checks: the
