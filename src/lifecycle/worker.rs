@@ -28,7 +28,7 @@ use crate::evidence::detached::{note_records, run_detached, Detached, DetachedRu
 use crate::evidence::interrupt;
 use crate::evidence::known::{tree_verdict, Known};
 use crate::evidence::reuse::Reuse;
-use crate::evidence::sign::RecordSigner;
+use crate::evidence::sign::{refuse_uncountable, JudgedAt, RecordSigner};
 use crate::model::policy::{ResolvedCheck, DEFAULT_EXCERPT_BYTES};
 use crate::model::time;
 use crate::model::EvidenceRecord;
@@ -249,6 +249,10 @@ fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) ->
             continue;
         }
         let tree = store.tree_of(candidate.commit)?;
+        // Before claiming: records this worker's key could not make count under the policy
+        // at the candidate's tip are never made (exit 3, nothing written), as `finish` and
+        // `land` refuse.
+        let signer = countable_signer(store, opts, &candidate, &checks)?;
         if same_tree_claimed(place, &candidates_by_tree, &candidate, tree)? {
             continue; // another candidate of the same tree is being validated
         }
@@ -271,7 +275,7 @@ fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) ->
             place.release(claim, &name)?;
             continue;
         }
-        let result = validate(store, opts, &candidate, &checks);
+        let result = validate(store, opts, (&candidate, signer.as_ref()), &checks);
         // Released whatever happened: interrupted, failed or passed.
         let released = place.release(claim, &name);
         let (passed, ran) = match result? {
@@ -348,16 +352,47 @@ fn resolve_checks(store: &Store, candidate: &Candidate) -> Result<Vec<ResolvedCh
     Ok(out)
 }
 
+/// This worker's signer for `candidate` (its key, as the policy at the candidate's tip grants
+/// it), refused when the records it would make for `checks` could not count there.
+fn countable_signer(
+    store: &Store,
+    opts: &WorkerOptions,
+    candidate: &Candidate,
+    checks: &[ResolvedCheck],
+) -> Result<Option<RecordSigner>> {
+    let tip = store.parse_oid(&candidate.record.tip)?;
+    let signer = RecordSigner::resolve(store, opts.sign_key.as_deref(), opts.no_sign, Some(tip))?;
+    let target = &candidate.record.target;
+    let label = target.strip_prefix("refs/heads/").unwrap_or(target);
+    let again = match &opts.remote {
+        Some(r) => format!("git tabellio worker --remote {r}"),
+        None => "git tabellio worker".to_string(),
+    };
+    let judged = JudgedAt {
+        commit: tip,
+        label,
+        again: &again,
+        run: None,
+    };
+    refuse_uncountable(
+        store,
+        signer.as_ref(),
+        Some(judged),
+        checks.iter().map(|c| c.name.as_str()),
+        opts.no_sign,
+    )?;
+    Ok(signer)
+}
+
 /// Run `checks` on the candidate commit and note the records; `None` when a signal stopped it
 /// (nothing noted).
 fn validate(
     store: &Store,
     opts: &WorkerOptions,
-    candidate: &Candidate,
+    (candidate, signer): (&Candidate, Option<&RecordSigner>),
     checks: &[ResolvedCheck],
 ) -> Result<Option<Vec<EvidenceRecord>>> {
     let tip = store.parse_oid(&candidate.record.tip)?;
-    let signer = RecordSigner::resolve(store, opts.sign_key.as_deref(), opts.no_sign, Some(tip))?;
     let cap = policy_at(store, tip)?.map_or(DEFAULT_EXCERPT_BYTES, |p| p.excerpt_bytes());
     let run = DetachedRun {
         commit: candidate.commit,
@@ -365,7 +400,7 @@ fn validate(
         excerpt_cap: cap,
         stream: opts.stream,
         reuse: Reuse::Allowed,
-        signer: signer.as_ref(),
+        signer,
         provenance: None,
     };
     let (records, scratch) = match run_detached(store, &run, checks)? {

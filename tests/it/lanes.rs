@@ -48,7 +48,7 @@ const DEADLINE: Duration = Duration::from_secs(300);
 /// Wait for `child` (`what` names it) until [`DEADLINE`]; past it, kill it and fail with what
 /// it printed. Its output is read meanwhile, so a full pipe never blocks it.
 #[track_caller]
-fn finish(mut child: Child, what: &str) -> Exit {
+pub(crate) fn finish(mut child: Child, what: &str) -> Exit {
     fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
         std::thread::spawn(move || {
             let mut text = String::new();
@@ -88,7 +88,7 @@ fn finish(mut child: Child, what: &str) -> Exit {
 
 /// `git-tabellio --json <args>` in `t`, bounded by [`DEADLINE`]: its exit code and JSON.
 #[track_caller]
-fn tab_json_within(t: &TestEnv, args: &[&str]) -> (i32, Value) {
+pub(crate) fn tab_json_within(t: &TestEnv, args: &[&str]) -> (i32, Value) {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
     let exit = finish(t.spawn_tab(&all), &all.join(" "));
@@ -98,7 +98,7 @@ fn tab_json_within(t: &TestEnv, args: &[&str]) -> (i32, Value) {
 }
 
 /// Background workers, killed when dropped (a test that fails leaves none running).
-struct Kids(Vec<Child>);
+pub(crate) struct Kids(pub(crate) Vec<Child>);
 
 impl Drop for Kids {
     fn drop(&mut self) {
@@ -110,7 +110,7 @@ impl Drop for Kids {
 }
 
 /// SIGTERM to each of `kids`, as a person stops a worker, then wait for them (bounded).
-fn terminate(mut kids: Kids) {
+pub(crate) fn terminate(mut kids: Kids) {
     for k in &kids.0 {
         let _ = std::process::Command::new("kill")
             .args(["-TERM", &k.id().to_string()])
@@ -210,6 +210,18 @@ fn eight_runs_no_culprit_four_lanes_land_in_one_round_of_candidates() {
     assert!(executions(&count) <= 4, "{} executions", executions(&count));
     let r = t.tab(&["verify", "main"]);
     assert_eq!(r.code, 0, "{}", r.desc);
+    // The lander notes the new tip's verification summary, as `land` does.
+    let summary = t.git(&["notes", "--ref=tabellio/vsa", "show", "main"]);
+    assert_eq!(
+        summary.code, 0,
+        "no summary of the new tip: {}",
+        summary.desc
+    );
+    assert!(
+        summary.stdout.contains("application/vnd.in-toto+json"),
+        "{}",
+        summary.stdout
+    );
     // Every check ran in a worker's temporary worktree, none in the lander's.
     assert!(t
         .git_out(&["for-each-ref", "refs/tabellio/queue/"])
@@ -351,7 +363,7 @@ fn through_a_bare_server_workers_in_two_clones_validate_and_the_lander_lands_the
 
 /// A server with four queued runs made in clone `a`, whose branches clone `b` has too, and a
 /// worker in each clone.
-fn fleet() -> (TestEnv, TestEnv, TestEnv, Kids) {
+pub(crate) fn fleet() -> (TestEnv, TestEnv, TestEnv, Kids) {
     let (server, a, b) = TestEnv::server_and_two_clones();
     a.commit_policy(&policy(&[("ok", &["true"])]));
     a.git(&["push", "-q"]).ok();
@@ -382,26 +394,23 @@ fn fleet() -> (TestEnv, TestEnv, TestEnv, Kids) {
 }
 
 /// A `worker --remote origin` in each of `clones` (ids `w0`, `w1`, …), polling often.
-fn remote_workers(clones: &[&TestEnv]) -> Kids {
+pub(crate) fn remote_workers(clones: &[&TestEnv]) -> Kids {
     Kids(
         clones
             .iter()
             .enumerate()
-            .map(|(i, w)| {
-                w.spawn_tab(&[
-                    "worker",
-                    "--remote",
-                    "origin",
-                    "--poll",
-                    "0.05",
-                    "--lease",
-                    "30",
-                    "--id",
-                    &format!("w{i}"),
-                ])
-            })
+            .map(|(i, w)| remote_worker(w, &format!("w{i}"), &[]))
             .collect(),
     )
+}
+
+/// A `worker --remote origin` in `clone` named `id`, polling often, with `extra` arguments.
+pub(crate) fn remote_worker(clone: &TestEnv, id: &str, extra: &[&str]) -> Child {
+    let mut args = vec![
+        "worker", "--remote", "origin", "--poll", "0.05", "--lease", "30", "--id", id,
+    ];
+    args.extend_from_slice(extra);
+    clone.spawn_tab(&args)
 }
 
 fn stop_remote_workers(kids: Kids) {

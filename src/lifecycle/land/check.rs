@@ -439,8 +439,13 @@ pub fn settle(
         if let Some(verdicts) = checker.untrusted(culprit.head) {
             // Its checks passed; its evidence is not signed as the tip's policy wants. That is
             // no validation failure: the run stays as it is, refused with the verdicts.
+            let who = if checker.deferred.is_some() {
+                "the workers (`land --lanes`) sign what they record with `git tabellio worker --sign-key <file>`"
+            } else {
+                "land signs what it records with `--sign-key <file>`"
+            };
             let reason = format!(
-                "its evidence does not count under the trust of the policy at {tip}: {}; land signs what it records with `--sign-key <file>` or git's signing key, which must be an allowed signer there",
+                "its evidence does not count under the trust of the policy at {tip}: {}; {who} or git's signing key, which must be an allowed signer there",
                 verdicts.join(", ")
             );
             settled.accepted.extend(stack);
