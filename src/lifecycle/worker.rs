@@ -29,6 +29,7 @@ use crate::evidence::interrupt;
 use crate::evidence::known::{tree_verdict, Known};
 use crate::evidence::reuse::Reuse;
 use crate::evidence::sign::{refuse_uncountable, JudgedAt, RecordSigner};
+use crate::model::candidate::ClaimRecord;
 use crate::model::policy::{ResolvedCheck, DEFAULT_EXCERPT_BYTES};
 use crate::model::time;
 use crate::model::EvidenceRecord;
@@ -79,6 +80,10 @@ pub struct WorkerOutcome {
     pub validated: Vec<Validated>,
     /// The signal that stopped it, if one did.
     pub interrupted: Option<i32>,
+    /// Candidates whose claim another worker took over while this one validated them (it
+    /// stalled past its lease): their results were not noted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<String>,
 }
 
 /// Where this worker reads candidates and claims, and how it writes claims and evidence.
@@ -153,6 +158,20 @@ impl Place<'_> {
         }
     }
 
+    /// Move our claim from `old` to `new` (a renewed lease); false when it is no longer ours.
+    /// A lock another writer holds a moment is no loss: an error, tried again at the next tick.
+    fn renew(&self, name: &str, old: gix::ObjectId, new: gix::ObjectId) -> Result<bool> {
+        if self.remote.is_some() {
+            return self.claim(name, Some(old), new);
+        }
+        let renewal = Cas::update(name, Some(old), new, "tabellio: renew claim");
+        match tx::apply(self.store, &[renewal]) {
+            Ok(()) => Ok(true),
+            Err(TxError::Moved { .. }) => Ok(false),
+            Err(e) => Err(e.into_error()),
+        }
+    }
+
     /// Delete our claim; remotely together with the evidence, in one atomic push (retried on
     /// a notes ref another worker moved meanwhile).
     fn release(&self, claim: gix::ObjectId, name: &str) -> Result<()> {
@@ -186,6 +205,68 @@ impl Place<'_> {
     }
 }
 
+/// Keeps a claim alive while its checks run: every third of the lease, a thread writes the claim
+/// again with a new expiry (a commit whose parent is the claim it replaces) and moves the claim
+/// ref to it by compare-and-swap (remotely, a leased push), so a slow but live worker is never
+/// taken over. A lost compare-and-swap means another worker took the claim over after this one
+/// stalled past its lease: renewal stops and the claim is the other's.
+struct Renewal {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<Option<gix::ObjectId>>,
+}
+
+impl Renewal {
+    fn start(
+        place: &Place<'_>,
+        opts: &WorkerOptions,
+        (record, claim): (ClaimRecord, gix::ObjectId),
+    ) -> Renewal {
+        let git_dir = place.store.repo.git_dir().to_path_buf();
+        let remote = place.remote.map(str::to_string);
+        let lease = Duration::from_secs(opts.lease_s);
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let store = Store::open(&git_dir).ok()?;
+            let place = Place {
+                store: &store,
+                remote: remote.as_deref(),
+            };
+            let name = candidates::claim_ref(&record.candidate);
+            let mut held = claim;
+            let renew = |held: gix::ObjectId| -> Result<Option<gix::ObjectId>> {
+                let mut again = record.clone();
+                let now = std::time::SystemTime::now();
+                again.lease_expires_at = time::rfc3339(now + lease);
+                let next = store.write_claim(&again, Some(held))?;
+                Ok(place.renew(&name, held, next)?.then_some(next))
+            };
+            loop {
+                let last = matches!(
+                    stopped.recv_timeout(lease / 3),
+                    Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected)
+                );
+                match renew(held) {
+                    Ok(Some(next)) => held = next,
+                    Ok(None) => return None,
+                    // A failure to reach the remote is tried again at the next tick; the lease
+                    // still holds until then. At the end, the claim as last renewed is ours.
+                    Err(_) => {}
+                }
+                if last {
+                    return Some(held);
+                }
+            }
+        });
+        Renewal { stop, thread }
+    }
+
+    /// Stop renewing: the claim commit, renewed once more, when it is still this worker's.
+    fn stop(self) -> Option<gix::ObjectId> {
+        let _ = self.stop.send(());
+        self.thread.join().ok().flatten()
+    }
+}
+
 pub fn worker(env: &Env, opts: &WorkerOptions) -> Result<WorkerOutcome> {
     if let Some(remote) = &opts.remote {
         crate::store::remote::fetch::check_remote(&env.store, remote)?;
@@ -198,6 +279,7 @@ pub fn worker(env: &Env, opts: &WorkerOptions) -> Result<WorkerOutcome> {
         worker: opts.id.clone(),
         validated: Vec::new(),
         interrupted: None,
+        lost: Vec::new(),
     };
     loop {
         // A fresh view each pass: other processes write refs, notes and objects meanwhile.
@@ -275,13 +357,30 @@ fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) ->
             place.release(claim, &name)?;
             continue;
         }
+        let renewal = Renewal::start(place, opts, (record, claim));
         let result = validate(store, opts, (&candidate, signer.as_ref()), &checks);
+        // Still ours (renewed once more just now), or taken over by another worker after this
+        // one stalled past its lease: then its result is not noted, whatever it was.
+        let Some(claim) = renewal.stop() else {
+            outcome.lost.push(candidate.id.clone());
+            continue;
+        };
+        let noted = match &result {
+            Ok(Some(records)) => note_records(
+                store,
+                candidate.commit,
+                records,
+                &format!("tabellio: worker validates candidate {}", candidate.id),
+            ),
+            _ => Ok(()),
+        };
         // Released whatever happened: interrupted, failed or passed.
         let released = place.release(claim, &name);
         let (passed, ran) = match result? {
             Some(records) => (records.iter().all(EvidenceRecord::passed), records.len()),
             None => break, // interrupted: nothing noted, claim released
         };
+        noted?;
         released?;
         found = true;
         outcome.validated.push(Validated {
@@ -384,8 +483,8 @@ fn countable_signer(
     Ok(signer)
 }
 
-/// Run `checks` on the candidate commit and note the records; `None` when a signal stopped it
-/// (nothing noted).
+/// Run `checks` on the candidate commit: the records, to note while the claim is still this
+/// worker's; `None` when a signal stopped it.
 fn validate(
     store: &Store,
     opts: &WorkerOptions,
@@ -407,12 +506,6 @@ fn validate(
         Detached::Done { records, scratch } => (records, scratch),
         Detached::Interrupted(_) => return Ok(None),
     };
-    note_records(
-        store,
-        candidate.commit,
-        &records,
-        &format!("tabellio: worker validates candidate {}", candidate.id),
-    )?;
     scratch.remove()?;
     Ok(Some(records))
 }

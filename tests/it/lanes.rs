@@ -503,14 +503,7 @@ fn a_worker_killed_mid_check_leaves_a_claim_another_takes_over_when_its_lease_ru
         hang = hang.display().to_string(),
         pid = pid.display().to_string()
     );
-    t.git(&["switch", "-q", "main"]).ok();
-    t.commit_policy(&policy(&[("slow", &["python3", "-c", &code])]));
-    t.git(&["switch", "-q", "elsewhere"]).ok();
-    for id in ["k0", "k1"] {
-        t.started_run(id, &format!("{id}.txt"));
-        t.tab(&["finish", id]).ok();
-    }
-    t.tab(&["enqueue", "k0", "k1"]).ok();
+    queue_two(&t, &code);
     write_file(&hang, "");
     let mut lander = Kids(vec![
         t.spawn_tab(&["land", "--lanes", "1", "--target", "main"])
@@ -678,4 +671,125 @@ fn the_ci_recipe_commands_land_the_queue_through_a_bare_repository() {
     let notes = server.git_out(&["notes", "--ref=tabellio/evidence", "show", &tree]);
     assert!(notes.contains("\"signature\""), "{notes}");
     server.git(&["fsck", "--strict", "--no-progress"]).ok();
+}
+
+/// `main` requiring the check `slow` (python `code`), and the runs `k0` and `k1` queued.
+fn queue_two(t: &TestEnv, code: &str) {
+    t.git(&["switch", "-q", "main"]).ok();
+    t.commit_policy(&policy(&[("slow", &["python3", "-c", code])]));
+    t.git(&["switch", "-q", "elsewhere"]).ok();
+    for id in ["k0", "k1"] {
+        t.started_run(id, &format!("{id}.txt"));
+        t.tab(&["finish", id]).ok();
+    }
+    t.tab(&["enqueue", "k0", "k1"]).ok();
+}
+
+/// Two runs queued on `main`, whose check, once `<dir>/slow` exists (it does), logs
+/// `start <the worker's pid>` to `<dir>/log` and sleeps `secs`; the log's path.
+fn slow_check_queue(secs: u32) -> (TestEnv, PathBuf) {
+    let t = TestEnv::ref_only();
+    let dir = t.path().to_path_buf();
+    let (slow, log) = (dir.join("slow"), dir.join("log"));
+    let code = format!(
+        "import os, time\nif os.path.exists({slow:?}):\n    open({log:?}, 'a').write('start %d\\n' % os.getppid())\n    time.sleep({secs})",
+        log = log.display().to_string(),
+        slow = slow.display().to_string(),
+    );
+    queue_two(&t, &code);
+    write_file(&slow, "");
+    (t, log)
+}
+
+/// A worker with a 2 s lease, polling often.
+fn leased_worker(t: &TestEnv, id: &str) -> Child {
+    t.spawn_tab(&["worker", "--lease", "2", "--poll", "0.05", "--id", id])
+}
+
+#[test]
+fn a_slow_live_worker_renews_its_lease_and_is_not_taken_over() {
+    let (t, log) = slow_check_queue(6);
+    let lander = t.spawn_tab(&["land", "--lanes", "1", "--target", "main"]);
+    let worker = |id: &str| leased_worker(&t, id);
+    let mut kids = Kids(vec![worker("slow")]);
+    wait_for_file(&log);
+    // The heir polls all along: it would take the claim over the moment its lease ran out.
+    kids.0.push(worker("heir"));
+    // The claim is renewed while the check runs: a new claim commit on the old one.
+    let claim = claims_of(&t);
+    assert_eq!(claim.lines().count(), 1, "{claim}");
+    let until = Instant::now() + Duration::from_secs(30);
+    let first = t.git_out(&["rev-parse", claim.trim()]);
+    let renewed = loop {
+        let now = t.git(&["rev-parse", "-q", "--verify", claim.trim()]);
+        let held = t.git(&["show", &format!("{}:claim.json", claim.trim())]);
+        if now.code == 0 && now.stdout.trim() != first {
+            assert!(
+                held.stdout.contains("\"worker\": \"slow\""),
+                "{}",
+                held.stdout
+            );
+            break true;
+        }
+        if Instant::now() > until || claims_of(&t).is_empty() {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(renewed, "the claim was never renewed");
+    let exit = finish(lander, "the lander");
+    assert_eq!(exit.code, 0, "{}", exit.stderr);
+    let slow_pid = kids.0[0].id().to_string();
+    terminate(kids);
+    // One execution, by the slow worker; the heir took nothing over.
+    let ran = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        ran.lines().collect::<Vec<_>>(),
+        [format!("start {slow_pid}")],
+        "{ran}"
+    );
+    assert_eq!(claims_of(&t), "");
+    t.fsck();
+}
+
+#[test]
+fn a_worker_stalled_past_its_lease_loses_the_claim_and_its_result_is_not_noted() {
+    let (t, log) = slow_check_queue(3);
+    let lander = t.spawn_tab(&["land", "--lanes", "1", "--target", "main"]);
+    let worker = |id: &str| leased_worker(&t, id);
+    let mut kids = Kids(vec![worker("stalled")]);
+    wait_for_file(&log);
+    // The worker stops (SIGSTOP) mid-check: its check runs on, its lease runs out, and the
+    // heir takes the claim over and runs the check itself.
+    let stalled = kids.0[0].id().to_string();
+    let signal = |sig: &str| {
+        let _ = std::process::Command::new("kill")
+            .args([sig, &stalled])
+            .status();
+    };
+    signal("-STOP");
+    kids.0.push(worker("heir"));
+    let until = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&log).unwrap().lines().count() < 2 {
+        assert!(Instant::now() < until, "the heir never took the claim over");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal("-CONT");
+    let exit = finish(lander, "the lander");
+    assert_eq!(exit.code, 0, "{}", exit.stderr);
+    // Each worker finishes the check it holds before it is stopped.
+    stop(&t, kids);
+    // Both ran the check; only the heir's record is noted: the claim was no longer the
+    // stalled worker's when it came back.
+    let ran = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(ran.lines().count(), 2, "{ran}");
+    let main = t.git_out(&["rev-parse", "main^{tree}"]);
+    let notes = t.git_out(&["notes", "--ref=tabellio/evidence", "show", &main]);
+    let executed: Vec<&str> = notes
+        .lines()
+        .filter(|l| l.contains("\"name\":\"slow\"") && !l.contains("reused_from"))
+        .collect();
+    assert_eq!(executed.len(), 1, "{notes}");
+    assert_eq!(claims_of(&t), "");
+    t.fsck();
 }
