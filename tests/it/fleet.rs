@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::lanes::{finish, remote_worker, terminate, Kids};
+use crate::lanes::{converged, finish, fleet, remote_worker, terminate, Kids};
 use crate::trust::{keygen, public};
 use crate::util::*;
 
@@ -241,4 +241,40 @@ fn evidence_signed_by_two_validators_lands_through_the_hook_and_verifies_under_r
     let pushed = d.git(&["push", "origin", "side:main"]);
     assert_ne!(pushed.code, 0, "{}", pushed.desc);
     server.git(&["fsck", "--strict", "--no-progress"]).ok();
+}
+
+#[test]
+fn two_landers_in_two_clones_at_once_land_every_run_once() {
+    const LAND: [&str; 8] = [
+        "--json", "land", "--lanes", "2", "--remote", "origin", "--target", "main",
+    ];
+    let (server, a, b, kids) = fleet();
+    let base = server.git_out(&["rev-parse", "main"]);
+    // Both start together; every move either makes is a compare-and-swap on the server, and
+    // the one that loses reads the refs again.
+    let landers = [a.spawn_tab(&LAND), b.spawn_tab(&LAND)];
+    let exits: Vec<_> = landers.into_iter().map(|l| finish(l, "a lander")).collect();
+    terminate(kids);
+    for e in &exits {
+        assert_eq!(e.code, 0, "{}\n{}", e.stdout, e.stderr);
+    }
+    // Between them they landed each run once; a run one of them landed the other saw landed.
+    let landed_by = |e: &Exit| -> Vec<String> {
+        let j: Value = serde_json::from_str(e.stdout.trim()).unwrap();
+        j["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["result"] == "landed")
+            .map(|r| r["run_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut all: Vec<String> = exits.iter().flat_map(landed_by).collect();
+    all.sort();
+    assert_eq!(
+        all,
+        ["q0", "q1", "q2", "q3"],
+        "each run landed by exactly one lander"
+    );
+    converged(&server, &base, "two landers");
 }

@@ -451,44 +451,47 @@ fn a_lander_killed_anywhere_is_continued_by_another_clone_from_the_refs() {
         let (code, j) = tab_json_within(&b, &LAND);
         stop_remote_workers(kids);
         assert_eq!(code, 0, "round {round}: {j}");
-        let main = server.git_out(&["rev-parse", "main"]);
-        for id in ["q0", "q1", "q2", "q3"] {
-            let rec = server.ledger_record(&format!("refs/tabellio/runs/{id}"));
-            assert_eq!(rec["state"], "promoted", "round {round}: {id}: {rec}");
-            let landed = rec["landed"]
-                .as_str()
-                .or_else(|| rec["promotion"]["new"].as_str())
-                .unwrap_or_else(|| panic!("round {round}: {id}: {rec}"));
-            assert_eq!(
-                server
-                    .git(&["merge-base", "--is-ancestor", landed, &main])
-                    .code,
-                0,
-                "round {round}: {id}'s {landed} is not on main"
-            );
-            let touching = server.git_out(&[
-                "log",
-                "--format=%H",
-                &format!("{base}..{main}"),
-                "--",
-                &format!("{id}.txt"),
-            ]);
-            assert_eq!(
-                touching.lines().count(),
-                1,
-                "round {round}: {id} landed twice"
-            );
-        }
-        let left = server.git_out(&[
-            "for-each-ref",
-            "--format=%(refname)",
-            "refs/tabellio/candidates/",
-            "refs/tabellio/claims/",
-            "refs/tabellio/queue/",
-        ]);
-        assert_eq!(left, "", "round {round}: left on the server");
-        server.git(&["fsck", "--strict", "--no-progress"]).ok();
+        converged(&server, &base, &format!("round {round}"));
     }
+}
+
+/// The four runs of [`fleet`] all landed on the server's `main` (from `base`), each once, every
+/// ledger `promoted` with its landed commit on `main`, nothing left in the queue, candidates or
+/// claims, and `git fsck --strict` clean.
+pub(crate) fn converged(server: &TestEnv, base: &str, what: &str) {
+    let main = server.git_out(&["rev-parse", "main"]);
+    for id in ["q0", "q1", "q2", "q3"] {
+        let rec = server.ledger_record(&format!("refs/tabellio/runs/{id}"));
+        assert_eq!(rec["state"], "promoted", "{what}: {id}: {rec}");
+        let landed = rec["landed"]
+            .as_str()
+            .or_else(|| rec["promotion"]["new"].as_str())
+            .unwrap_or_else(|| panic!("{what}: {id}: {rec}"));
+        assert_eq!(
+            server
+                .git(&["merge-base", "--is-ancestor", landed, &main])
+                .code,
+            0,
+            "{what}: {id}'s {landed} is not on main"
+        );
+        let touching = server.git_out(&[
+            "log",
+            "--format=%H",
+            &format!("{base}..{main}"),
+            "--",
+            &format!("{id}.txt"),
+        ]);
+        assert_eq!(touching.lines().count(), 1, "{what}: {id} landed twice");
+    }
+    let left = server.git_out(&[
+        "for-each-ref",
+        "--format=%(refname)",
+        "refs/tabellio/candidates/",
+        "refs/tabellio/claims/",
+        "refs/tabellio/queue/",
+    ]);
+    assert_eq!(left, "", "{what}: left on the server");
+    server.git(&["fsck", "--strict", "--no-progress"]).ok();
 }
 
 #[test]
