@@ -40,6 +40,7 @@ use crate::store::policy::policy_at;
 use crate::store::remote::fetch_and_merge_notes;
 use crate::store::remote::notes_merge::NotesStep;
 use crate::store::remote::push::{self, PushRef, PushResult};
+use crate::store::scoped::Materialise;
 use crate::store::tx::{self, Cas, TxError};
 use crate::store::Store;
 
@@ -310,9 +311,13 @@ pub fn worker(env: &Env, opts: &WorkerOptions) -> Result<WorkerOutcome> {
 fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) -> Result<bool> {
     let store = place.store;
     let (candidates, _) = store.read_candidates_under(&place.candidates_prefix(), None)?;
-    let mut candidates_by_tree = Vec::new();
+    // What each candidate's validation is about; one whose checks this tool cannot resolve is
+    // about nothing another could share.
+    let mut by_inputs = Vec::new();
     for c in &candidates {
-        candidates_by_tree.push((store.tree_of(c.commit)?, c.id.clone()));
+        if let Ok(checks) = resolve_checks(store, c) {
+            by_inputs.push((inputs_of(store, c.commit, &checks)?, c.id.clone()));
+        }
     }
     let mut found = false;
     for candidate in candidates {
@@ -331,12 +336,13 @@ fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) ->
             continue;
         }
         let tree = store.tree_of(candidate.commit)?;
+        let inputs = inputs_of(store, candidate.commit, &checks)?;
         // Before claiming: records this worker's key could not make count under the policy
         // at the candidate's tip are never made (exit 3, nothing written), as `finish` and
         // `land` refuse.
         let signer = countable_signer(store, opts, &candidate, &checks)?;
-        if same_tree_claimed(place, &candidates_by_tree, &candidate, tree)? {
-            continue; // another candidate of the same tree is being validated
+        if same_inputs_claimed(place, &by_inputs, &candidate, &inputs)? {
+            continue; // another candidate with the same inputs is being validated
         }
         let held = store.try_find_claim(&place.claims_prefix(), &candidate.id)?;
         let now = time::now();
@@ -401,17 +407,38 @@ fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) ->
     Ok(found)
 }
 
-/// Does a live claim of another candidate with the same tree exist? Claims are per candidate,
-/// evidence is per tree: two candidates of one tree are one validation, run by one worker.
-fn same_tree_claimed(
+/// What validating `commit` with `checks` is about: per check (by digest), the tree its
+/// evidence is keyed to — the scoped tree of a check with declared inputs, else the whole tree.
+/// Two candidates alike in this are one validation: the records of one count for the other.
+fn inputs_of(
+    store: &Store,
+    commit: gix::ObjectId,
+    checks: &[ResolvedCheck],
+) -> Result<Vec<(String, gix::ObjectId)>> {
+    let tree = store.tree_of(commit)?;
+    let mut out = Vec::new();
+    for check in checks {
+        let keyed = match check.def.scope() {
+            Some(inputs) => store.scoped_tree(tree, &inputs, Materialise::HashOnly)?,
+            None => tree,
+        };
+        out.push((check.def.digest(), keyed));
+    }
+    Ok(out)
+}
+
+/// Does a live claim of another candidate with the same inputs exist (the same tree, or, for
+/// checks with declared inputs, trees alike in them: a candidate stacked on a tip the target
+/// has since left, still being validated, whose records will count here)?
+fn same_inputs_claimed(
     place: &Place<'_>,
-    by_tree: &[(gix::ObjectId, String)],
+    by_inputs: &[(Vec<(String, gix::ObjectId)>, String)],
     candidate: &Candidate,
-    tree: gix::ObjectId,
+    inputs: &[(String, gix::ObjectId)],
 ) -> Result<bool> {
     let now = time::now();
-    for (t, id) in by_tree {
-        if *t != tree || *id == candidate.id {
+    for (other, id) in by_inputs {
+        if other.as_slice() != inputs || *id == candidate.id {
             continue;
         }
         if let Some(c) = place.store.try_find_claim(&place.claims_prefix(), id)? {

@@ -796,3 +796,87 @@ fn a_worker_stalled_past_its_lease_loses_the_claim_and_its_result_is_not_noted()
     assert_eq!(claims_of(&t), "");
     t.fsck();
 }
+
+#[test]
+fn a_priority_run_enqueued_mid_flight_lands_first_and_the_in_flight_evidence_still_counts() {
+    let t = TestEnv::ref_only();
+    let (slow, log, release) = (
+        t.path().join("slow"),
+        t.path().join("log"),
+        t.path().join("release"),
+    );
+    // The check reads only `f*.txt` (its declared inputs). Once `slow` exists it logs, then
+    // holds until `release` exists (at most 90 s): the queued runs' validations are in flight
+    // until the test sees the priority run landed.
+    let code = format!(
+        "import os, time\nif os.path.exists({slow:?}):\n    open({log:?}, 'a').write('start\\n')\n    until = time.time() + 90\n    while not os.path.exists({release:?}) and time.time() < until:\n        time.sleep(0.05)",
+        log = log.display().to_string(),
+        slow = slow.display().to_string(),
+        release = release.display().to_string(),
+    );
+    let mut p: Value =
+        serde_json::from_str(&policy(&[("count", &["python3", "-c", &code])])).unwrap();
+    p["checks"]["count"]["inputs"] = serde_json::json!(["f*.txt"]);
+    t.git(&["switch", "-q", "main"]).ok();
+    t.commit_policy(&p.to_string());
+    t.git(&["switch", "-q", "elsewhere"]).ok();
+    let ids: Vec<String> = (0..8).map(|i| format!("r{i}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        t.started_run(id, &format!("f{i}.txt"));
+        t.tab(&["finish", id]).ok();
+    }
+    // The priority run changes no input of the check.
+    t.started_run("p", "p.txt");
+    t.tab(&["finish", "p"]).ok();
+    let mut enqueue = vec!["enqueue"];
+    enqueue.extend(ids.iter().map(String::as_str));
+    t.tab(&enqueue).ok();
+    write_file(&slow, "");
+    // Two workers more than lanes: free to take whatever candidate the lander publishes.
+    let kids = workers(&t, 6);
+    let lander = t.spawn_tab(&["--json", "land", "--lanes", "4", "--target", "main"]);
+    let started = || std::fs::read_to_string(&log).map_or(0, |s| s.lines().count());
+    let until = Instant::now() + Duration::from_secs(120);
+    while started() < 4 {
+        assert!(Instant::now() < until, "four candidates never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    t.tab(&["enqueue", "p", "--priority"]).ok();
+    // The priority run lands while the four validations are still held.
+    let state = || t.ledger_record("refs/tabellio/runs/p")["state"].clone();
+    let until = Instant::now() + Duration::from_secs(60);
+    while state() != "promoted" && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let promoted_first = state() == "promoted";
+    let held = started();
+    write_file(&release, "");
+    let exit = finish(lander, "the lander");
+    stop(&t, kids);
+    assert!(
+        promoted_first,
+        "the priority run waited for the queue's validations"
+    );
+    assert_eq!(exit.code, 0, "{}\n{}", exit.stdout, exit.stderr);
+    let landed = |id: &str| {
+        let rec = t.ledger_record(&format!("refs/tabellio/runs/{id}"));
+        assert_eq!(rec["state"], "promoted", "{id}: {rec}");
+        rec["landed"].as_str().unwrap().to_string()
+    };
+    let first = landed("p");
+    for id in &ids {
+        let theirs = landed(id);
+        let under = t.git(&["merge-base", "--is-ancestor", &first, &theirs]);
+        assert_eq!(under.code, 0, "{id} landed before the priority run");
+    }
+    // The four in-flight validations were kept, not rebuilt on the new tip: the stacks there
+    // have their inputs. At most one execution more in all (none started while they were held).
+    assert!(
+        held <= 5,
+        "{held} executions while the in-flight ones were held"
+    );
+    assert!(started() <= 5, "{} executions", started());
+    let r = t.tab(&["verify", "main"]);
+    assert_eq!(r.code, 0, "{}", r.desc);
+    t.fsck();
+}
