@@ -126,9 +126,13 @@ pub fn land(
                 let mut waiting = stacks.unvalidated()?;
                 if waiting == 0 {
                     let planned = plan::plan(store, &mut stacks, &ids, &pending, lanes)?;
+                    // The round's candidates go out together (one push with `--remote`), so
+                    // the workers start on them together.
+                    let mut round = Vec::new();
                     for runs in &planned {
-                        stacks.publish(runs)?;
+                        round.extend(stacks.candidate(runs)?);
                     }
+                    server.publish(&round)?;
                     waiting = stacks.unvalidated()?;
                 }
                 if waiting == 0 {
@@ -306,35 +310,48 @@ impl Server<'_> {
         }
     }
 
-    /// Publish a candidate commit under `name` (created only; one already there stays).
-    fn publish(&self, name: &str, commit: gix::ObjectId) -> Result<()> {
+    /// Publish candidate commits (name, commit), created only: one already there stays. With
+    /// `--remote`, one push for all of them; a lost lease there is a candidate another lander
+    /// published first (the same stack), and they are then pushed one by one, so the others
+    /// still go out.
+    fn publish(&self, candidates: &[(String, gix::ObjectId)]) -> Result<()> {
+        if candidates.is_empty() {
+            return Ok(());
+        }
         if let Some(r) = self.remote {
-            let push = PushRef {
-                dst: name.to_string(),
-                new: commit,
-                expect: None,
-            };
-            // A lost lease is a candidate another lander published first: the same stack.
-            if let PushResult::Declined { messages, .. } = push::push(self.store, r, &[push])? {
-                return Err(Error::refused(format!(
-                    "{r} declined the candidate {name}: {}",
-                    messages.join("; ")
-                ))
-                .hint("the server's hooks must let refs/tabellio/candidates/ be created"));
+            let pushes: Vec<PushRef> = candidates
+                .iter()
+                .map(|(name, commit)| PushRef {
+                    dst: name.clone(),
+                    new: *commit,
+                    expect: None,
+                })
+                .collect();
+            let mut results = vec![push::push(self.store, r, &pushes)?];
+            if matches!(results[0], PushResult::LostRace(_)) {
+                results = pushes
+                    .iter()
+                    .map(|p| push::push(self.store, r, std::slice::from_ref(p)))
+                    .collect::<Result<_>>()?;
+            }
+            for result in results {
+                if let PushResult::Declined { messages, .. } = result {
+                    return Err(Error::refused(format!(
+                        "{r} declined a candidate: {}",
+                        messages.join("; ")
+                    ))
+                    .hint("the server's hooks must let refs/tabellio/candidates/ be created"));
+                }
             }
         }
-        match tx::apply(
-            self.store,
-            &[Cas::update(
-                name,
-                None,
-                commit,
-                "tabellio: land publishes a candidate",
-            )],
-        ) {
-            Ok(()) | Err(tx::TxError::Moved { .. }) => Ok(()),
-            Err(e) => Err(e.into_error()),
+        for (name, commit) in candidates {
+            let create = Cas::update(name, None, *commit, "tabellio: land publishes a candidate");
+            match tx::apply(self.store, &[create]) {
+                Ok(()) | Err(tx::TxError::Moved { .. }) => {}
+                Err(e) => return Err(e.into_error()),
+            }
         }
+        Ok(())
     }
 
     /// Remove the candidates stacked on a tip the target has left (compare-and-swap each here,
@@ -460,10 +477,11 @@ impl<'s> Stacker<'s> {
         Ok(n)
     }
 
-    /// Publish `ids` as a candidate (created only: one already there stays).
-    fn publish(&mut self, ids: &[String]) -> Result<()> {
+    /// The candidate of `ids` to publish (name and commit), unless it does not stack or is
+    /// already published.
+    fn candidate(&mut self, ids: &[String]) -> Result<Option<(String, gix::ObjectId)>> {
         let Some((top, checks)) = self.build(ids)? else {
-            return Ok(());
+            return Ok(None);
         };
         let record = CandidateRecord {
             schema: CANDIDATE_SCHEMA.into(),
@@ -494,10 +512,10 @@ impl<'s> Stacker<'s> {
         };
         let name = candidate_ref(self.target, &candidate_id(&record));
         if self.store.ref_target_now(&name)?.is_some() {
-            return Ok(());
+            return Ok(None);
         }
         let commit = self.store.write_candidate(&record, top)?;
-        self.server.publish(&name, commit)
+        Ok(Some((name, commit)))
     }
 }
 
