@@ -12,11 +12,14 @@ use crate::trust::{keygen, public};
 use crate::util::*;
 
 /// A check (python) that appends `start <cwd> <time>` and `end <cwd> <time>` to `log`, sleeping
-/// `secs` between them.
+/// `secs` between them, once `<log>.armed` exists (before, it passes at once). The first execution also holds (at most 60 s) until a second one has
+/// started: a validator runs one check at a time, so the second is another validator's, and
+/// the two overlap however late that validator came up on a busy machine.
 fn logging_check(log: &Path, secs: f64) -> String {
     format!(
-        "import os, time\nopen({log:?}, 'a').write('start %s %f\\n' % (os.getcwd(), time.time()))\ntime.sleep({secs})\nopen({log:?}, 'a').write('end %s %f\\n' % (os.getcwd(), time.time()))",
-        log = log.display().to_string()
+        "import os, time, sys\nif not os.path.exists({armed:?}):\n    sys.exit(0)\nopen({log:?}, 'a').write('start %s %f\\n' % (os.getcwd(), time.time()))\ntime.sleep({secs})\nuntil = time.time() + 60\nwhile open({log:?}).read().count('start') < 2 and time.time() < until:\n    time.sleep(0.05)\nopen({log:?}, 'a').write('end %s %f\\n' % (os.getcwd(), time.time()))",
+        log = log.display().to_string(),
+        armed = format!("{}.armed", log.display())
     )
 }
 
@@ -119,7 +122,7 @@ fn signed_fleet(runs: &[&str]) -> SignedFleet {
     enqueue.extend_from_slice(runs);
     a.tab(&enqueue).ok();
     a.tab(&["sync"]).ok();
-    std::fs::remove_file(&log).ok();
+    write_file(Path::new(&format!("{}.armed", log.display())), "");
     SignedFleet {
         server,
         a,
