@@ -28,7 +28,8 @@ use crate::evidence::detached::{note_records, run_detached, Detached, DetachedRu
 use crate::evidence::interrupt;
 use crate::evidence::known::{tree_verdict, Known};
 use crate::evidence::reuse::Reuse;
-use crate::evidence::sign::RecordSigner;
+use crate::evidence::sign::{refuse_uncountable, JudgedAt, RecordSigner};
+use crate::model::candidate::ClaimRecord;
 use crate::model::policy::{ResolvedCheck, DEFAULT_EXCERPT_BYTES};
 use crate::model::time;
 use crate::model::EvidenceRecord;
@@ -39,6 +40,7 @@ use crate::store::policy::policy_at;
 use crate::store::remote::fetch_and_merge_notes;
 use crate::store::remote::notes_merge::NotesStep;
 use crate::store::remote::push::{self, PushRef, PushResult};
+use crate::store::scoped::Materialise;
 use crate::store::tx::{self, Cas, TxError};
 use crate::store::Store;
 
@@ -79,6 +81,10 @@ pub struct WorkerOutcome {
     pub validated: Vec<Validated>,
     /// The signal that stopped it, if one did.
     pub interrupted: Option<i32>,
+    /// Candidates whose claim another worker took over while this one validated them (it
+    /// stalled past its lease): their results were not noted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<String>,
 }
 
 /// Where this worker reads candidates and claims, and how it writes claims and evidence.
@@ -153,6 +159,20 @@ impl Place<'_> {
         }
     }
 
+    /// Move our claim from `old` to `new` (a renewed lease); false when it is no longer ours.
+    /// A lock another writer holds a moment is no loss: an error, tried again at the next tick.
+    fn renew(&self, name: &str, old: gix::ObjectId, new: gix::ObjectId) -> Result<bool> {
+        if self.remote.is_some() {
+            return self.claim(name, Some(old), new);
+        }
+        let renewal = Cas::update(name, Some(old), new, "tabellio: renew claim");
+        match tx::apply(self.store, &[renewal]) {
+            Ok(()) => Ok(true),
+            Err(TxError::Moved { .. }) => Ok(false),
+            Err(e) => Err(e.into_error()),
+        }
+    }
+
     /// Delete our claim; remotely together with the evidence, in one atomic push (retried on
     /// a notes ref another worker moved meanwhile).
     fn release(&self, claim: gix::ObjectId, name: &str) -> Result<()> {
@@ -186,6 +206,68 @@ impl Place<'_> {
     }
 }
 
+/// Keeps a claim alive while its checks run: every third of the lease, a thread writes the claim
+/// again with a new expiry (a commit whose parent is the claim it replaces) and moves the claim
+/// ref to it by compare-and-swap (remotely, a leased push), so a slow but live worker is never
+/// taken over. A lost compare-and-swap means another worker took the claim over after this one
+/// stalled past its lease: renewal stops and the claim is the other's.
+struct Renewal {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<Option<gix::ObjectId>>,
+}
+
+impl Renewal {
+    fn start(
+        place: &Place<'_>,
+        opts: &WorkerOptions,
+        (record, claim): (ClaimRecord, gix::ObjectId),
+    ) -> Renewal {
+        let git_dir = place.store.repo.git_dir().to_path_buf();
+        let remote = place.remote.map(str::to_string);
+        let lease = Duration::from_secs(opts.lease_s);
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let store = Store::open(&git_dir).ok()?;
+            let place = Place {
+                store: &store,
+                remote: remote.as_deref(),
+            };
+            let name = candidates::claim_ref(&record.candidate);
+            let mut held = claim;
+            let renew = |held: gix::ObjectId| -> Result<Option<gix::ObjectId>> {
+                let mut again = record.clone();
+                let now = std::time::SystemTime::now();
+                again.lease_expires_at = time::rfc3339(now + lease);
+                let next = store.write_claim(&again, Some(held))?;
+                Ok(place.renew(&name, held, next)?.then_some(next))
+            };
+            loop {
+                let last = matches!(
+                    stopped.recv_timeout(lease / 3),
+                    Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected)
+                );
+                match renew(held) {
+                    Ok(Some(next)) => held = next,
+                    Ok(None) => return None,
+                    // A failure to reach the remote is tried again at the next tick; the lease
+                    // still holds until then. At the end, the claim as last renewed is ours.
+                    Err(_) => {}
+                }
+                if last {
+                    return Some(held);
+                }
+            }
+        });
+        Renewal { stop, thread }
+    }
+
+    /// Stop renewing: the claim commit, renewed once more, when it is still this worker's.
+    fn stop(self) -> Option<gix::ObjectId> {
+        let _ = self.stop.send(());
+        self.thread.join().ok().flatten()
+    }
+}
+
 pub fn worker(env: &Env, opts: &WorkerOptions) -> Result<WorkerOutcome> {
     if let Some(remote) = &opts.remote {
         crate::store::remote::fetch::check_remote(&env.store, remote)?;
@@ -198,6 +280,7 @@ pub fn worker(env: &Env, opts: &WorkerOptions) -> Result<WorkerOutcome> {
         worker: opts.id.clone(),
         validated: Vec::new(),
         interrupted: None,
+        lost: Vec::new(),
     };
     loop {
         // A fresh view each pass: other processes write refs, notes and objects meanwhile.
@@ -228,9 +311,13 @@ pub fn worker(env: &Env, opts: &WorkerOptions) -> Result<WorkerOutcome> {
 fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) -> Result<bool> {
     let store = place.store;
     let (candidates, _) = store.read_candidates_under(&place.candidates_prefix(), None)?;
-    let mut candidates_by_tree = Vec::new();
+    // What each candidate's validation is about; one whose checks this tool cannot resolve is
+    // about nothing another could share.
+    let mut by_inputs = Vec::new();
     for c in &candidates {
-        candidates_by_tree.push((store.tree_of(c.commit)?, c.id.clone()));
+        if let Ok(checks) = resolve_checks(store, c) {
+            by_inputs.push((inputs_of(store, c.commit, &checks)?, c.id.clone()));
+        }
     }
     let mut found = false;
     for candidate in candidates {
@@ -249,8 +336,13 @@ fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) ->
             continue;
         }
         let tree = store.tree_of(candidate.commit)?;
-        if same_tree_claimed(place, &candidates_by_tree, &candidate, tree)? {
-            continue; // another candidate of the same tree is being validated
+        let inputs = inputs_of(store, candidate.commit, &checks)?;
+        // Before claiming: records this worker's key could not make count under the policy
+        // at the candidate's tip are never made (exit 3, nothing written), as `finish` and
+        // `land` refuse.
+        let signer = countable_signer(store, opts, &candidate, &checks)?;
+        if same_inputs_claimed(place, &by_inputs, &candidate, &inputs)? {
+            continue; // another candidate with the same inputs is being validated
         }
         let held = store.try_find_claim(&place.claims_prefix(), &candidate.id)?;
         let now = time::now();
@@ -271,13 +363,30 @@ fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) ->
             place.release(claim, &name)?;
             continue;
         }
-        let result = validate(store, opts, &candidate, &checks);
+        let renewal = Renewal::start(place, opts, (record, claim));
+        let result = validate(store, opts, (&candidate, signer.as_ref()), &checks);
+        // Still ours (renewed once more just now), or taken over by another worker after this
+        // one stalled past its lease: then its result is not noted, whatever it was.
+        let Some(claim) = renewal.stop() else {
+            outcome.lost.push(candidate.id.clone());
+            continue;
+        };
+        let noted = match &result {
+            Ok(Some(records)) => note_records(
+                store,
+                candidate.commit,
+                records,
+                &format!("tabellio: worker validates candidate {}", candidate.id),
+            ),
+            _ => Ok(()),
+        };
         // Released whatever happened: interrupted, failed or passed.
         let released = place.release(claim, &name);
         let (passed, ran) = match result? {
             Some(records) => (records.iter().all(EvidenceRecord::passed), records.len()),
             None => break, // interrupted: nothing noted, claim released
         };
+        noted?;
         released?;
         found = true;
         outcome.validated.push(Validated {
@@ -298,17 +407,38 @@ fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) ->
     Ok(found)
 }
 
-/// Does a live claim of another candidate with the same tree exist? Claims are per candidate,
-/// evidence is per tree: two candidates of one tree are one validation, run by one worker.
-fn same_tree_claimed(
+/// What validating `commit` with `checks` is about: per check (by digest), the tree its
+/// evidence is keyed to — the scoped tree of a check with declared inputs, else the whole tree.
+/// Two candidates alike in this are one validation: the records of one count for the other.
+fn inputs_of(
+    store: &Store,
+    commit: gix::ObjectId,
+    checks: &[ResolvedCheck],
+) -> Result<Vec<(String, gix::ObjectId)>> {
+    let tree = store.tree_of(commit)?;
+    let mut out = Vec::new();
+    for check in checks {
+        let keyed = match check.def.scope() {
+            Some(inputs) => store.scoped_tree(tree, &inputs, Materialise::HashOnly)?,
+            None => tree,
+        };
+        out.push((check.def.digest(), keyed));
+    }
+    Ok(out)
+}
+
+/// Does a live claim of another candidate with the same inputs exist (the same tree, or, for
+/// checks with declared inputs, trees alike in them: a candidate stacked on a tip the target
+/// has since left, still being validated, whose records will count here)?
+fn same_inputs_claimed(
     place: &Place<'_>,
-    by_tree: &[(gix::ObjectId, String)],
+    by_inputs: &[(Vec<(String, gix::ObjectId)>, String)],
     candidate: &Candidate,
-    tree: gix::ObjectId,
+    inputs: &[(String, gix::ObjectId)],
 ) -> Result<bool> {
     let now = time::now();
-    for (t, id) in by_tree {
-        if *t != tree || *id == candidate.id {
+    for (other, id) in by_inputs {
+        if other.as_slice() != inputs || *id == candidate.id {
             continue;
         }
         if let Some(c) = place.store.try_find_claim(&place.claims_prefix(), id)? {
@@ -348,31 +478,47 @@ fn resolve_checks(store: &Store, candidate: &Candidate) -> Result<Vec<ResolvedCh
     Ok(out)
 }
 
-/// Run `checks` on the candidate commit and note the records; `None` when a signal stopped it
-/// (nothing noted).
-fn validate(
+/// This worker's signer for `candidate` (its key, as the policy at the candidate's tip grants
+/// it), refused when the records it would make for `checks` could not count there.
+fn countable_signer(
     store: &Store,
     opts: &WorkerOptions,
     candidate: &Candidate,
     checks: &[ResolvedCheck],
-) -> Result<Option<Vec<EvidenceRecord>>> {
+) -> Result<Option<RecordSigner>> {
     let tip = store.parse_oid(&candidate.record.tip)?;
     let signer = RecordSigner::resolve(store, opts.sign_key.as_deref(), opts.no_sign, Some(tip))?;
-    // Records the tip's policy would not count are refused before any check runs: the lander
-    // would wait on them, and validating again would make the same ones.
     let target = &candidate.record.target;
-    crate::evidence::sign::refuse_uncountable(
+    let label = target.strip_prefix("refs/heads/").unwrap_or(target);
+    let again = match &opts.remote {
+        Some(r) => format!("git tabellio worker --remote {r}"),
+        None => "git tabellio worker".to_string(),
+    };
+    let judged = JudgedAt {
+        commit: tip,
+        label,
+        again: &again,
+        run: None,
+    };
+    refuse_uncountable(
         store,
         signer.as_ref(),
-        Some(crate::evidence::sign::JudgedAt {
-            commit: tip,
-            label: target.strip_prefix("refs/heads/").unwrap_or(target),
-            again: "git tabellio worker",
-            run: None,
-        }),
+        Some(judged),
         checks.iter().map(|c| c.name.as_str()),
         opts.no_sign,
     )?;
+    Ok(signer)
+}
+
+/// Run `checks` on the candidate commit: the records, to note while the claim is still this
+/// worker's; `None` when a signal stopped it.
+fn validate(
+    store: &Store,
+    opts: &WorkerOptions,
+    (candidate, signer): (&Candidate, Option<&RecordSigner>),
+    checks: &[ResolvedCheck],
+) -> Result<Option<Vec<EvidenceRecord>>> {
+    let tip = store.parse_oid(&candidate.record.tip)?;
     let cap = policy_at(store, tip)?.map_or(DEFAULT_EXCERPT_BYTES, |p| p.excerpt_bytes());
     // The records name the candidate's runs when they agree on who made the change, else
     // this worker, who vouches for the mix.
@@ -387,31 +533,20 @@ fn validate(
     } else {
         crate::run::actor::validating_actor(store, Some(tip))
     };
-    crate::evidence::sign::refuse_misattributed(
-        store,
-        signer.as_ref(),
-        Some(tip),
-        &provenance.actor,
-    )?;
+    crate::evidence::sign::refuse_misattributed(store, signer, Some(tip), &provenance.actor)?;
     let run = DetachedRun {
         commit: candidate.commit,
         run_id: None,
         excerpt_cap: cap,
         stream: opts.stream,
         reuse: Reuse::Allowed,
-        signer: signer.as_ref(),
+        signer,
         provenance: Some(&provenance),
     };
     let (records, scratch) = match run_detached(store, &run, checks)? {
         Detached::Done { records, scratch } => (records, scratch),
         Detached::Interrupted(_) => return Ok(None),
     };
-    note_records(
-        store,
-        candidate.commit,
-        &records,
-        &format!("tabellio: worker validates candidate {}", candidate.id),
-    )?;
     scratch.remove()?;
     Ok(Some(records))
 }

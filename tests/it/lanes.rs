@@ -48,7 +48,7 @@ const DEADLINE: Duration = Duration::from_secs(300);
 /// Wait for `child` (`what` names it) until [`DEADLINE`]; past it, kill it and fail with what
 /// it printed. Its output is read meanwhile, so a full pipe never blocks it.
 #[track_caller]
-fn finish(mut child: Child, what: &str) -> Exit {
+pub(crate) fn finish(mut child: Child, what: &str) -> Exit {
     fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
         std::thread::spawn(move || {
             let mut text = String::new();
@@ -88,7 +88,7 @@ fn finish(mut child: Child, what: &str) -> Exit {
 
 /// `git-tabellio --json <args>` in `t`, bounded by [`DEADLINE`]: its exit code and JSON.
 #[track_caller]
-fn tab_json_within(t: &TestEnv, args: &[&str]) -> (i32, Value) {
+pub(crate) fn tab_json_within(t: &TestEnv, args: &[&str]) -> (i32, Value) {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
     let exit = finish(t.spawn_tab(&all), &all.join(" "));
@@ -98,7 +98,7 @@ fn tab_json_within(t: &TestEnv, args: &[&str]) -> (i32, Value) {
 }
 
 /// Background workers, killed when dropped (a test that fails leaves none running).
-struct Kids(Vec<Child>);
+pub(crate) struct Kids(pub(crate) Vec<Child>);
 
 impl Drop for Kids {
     fn drop(&mut self) {
@@ -110,7 +110,7 @@ impl Drop for Kids {
 }
 
 /// SIGTERM to each of `kids`, as a person stops a worker, then wait for them (bounded).
-fn terminate(mut kids: Kids) {
+pub(crate) fn terminate(mut kids: Kids) {
     for k in &kids.0 {
         let _ = std::process::Command::new("kill")
             .args(["-TERM", &k.id().to_string()])
@@ -210,6 +210,18 @@ fn eight_runs_no_culprit_four_lanes_land_in_one_round_of_candidates() {
     assert!(executions(&count) <= 4, "{} executions", executions(&count));
     let r = t.tab(&["verify", "main"]);
     assert_eq!(r.code, 0, "{}", r.desc);
+    // The lander notes the new tip's verification summary, as `land` does.
+    let summary = t.git(&["notes", "--ref=tabellio/vsa", "show", "main"]);
+    assert_eq!(
+        summary.code, 0,
+        "no summary of the new tip: {}",
+        summary.desc
+    );
+    assert!(
+        summary.stdout.contains("application/vnd.in-toto+json"),
+        "{}",
+        summary.stdout
+    );
     // Every check ran in a worker's temporary worktree, none in the lander's.
     assert!(t
         .git_out(&["for-each-ref", "refs/tabellio/queue/"])
@@ -351,7 +363,7 @@ fn through_a_bare_server_workers_in_two_clones_validate_and_the_lander_lands_the
 
 /// A server with four queued runs made in clone `a`, whose branches clone `b` has too, and a
 /// worker in each clone.
-fn fleet() -> (TestEnv, TestEnv, TestEnv, Kids) {
+pub(crate) fn fleet() -> (TestEnv, TestEnv, TestEnv, Kids) {
     let (server, a, b) = TestEnv::server_and_two_clones();
     a.commit_policy(&policy(&[("ok", &["true"])]));
     a.git(&["push", "-q"]).ok();
@@ -382,26 +394,23 @@ fn fleet() -> (TestEnv, TestEnv, TestEnv, Kids) {
 }
 
 /// A `worker --remote origin` in each of `clones` (ids `w0`, `w1`, …), polling often.
-fn remote_workers(clones: &[&TestEnv]) -> Kids {
+pub(crate) fn remote_workers(clones: &[&TestEnv]) -> Kids {
     Kids(
         clones
             .iter()
             .enumerate()
-            .map(|(i, w)| {
-                w.spawn_tab(&[
-                    "worker",
-                    "--remote",
-                    "origin",
-                    "--poll",
-                    "0.05",
-                    "--lease",
-                    "30",
-                    "--id",
-                    &format!("w{i}"),
-                ])
-            })
+            .map(|(i, w)| remote_worker(w, &format!("w{i}"), &[]))
             .collect(),
     )
+}
+
+/// A `worker --remote origin` in `clone` named `id`, polling often, with `extra` arguments.
+pub(crate) fn remote_worker(clone: &TestEnv, id: &str, extra: &[&str]) -> Child {
+    let mut args = vec![
+        "worker", "--remote", "origin", "--poll", "0.05", "--lease", "30", "--id", id,
+    ];
+    args.extend_from_slice(extra);
+    clone.spawn_tab(&args)
 }
 
 fn stop_remote_workers(kids: Kids) {
@@ -442,44 +451,47 @@ fn a_lander_killed_anywhere_is_continued_by_another_clone_from_the_refs() {
         let (code, j) = tab_json_within(&b, &LAND);
         stop_remote_workers(kids);
         assert_eq!(code, 0, "round {round}: {j}");
-        let main = server.git_out(&["rev-parse", "main"]);
-        for id in ["q0", "q1", "q2", "q3"] {
-            let rec = server.ledger_record(&format!("refs/tabellio/runs/{id}"));
-            assert_eq!(rec["state"], "promoted", "round {round}: {id}: {rec}");
-            let landed = rec["landed"]
-                .as_str()
-                .or_else(|| rec["promotion"]["new"].as_str())
-                .unwrap_or_else(|| panic!("round {round}: {id}: {rec}"));
-            assert_eq!(
-                server
-                    .git(&["merge-base", "--is-ancestor", landed, &main])
-                    .code,
-                0,
-                "round {round}: {id}'s {landed} is not on main"
-            );
-            let touching = server.git_out(&[
-                "log",
-                "--format=%H",
-                &format!("{base}..{main}"),
-                "--",
-                &format!("{id}.txt"),
-            ]);
-            assert_eq!(
-                touching.lines().count(),
-                1,
-                "round {round}: {id} landed twice"
-            );
-        }
-        let left = server.git_out(&[
-            "for-each-ref",
-            "--format=%(refname)",
-            "refs/tabellio/candidates/",
-            "refs/tabellio/claims/",
-            "refs/tabellio/queue/",
-        ]);
-        assert_eq!(left, "", "round {round}: left on the server");
-        server.git(&["fsck", "--strict", "--no-progress"]).ok();
+        converged(&server, &base, &format!("round {round}"));
     }
+}
+
+/// The four runs of [`fleet`] all landed on the server's `main` (from `base`), each once, every
+/// ledger `promoted` with its landed commit on `main`, nothing left in the queue, candidates or
+/// claims, and `git fsck --strict` clean.
+pub(crate) fn converged(server: &TestEnv, base: &str, what: &str) {
+    let main = server.git_out(&["rev-parse", "main"]);
+    for id in ["q0", "q1", "q2", "q3"] {
+        let rec = server.ledger_record(&format!("refs/tabellio/runs/{id}"));
+        assert_eq!(rec["state"], "promoted", "{what}: {id}: {rec}");
+        let landed = rec["landed"]
+            .as_str()
+            .or_else(|| rec["promotion"]["new"].as_str())
+            .unwrap_or_else(|| panic!("{what}: {id}: {rec}"));
+        assert_eq!(
+            server
+                .git(&["merge-base", "--is-ancestor", landed, &main])
+                .code,
+            0,
+            "{what}: {id}'s {landed} is not on main"
+        );
+        let touching = server.git_out(&[
+            "log",
+            "--format=%H",
+            &format!("{base}..{main}"),
+            "--",
+            &format!("{id}.txt"),
+        ]);
+        assert_eq!(touching.lines().count(), 1, "{what}: {id} landed twice");
+    }
+    let left = server.git_out(&[
+        "for-each-ref",
+        "--format=%(refname)",
+        "refs/tabellio/candidates/",
+        "refs/tabellio/claims/",
+        "refs/tabellio/queue/",
+    ]);
+    assert_eq!(left, "", "{what}: left on the server");
+    server.git(&["fsck", "--strict", "--no-progress"]).ok();
 }
 
 #[test]
@@ -494,14 +506,7 @@ fn a_worker_killed_mid_check_leaves_a_claim_another_takes_over_when_its_lease_ru
         hang = hang.display().to_string(),
         pid = pid.display().to_string()
     );
-    t.git(&["switch", "-q", "main"]).ok();
-    t.commit_policy(&policy(&[("slow", &["python3", "-c", &code])]));
-    t.git(&["switch", "-q", "elsewhere"]).ok();
-    for id in ["k0", "k1"] {
-        t.started_run(id, &format!("{id}.txt"));
-        t.tab(&["finish", id]).ok();
-    }
-    t.tab(&["enqueue", "k0", "k1"]).ok();
+    queue_two(&t, &code);
     write_file(&hang, "");
     let mut lander = Kids(vec![
         t.spawn_tab(&["land", "--lanes", "1", "--target", "main"])
@@ -669,4 +674,209 @@ fn the_ci_recipe_commands_land_the_queue_through_a_bare_repository() {
     let notes = server.git_out(&["notes", "--ref=tabellio/evidence", "show", &tree]);
     assert!(notes.contains("\"signature\""), "{notes}");
     server.git(&["fsck", "--strict", "--no-progress"]).ok();
+}
+
+/// `main` requiring the check `slow` (python `code`), and the runs `k0` and `k1` queued.
+fn queue_two(t: &TestEnv, code: &str) {
+    t.git(&["switch", "-q", "main"]).ok();
+    t.commit_policy(&policy(&[("slow", &["python3", "-c", code])]));
+    t.git(&["switch", "-q", "elsewhere"]).ok();
+    for id in ["k0", "k1"] {
+        t.started_run(id, &format!("{id}.txt"));
+        t.tab(&["finish", id]).ok();
+    }
+    t.tab(&["enqueue", "k0", "k1"]).ok();
+}
+
+/// Two runs queued on `main`, whose check, once `<dir>/slow` exists (it does), logs
+/// `start <the worker's pid>` to `<dir>/log` and sleeps `secs`; the log's path.
+fn slow_check_queue(secs: u32) -> (TestEnv, PathBuf) {
+    let t = TestEnv::ref_only();
+    let dir = t.path().to_path_buf();
+    let (slow, log) = (dir.join("slow"), dir.join("log"));
+    let code = format!(
+        "import os, time\nif os.path.exists({slow:?}):\n    open({log:?}, 'a').write('start %d\\n' % os.getppid())\n    time.sleep({secs})",
+        log = log.display().to_string(),
+        slow = slow.display().to_string(),
+    );
+    queue_two(&t, &code);
+    write_file(&slow, "");
+    (t, log)
+}
+
+/// A worker with a 2 s lease, polling often.
+fn leased_worker(t: &TestEnv, id: &str) -> Child {
+    t.spawn_tab(&["worker", "--lease", "2", "--poll", "0.05", "--id", id])
+}
+
+#[test]
+fn a_slow_live_worker_renews_its_lease_and_is_not_taken_over() {
+    let (t, log) = slow_check_queue(6);
+    let lander = t.spawn_tab(&["land", "--lanes", "1", "--target", "main"]);
+    let worker = |id: &str| leased_worker(&t, id);
+    let mut kids = Kids(vec![worker("slow")]);
+    wait_for_file(&log);
+    // The heir polls all along: it would take the claim over the moment its lease ran out.
+    kids.0.push(worker("heir"));
+    // The claim is renewed while the check runs: a new claim commit on the old one.
+    let claim = claims_of(&t);
+    assert_eq!(claim.lines().count(), 1, "{claim}");
+    let until = Instant::now() + Duration::from_secs(30);
+    let first = t.git_out(&["rev-parse", claim.trim()]);
+    let renewed = loop {
+        let now = t.git(&["rev-parse", "-q", "--verify", claim.trim()]);
+        let held = t.git(&["show", &format!("{}:claim.json", claim.trim())]);
+        if now.code == 0 && now.stdout.trim() != first {
+            assert!(
+                held.stdout.contains("\"worker\": \"slow\""),
+                "{}",
+                held.stdout
+            );
+            break true;
+        }
+        if Instant::now() > until || claims_of(&t).is_empty() {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(renewed, "the claim was never renewed");
+    let exit = finish(lander, "the lander");
+    assert_eq!(exit.code, 0, "{}", exit.stderr);
+    let slow_pid = kids.0[0].id().to_string();
+    terminate(kids);
+    // One execution, by the slow worker; the heir took nothing over.
+    let ran = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        ran.lines().collect::<Vec<_>>(),
+        [format!("start {slow_pid}")],
+        "{ran}"
+    );
+    assert_eq!(claims_of(&t), "");
+    t.fsck();
+}
+
+#[test]
+fn a_worker_stalled_past_its_lease_loses_the_claim_and_its_result_is_not_noted() {
+    let (t, log) = slow_check_queue(3);
+    let lander = t.spawn_tab(&["land", "--lanes", "1", "--target", "main"]);
+    let worker = |id: &str| leased_worker(&t, id);
+    let mut kids = Kids(vec![worker("stalled")]);
+    wait_for_file(&log);
+    // The worker stops (SIGSTOP) mid-check: its check runs on, its lease runs out, and the
+    // heir takes the claim over and runs the check itself.
+    let stalled = kids.0[0].id().to_string();
+    let signal = |sig: &str| {
+        let _ = std::process::Command::new("kill")
+            .args([sig, &stalled])
+            .status();
+    };
+    signal("-STOP");
+    kids.0.push(worker("heir"));
+    let until = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&log).unwrap().lines().count() < 2 {
+        assert!(Instant::now() < until, "the heir never took the claim over");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal("-CONT");
+    let exit = finish(lander, "the lander");
+    assert_eq!(exit.code, 0, "{}", exit.stderr);
+    // Each worker finishes the check it holds before it is stopped.
+    stop(&t, kids);
+    // Both ran the check; only the heir's record is noted: the claim was no longer the
+    // stalled worker's when it came back.
+    let ran = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(ran.lines().count(), 2, "{ran}");
+    let main = t.git_out(&["rev-parse", "main^{tree}"]);
+    let notes = t.git_out(&["notes", "--ref=tabellio/evidence", "show", &main]);
+    let executed: Vec<&str> = notes
+        .lines()
+        .filter(|l| l.contains("\"name\":\"slow\"") && !l.contains("reused_from"))
+        .collect();
+    assert_eq!(executed.len(), 1, "{notes}");
+    assert_eq!(claims_of(&t), "");
+    t.fsck();
+}
+
+#[test]
+fn a_priority_run_enqueued_mid_flight_lands_first_and_the_in_flight_evidence_still_counts() {
+    let t = TestEnv::ref_only();
+    let (slow, log, release) = (
+        t.path().join("slow"),
+        t.path().join("log"),
+        t.path().join("release"),
+    );
+    // The check reads only `f*.txt` (its declared inputs). Once `slow` exists it logs, then
+    // holds until `release` exists (at most 90 s): the queued runs' validations are in flight
+    // until the test sees the priority run landed.
+    let code = format!(
+        "import os, time\nif os.path.exists({slow:?}):\n    open({log:?}, 'a').write('start\\n')\n    until = time.time() + 90\n    while not os.path.exists({release:?}) and time.time() < until:\n        time.sleep(0.05)",
+        log = log.display().to_string(),
+        slow = slow.display().to_string(),
+        release = release.display().to_string(),
+    );
+    let mut p: Value =
+        serde_json::from_str(&policy(&[("count", &["python3", "-c", &code])])).unwrap();
+    p["checks"]["count"]["inputs"] = serde_json::json!(["f*.txt"]);
+    t.git(&["switch", "-q", "main"]).ok();
+    t.commit_policy(&p.to_string());
+    t.git(&["switch", "-q", "elsewhere"]).ok();
+    let ids: Vec<String> = (0..8).map(|i| format!("r{i}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        t.started_run(id, &format!("f{i}.txt"));
+        t.tab(&["finish", id]).ok();
+    }
+    // The priority run changes no input of the check.
+    t.started_run("p", "p.txt");
+    t.tab(&["finish", "p"]).ok();
+    let mut enqueue = vec!["enqueue"];
+    enqueue.extend(ids.iter().map(String::as_str));
+    t.tab(&enqueue).ok();
+    write_file(&slow, "");
+    // Two workers more than lanes: free to take whatever candidate the lander publishes.
+    let kids = workers(&t, 6);
+    let lander = t.spawn_tab(&["--json", "land", "--lanes", "4", "--target", "main"]);
+    let started = || std::fs::read_to_string(&log).map_or(0, |s| s.lines().count());
+    let until = Instant::now() + Duration::from_secs(120);
+    while started() < 4 {
+        assert!(Instant::now() < until, "four candidates never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    t.tab(&["enqueue", "p", "--priority"]).ok();
+    // The priority run lands while the four validations are still held.
+    let state = || t.ledger_record("refs/tabellio/runs/p")["state"].clone();
+    let until = Instant::now() + Duration::from_secs(60);
+    while state() != "promoted" && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let promoted_first = state() == "promoted";
+    let held = started();
+    write_file(&release, "");
+    let exit = finish(lander, "the lander");
+    stop(&t, kids);
+    assert!(
+        promoted_first,
+        "the priority run waited for the queue's validations"
+    );
+    assert_eq!(exit.code, 0, "{}\n{}", exit.stdout, exit.stderr);
+    let landed = |id: &str| {
+        let rec = t.ledger_record(&format!("refs/tabellio/runs/{id}"));
+        assert_eq!(rec["state"], "promoted", "{id}: {rec}");
+        rec["landed"].as_str().unwrap().to_string()
+    };
+    let first = landed("p");
+    for id in &ids {
+        let theirs = landed(id);
+        let under = t.git(&["merge-base", "--is-ancestor", &first, &theirs]);
+        assert_eq!(under.code, 0, "{id} landed before the priority run");
+    }
+    // The four in-flight validations were kept, not rebuilt on the new tip: the stacks there
+    // have their inputs. At most one execution more in all (none started while they were held).
+    assert!(
+        held <= 5,
+        "{held} executions while the in-flight ones were held"
+    );
+    assert!(started() <= 5, "{} executions", started());
+    let r = t.tab(&["verify", "main"]);
+    assert_eq!(r.code, 0, "{}", r.desc);
+    t.fsck();
 }

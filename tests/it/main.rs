@@ -21,6 +21,7 @@ mod drain;
 mod exit_codes;
 mod export;
 mod fixtures;
+mod fleet;
 mod gc;
 mod git_environment;
 mod harness;

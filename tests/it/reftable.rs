@@ -22,6 +22,8 @@ mod crash;
 mod drain;
 #[path = "export.rs"]
 mod export;
+#[path = "fleet.rs"]
+mod fleet;
 #[path = "gc.rs"]
 mod gc;
 #[path = "git_environment.rs"]

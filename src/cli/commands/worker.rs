@@ -116,7 +116,12 @@ pub fn cmd_worker(ctx: &Ctx, a: &WorkerArgs) -> Result<Output> {
             }
         ));
     }
-    if o.validated.is_empty() {
+    for id in &o.lost {
+        human.push_str(&format!(
+            "lost candidate {id}: another worker took its claim over after this one stalled past its lease; the result was not noted\n"
+        ));
+    }
+    if o.validated.is_empty() && o.lost.is_empty() {
         human.push_str("no candidate to validate");
     }
     Ok(Output::new(json, human.trim_end().to_string()))

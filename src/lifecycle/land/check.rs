@@ -578,8 +578,13 @@ pub fn settle(
                     verdicts.join(", ")
                 )
             } else {
+                let who = if checker.deferred.is_some() {
+                    "the workers (`land --lanes`) sign what they record with `git tabellio worker --sign-key <file>`"
+                } else {
+                    "land signs what it records with `--sign-key <file>`"
+                };
                 format!(
-                    "its evidence does not count under the trust of the policy at {tip}: {}; land signs what it records with `--sign-key <file>` or git's signing key, which must be an allowed signer there",
+                    "its evidence does not count under the trust of the policy at {tip}: {}; {who} or git's signing key, which must be an allowed signer there",
                     verdicts.join(", ")
                 )
             };

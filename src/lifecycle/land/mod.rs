@@ -258,55 +258,24 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         outcome.checks_reused = predicted.checks_reused;
         return Ok(outcome);
     }
-    let ids: Vec<String> = first
-        .candidates
-        .iter()
-        .map(|c| c.ledger.record.run_id.clone())
-        .collect();
-    if let Some(lanes) = opts.lanes {
-        if lanes == 0 {
-            return Err(Error::usage("--lanes must be at least 1"));
-        }
-        lanes::land(store, &target, opts, (lanes, squash), &mut outcome)?;
-        if opts.remote.is_none() {
-            outcome.new = store.ref_target(&target)?.map(|o| o.to_string());
-        }
-        note_summary_of(store, opts, &mut outcome)?;
-        return Ok(outcome);
-    }
-    // Before anything is written: a key that cannot sign refuses the whole command.
-    let signer = crate::evidence::sign::RecordSigner::resolve(
-        store,
-        opts.sign_key.as_deref(),
-        opts.no_sign,
-        store.ref_target(&target)?,
-    )?;
-    signing::refuse_uncountable_checks(
-        store,
-        &target,
-        &first.candidates,
-        (squash, opts.batch),
-        (signer.as_ref(), opts.no_sign),
-    )?;
-    // Runs whose changes fall in disjoint check scopes land side by side, each lane on its own.
+
     let tip = store.ref_target(&target)?;
-    let scopes = match (&opts.remote, tip) {
-        (None, Some(tip)) => scopes::partition(store, tip, &first.candidates)?,
-        _ => vec![ids.clone()],
-    };
     let plans = match tip {
         Some(tip) => plan::plans(store, tip, &first.candidates)?,
         None => Vec::new(),
     };
-    if scopes.len() > 1 {
-        scopes::land_scopes(env, (&target, squash), opts, scopes, &mut outcome)?;
-    } else {
-        let mut checker = check::Checker::new(store, opts, squash).signing(signer);
-        land_runs(store, &target, ids, &mut checker, &mut outcome, ROUNDS)?;
-        outcome.checks_run = checker.checks_run;
-        outcome.checks_reused = checker.checks_reused;
-        outcome.validations = checker.validations;
-        outcome.executions = std::mem::take(&mut checker.executions);
+    match opts.lanes {
+        // The workers run the checks and sign their records (and refuse, before running any,
+        // when their key could not count); the lander runs none and signs nothing.
+        Some(0) => return Err(Error::usage("--lanes must be at least 1")),
+        Some(lanes) => lanes::land(store, &target, opts, (lanes, squash), &mut outcome)?,
+        None => land_here(
+            env,
+            (&target, squash),
+            opts,
+            &first.candidates,
+            &mut outcome,
+        )?,
     }
     if opts.remote.is_none() {
         let new = store.ref_target(&target)?;
@@ -352,6 +321,46 @@ fn note_summary_of(store: &Store, opts: &LandOptions, outcome: &mut LandOutcome)
         Some(remote) => crate::run::vsa::publish_summary(store, remote, target, (old, new), key),
     };
     outcome.summary_warning = written.err().map(|e| e.message);
+    Ok(())
+}
+
+/// Validate and land here: the checks run in this process, signed by its key.
+fn land_here(
+    env: &Env,
+    (target, squash): (&str, bool),
+    opts: &LandOptions,
+    candidates: &[queue::Candidate],
+    outcome: &mut LandOutcome,
+) -> Result<()> {
+    let store = &env.store;
+    let ids: Vec<String> = candidates
+        .iter()
+        .map(|c| c.ledger.record.run_id.clone())
+        .collect();
+    // Before anything is written: a key that cannot sign refuses the whole command.
+    let signer = signing::signer(store, opts, target)?;
+    signing::refuse_uncountable_checks(
+        store,
+        target,
+        candidates,
+        (squash, opts.batch),
+        (signer.as_ref(), opts.no_sign),
+    )?;
+    // Runs whose changes fall in disjoint check scopes land side by side, each lane on its own.
+    let scopes = match (&opts.remote, store.ref_target(target)?) {
+        (None, Some(tip)) => scopes::partition(store, tip, candidates)?,
+        _ => vec![ids.clone()],
+    };
+    if scopes.len() > 1 {
+        scopes::land_scopes(env, (target, squash), opts, scopes, outcome)?;
+    } else {
+        let mut checker = check::Checker::new(store, opts, squash).signing(signer);
+        land_runs(store, target, ids, &mut checker, outcome, ROUNDS)?;
+        outcome.checks_run = checker.checks_run;
+        outcome.checks_reused = checker.checks_reused;
+        outcome.validations = checker.validations;
+        outcome.executions = std::mem::take(&mut checker.executions);
+    }
     Ok(())
 }
 

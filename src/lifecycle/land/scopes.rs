@@ -123,12 +123,7 @@ pub fn land_scopes(
                 scope.spawn(move || -> Result<LandOutcome> {
                     let env = Env::discover(&cwd)?;
                     let store = &env.store;
-                    let signer = crate::evidence::sign::RecordSigner::resolve(
-                        store,
-                        opts.sign_key.as_deref(),
-                        opts.no_sign,
-                        store.ref_target(target)?,
-                    )?;
+                    let signer = super::signing::signer(store, opts, target)?;
                     let mut checker = Checker::new(store, opts, squash).signing(signer);
                     land_runs(store, target, ids, &mut checker, &mut lane, rounds)?;
                     lane.checks_run = checker.checks_run;

@@ -9,6 +9,22 @@ use crate::store::policy::policy_at;
 use crate::store::Store;
 
 use super::queue::Candidate;
+use super::LandOptions;
+
+/// Who signs the records `land` makes here: `--sign-key`, else git's signing key (none with
+/// `--no-sign`), its principal as the policy at the target's tip grants it.
+pub(super) fn signer(
+    store: &Store,
+    opts: &LandOptions,
+    target: &str,
+) -> Result<Option<RecordSigner>> {
+    RecordSigner::resolve(
+        store,
+        opts.sign_key.as_deref(),
+        opts.no_sign,
+        store.ref_target(target)?,
+    )
+}
 
 /// Refuse (exit 3, nothing written) when the landing would run checks whose records `signer`
 /// cannot make count under the policy at the target's tip.

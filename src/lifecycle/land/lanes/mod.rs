@@ -68,10 +68,29 @@ pub fn land(
         // at once, so a worker finishing while this round plans is never missed.
         let seen = store.ref_target_now(EVIDENCE)?;
         let queue = queue::resolve(store, target, &[])?;
-        let batch: Vec<Candidate> = queue.candidates.into_iter().take(opts.batch).collect();
+        // Priority entries land first, as a batch of their own: their candidates never wait
+        // on the rest of the queue's, and their landing leaves the others' evidence standing
+        // wherever it does not touch a check's inputs.
+        let priority = server.priority_runs()?;
+        let urgent = queue
+            .candidates
+            .iter()
+            .take_while(|c| priority.iter().any(|p| p == c.run_id()))
+            .count();
+        let take = if urgent > 0 {
+            urgent
+        } else {
+            queue.candidates.len()
+        };
+        let batch: Vec<Candidate> = queue
+            .candidates
+            .into_iter()
+            .take(take.min(opts.batch))
+            .collect();
         if batch.is_empty() {
-            // Also what a lander killed after its last landing left.
-            return server.retire();
+            // Also what a lander killed after its last landing left; nothing is left to land,
+            // so a candidate a worker still validates is no use to anyone either.
+            return server.retire(Retire::All);
         }
         let ids: Vec<String> = batch.iter().map(|c| c.run_id().to_string()).collect();
         let tip = server.tip()?.ok_or_else(|| {
@@ -98,7 +117,7 @@ pub fn land(
                 outcome.runs.extend(results);
                 conflicts = 0;
                 server.refresh()?;
-                server.retire()?;
+                server.retire(Retire::Unclaimed)?;
             }
             (Err(_), Some(pending)) => {
                 // A round is the candidates published together: the next is planned once the
@@ -107,9 +126,13 @@ pub fn land(
                 let mut waiting = stacks.unvalidated()?;
                 if waiting == 0 {
                     let planned = plan::plan(store, &mut stacks, &ids, &pending, lanes)?;
+                    // The round's candidates go out together (one push with `--remote`), so
+                    // the workers start on them together.
+                    let mut round = Vec::new();
                     for runs in &planned {
-                        stacks.publish(runs)?;
+                        round.extend(stacks.candidate(runs)?);
                     }
+                    server.publish(&round)?;
                     waiting = stacks.unvalidated()?;
                 }
                 if waiting == 0 {
@@ -128,7 +151,7 @@ pub fn land(
                     continue;
                 }
                 idle = 0;
-                server.wait_for_evidence(seen, waiting, opts.progress)?;
+                server.wait_for_evidence((seen, &priority), waiting, opts.progress)?;
             }
             // Another writer moved something underneath (the target, a ledger): read the
             // refs again, a few times, before giving up as `land` does.
@@ -139,6 +162,15 @@ pub fn land(
             (Err(e), None) => return Err(e),
         }
     }
+}
+
+/// Which candidates on a tip the target has left are removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retire {
+    /// Those no worker is validating now.
+    Unclaimed,
+    /// All of them: the queue is empty.
+    All,
 }
 
 /// Where the lander reads and writes: this repository, or `--remote`'s (fetched into the
@@ -165,8 +197,36 @@ impl Server<'_> {
             .map(|r| format!("refs/tabellio/remotes/{r}/candidates/"))
     }
 
-    /// With `--remote`: fetch the remote's target, candidates and notes, merge its notes here
-    /// (the workers' evidence), and bring its queue entries.
+    /// The runs of the target's priority entries (with `--remote`, as last brought here).
+    fn priority_runs(&self) -> Result<Vec<String>> {
+        Ok(self
+            .store
+            .read_queue(Some(self.target))?
+            .entries
+            .into_iter()
+            .filter(|e| e.record.priority)
+            .map(|e| e.record.run)
+            .collect())
+    }
+
+    fn claims_prefix(&self) -> String {
+        match self.remote {
+            Some(r) => format!("refs/tabellio/remotes/{r}/claims/"),
+            None => crate::store::candidates::CLAIMS.to_string(),
+        }
+    }
+
+    /// Is a worker validating candidate `id` now (a claim whose lease has not run out)?
+    fn claimed(&self, id: &str) -> Result<bool> {
+        let now = time::now();
+        Ok(self
+            .store
+            .try_find_claim(&self.claims_prefix(), id)?
+            .is_some_and(|c| !c.expired_at(&now)))
+    }
+
+    /// With `--remote`: fetch the remote's target, candidates, claims and notes, merge its
+    /// notes here (the workers' evidence), and bring its queue entries.
     fn refresh(&self) -> Result<()> {
         let (Some(r), Some(tracking)) = (self.remote, self.tracking_candidates()) else {
             return Ok(());
@@ -174,6 +234,11 @@ impl Server<'_> {
         let message = "tabellio: land fetches the workers' evidence";
         let extra = [
             format!("+{CANDIDATES}*:{tracking}*"),
+            format!(
+                "+{}*:{}",
+                crate::store::candidates::CLAIMS,
+                self.claims_prefix()
+            ) + "*",
             format!(
                 "+{}:refs/remotes/{r}/{}",
                 self.target,
@@ -214,12 +279,12 @@ impl Server<'_> {
         })
     }
 
-    /// Wait until the evidence notes move from `seen` (the workers noted something), saying
-    /// every [`SAY_EVERY`] how many candidates are still waiting and how many of them workers
-    /// hold: a lander without workers waits for them, never silently.
+    /// Wait until the evidence notes move from `seen` (the workers noted something) or a
+    /// priority entry not among `priority` is queued, saying every [`SAY_EVERY`] how many
+    /// candidates are still waiting: a lander without workers waits for them, never silently.
     fn wait_for_evidence(
         &self,
-        seen: Option<gix::ObjectId>,
+        (seen, priority): (Option<gix::ObjectId>, &[String]),
         waiting: usize,
         progress: Option<fn(&str)>,
     ) -> Result<()> {
@@ -227,6 +292,9 @@ impl Server<'_> {
         let mut said = started;
         loop {
             if self.store.ref_target_now(EVIDENCE)? != seen {
+                return Ok(());
+            }
+            if self.priority_runs()?.iter().any(|p| !priority.contains(p)) {
                 return Ok(());
             }
             if let Some(say) = progress.filter(|_| said.elapsed() >= SAY_EVERY) {
@@ -242,55 +310,84 @@ impl Server<'_> {
         }
     }
 
-    /// Publish a candidate commit under `name` (created only; one already there stays).
-    fn publish(&self, name: &str, commit: gix::ObjectId) -> Result<()> {
+    /// Publish candidate commits (name, commit), created only: one already there stays. With
+    /// `--remote`, one push for all of them; a lost lease there is a candidate another lander
+    /// published first (the same stack), and they are then pushed one by one, so the others
+    /// still go out.
+    fn publish(&self, candidates: &[(String, gix::ObjectId)]) -> Result<()> {
+        if candidates.is_empty() {
+            return Ok(());
+        }
         if let Some(r) = self.remote {
-            let push = PushRef {
-                dst: name.to_string(),
-                new: commit,
-                expect: None,
-            };
-            // A lost lease is a candidate another lander published first: the same stack.
-            if let PushResult::Declined { messages, .. } = push::push(self.store, r, &[push])? {
-                return Err(Error::refused(format!(
-                    "{r} declined the candidate {name}: {}",
-                    messages.join("; ")
-                ))
-                .hint("the server's hooks must let refs/tabellio/candidates/ be created"));
+            let pushes: Vec<PushRef> = candidates
+                .iter()
+                .map(|(name, commit)| PushRef {
+                    dst: name.clone(),
+                    new: *commit,
+                    expect: None,
+                })
+                .collect();
+            let mut results = vec![push::push(self.store, r, &pushes)?];
+            if matches!(results[0], PushResult::LostRace(_)) {
+                results = pushes
+                    .iter()
+                    .map(|p| push::push(self.store, r, std::slice::from_ref(p)))
+                    .collect::<Result<_>>()?;
+            }
+            for result in results {
+                if let PushResult::Declined { messages, .. } = result {
+                    return Err(Error::refused(format!(
+                        "{r} declined a candidate: {}",
+                        messages.join("; ")
+                    ))
+                    .hint("the server's hooks must let refs/tabellio/candidates/ be created"));
+                }
             }
         }
-        match tx::apply(
-            self.store,
-            &[Cas::update(
-                name,
-                None,
-                commit,
-                "tabellio: land publishes a candidate",
-            )],
-        ) {
-            Ok(()) | Err(tx::TxError::Moved { .. }) => Ok(()),
-            Err(e) => Err(e.into_error()),
+        for (name, commit) in candidates {
+            let create = Cas::update(name, None, *commit, "tabellio: land publishes a candidate");
+            match tx::apply(self.store, &[create]) {
+                Ok(()) | Err(tx::TxError::Moved { .. }) => {}
+                Err(e) => return Err(e.into_error()),
+            }
         }
+        Ok(())
     }
 
     /// Remove the candidates stacked on a tip the target has left (compare-and-swap each here,
-    /// one leased push there): a candidate another lander removed first is simply gone.
-    fn retire(&self) -> Result<()> {
+    /// one leased push there): a candidate another lander removed first is simply gone. One a
+    /// worker is still validating stays until its claim is gone: workers see by it that its
+    /// inputs are being validated (its evidence may still count on the new tip, for checks
+    /// whose declared inputs the landing did not touch), and a later landing removes it.
+    fn retire(&self, which: Retire) -> Result<()> {
         let tip = self.tip()?.map(|t| t.to_string());
         let message = "tabellio: land retires a candidate";
         let (ours, _) = self.store.read_candidates(Some(self.target))?;
+        let mut stale = Vec::new();
         for c in ours.iter().filter(|c| Some(&c.record.tip) != tip.as_ref()) {
+            if which == Retire::All || !self.claimed(&c.id)? {
+                stale.push(c);
+            }
+        }
+        for c in stale {
             let _ = tx::apply(self.store, &[Cas::delete(&c.name, c.commit, message)]);
         }
         if let (Some(r), Some(prefix)) = (self.remote, self.tracking_candidates()) {
             let (theirs, _) = self
                 .store
                 .read_candidates_under(&prefix, Some(self.target))?;
-            let pushes: Vec<PushRef> = theirs
+            let mut pushes: Vec<PushRef> = Vec::new();
+            for c in theirs
                 .iter()
                 .filter(|c| Some(&c.record.tip) != tip.as_ref())
-                .map(|c| PushRef::deletion(candidate_ref(self.target, &c.id), c.commit))
-                .collect();
+            {
+                if which == Retire::All || !self.claimed(&c.id)? {
+                    pushes.push(PushRef::deletion(
+                        candidate_ref(self.target, &c.id),
+                        c.commit,
+                    ));
+                }
+            }
             if !pushes.is_empty() {
                 push::push(self.store, r, &pushes)?;
             }
@@ -380,10 +477,11 @@ impl<'s> Stacker<'s> {
         Ok(n)
     }
 
-    /// Publish `ids` as a candidate (created only: one already there stays).
-    fn publish(&mut self, ids: &[String]) -> Result<()> {
+    /// The candidate of `ids` to publish (name and commit), unless it does not stack or is
+    /// already published.
+    fn candidate(&mut self, ids: &[String]) -> Result<Option<(String, gix::ObjectId)>> {
         let Some((top, checks)) = self.build(ids)? else {
-            return Ok(());
+            return Ok(None);
         };
         let record = CandidateRecord {
             schema: CANDIDATE_SCHEMA.into(),
@@ -414,10 +512,10 @@ impl<'s> Stacker<'s> {
         };
         let name = candidate_ref(self.target, &candidate_id(&record));
         if self.store.ref_target_now(&name)?.is_some() {
-            return Ok(());
+            return Ok(None);
         }
         let commit = self.store.write_candidate(&record, top)?;
-        self.server.publish(&name, commit)
+        Ok(Some((name, commit)))
     }
 }
 
