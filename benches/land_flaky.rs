@@ -13,8 +13,9 @@
 //!
 //! `TABELLIO_SIM_SEEDS` (default 200), `TABELLIO_SIM_FIRST_SEED` (default 0),
 //! `TABELLIO_SIM_FLAKE` (default 0.1),
-//! `TABELLIO_SIM_BATCH` (default: land's own). Nothing here asserts: the numbers are printed
-//! (and recorded in docs/land.md).
+//! `TABELLIO_SIM_BATCH` (default: land's own), `TABELLIO_SIM_BIN` (another build of the binary,
+//! to compare two). Nothing here asserts: the numbers are printed (and recorded in
+//! docs/land.md).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -22,14 +23,18 @@ use std::process::{Command, Stdio};
 #[path = "../tests/support/hermetic.rs"]
 mod hermetic;
 
-const BIN: &str = env!("CARGO_BIN_EXE_git-tabellio");
+/// The binary under test: `TABELLIO_SIM_BIN` (a copy, to compare two builds), else this build's.
+fn bin() -> String {
+    std::env::var("TABELLIO_SIM_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_git-tabellio").into())
+}
 const FLAKY_CHECK: &str = include_str!("../tests/support/flaky_check.py");
 
 fn run(home: &Path, cwd: &Path, program: &str, args: &[&str], env: &[(&str, String)]) -> String {
     let mut cmd = Command::new(program);
     cmd.args(args).current_dir(cwd).stdin(Stdio::null());
     hermetic::apply(&mut cmd, home);
-    let dir = Path::new(BIN).parent().expect("the binary's directory");
+    let bin = bin();
+    let dir = Path::new(&bin).parent().expect("the binary's directory");
     cmd.env(
         "PATH",
         format!(
@@ -51,7 +56,7 @@ fn git(home: &Path, cwd: &Path, args: &[&str]) -> String {
 }
 
 fn tab(home: &Path, cwd: &Path, args: &[&str], env: &[(&str, String)]) -> String {
-    run(home, cwd, BIN, args, env)
+    run(home, cwd, &bin(), args, env)
 }
 
 /// A repository with `runs` completed runs `r0…` (run `i` adds `f<i>.txt`), finished on the

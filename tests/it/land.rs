@@ -104,6 +104,45 @@ fn six_runs_one_culprit_lands_five_within_five_validations() {
     t.fsck();
 }
 
+#[test]
+fn the_runs_after_a_culprit_lead_the_next_batch() {
+    // 9 runs, batches of 4, r1 the culprit: the batch r0..r3 isolates r1 in 2 executions (r0
+    // lands as it finished: its evidence is reused); r2 and r3 then lead the next batch
+    // (r2..r5), and r6..r8 make the last. Validating r2 and r3 on their own first would cost a
+    // batch more: 5 executions instead of 4.
+    let (t, count) = counting_repo();
+    for i in 0..9 {
+        let id = format!("r{i}");
+        let wt = finished(&t, &id, &format!("f{i}.txt"), &format!("{i}\n"));
+        if i == 1 {
+            // Passes on its own base; fails once r0's f0.txt is under it.
+            t.commit_file_in(&wt, "bad.txt", "bad\n");
+            t.tab(&["finish", &id]).ok();
+        }
+    }
+    let before = runs_counted(&count);
+    let ids: Vec<String> = (0..9).map(|i| format!("r{i}")).collect();
+    let mut args = vec!["land", "--batch", "4"];
+    args.extend(ids.iter().map(String::as_str));
+    let (code, j) = t.tab_json(&args);
+    assert_eq!(code, 1, "{j}");
+    let ran = runs_counted(&count) - before;
+    assert_eq!(ran, 4, "the check ran {ran} times: {j}");
+    assert_eq!(j["checks_run"], ran, "{j}");
+    assert_eq!(result_of(&j, "r1")["result"], "validation_failed", "{j}");
+    for id in ids.iter().filter(|id| *id != "r1") {
+        assert_eq!(result_of(&j, id)["result"], "landed", "{j}");
+    }
+    assert!(!main_has_file(&t, "bad.txt"));
+    // r2 and r3 landed in the same move as r4 and r5, after r0's.
+    let new_of = |id: &str| run_json(&t, id)["promotion"]["new"].clone();
+    assert_eq!(new_of("r2"), new_of("r5"));
+    assert_ne!(new_of("r0"), new_of("r2"));
+    assert_ne!(new_of("r5"), new_of("r8"));
+    tip_verified(&t);
+    t.fsck();
+}
+
 fn main_has_file(t: &TestEnv, file: &str) -> bool {
     t.git(&["cat-file", "-e", &format!("main:{file}")]).code == 0
 }

@@ -411,6 +411,8 @@ import os, sys
 def names(f):
     return [l.strip() for l in open(f)] if os.path.exists(f) else []
 passing, failing = names("tests.txt"), names("failing.txt")
+if os.path.exists("trigger.txt"):
+    failing += names("maybe.txt")
 cases = "".join('<testcase classname="suite" name="%s"/>' % n for n in passing)
 cases += "".join('<testcase classname="suite" name="%s"><failure/></testcase>' % n for n in failing)
 open("report.xml", "w").write('<testsuites><testsuite name="suite">%s</testsuite></testsuites>' % cases)
@@ -495,6 +497,11 @@ fn failing_tests_the_target_already_has_are_inherited_only_where_the_policy_allo
             let j = json_of(&r);
             assert_eq!(j["runs"][0]["result"], "landed", "{j}");
             assert_eq!(j["verdicts"][0]["verdict"], "no-new-failures", "{j}");
+            assert_eq!(
+                j["verdicts"][0]["inherited"],
+                json!(["suite::t_old"]),
+                "{j}"
+            );
             assert_eq!(t.git_out(&["rev-parse", "main"]), good_head);
             // And the landed tip is verified by its own policy (its first parent's failures).
             t.tab(&["verify", "main"]).ok();
@@ -523,6 +530,39 @@ fn failing_tests_the_target_already_has_are_inherited_only_where_the_policy_allo
         assert_ne!(r.code, 0, "{}", r.desc);
         if baseline {
             assert!(r.stderr.contains("suite::t_new"), "{}", r.desc);
+        }
+        // land agrees on a run whose new failure shows only on the moved target: `late` lists
+        // `t_new` in `maybe.txt`, which fails once `trigger.txt` is there; it finished before
+        // main gained it, so land is the first to see `t_new` fail.
+        t.started_with("late", "maybe.txt", "t_new\n");
+        let late = t.tab(&["finish", "late"]);
+        assert_eq!(late.code == 0, baseline, "{}", late.desc);
+        t.git(&["switch", "-q", "main"]).ok();
+        t.write("trigger.txt", "on\n");
+        t.commit_all("trigger");
+        t.git(&["switch", "-q", "elsewhere"]).ok();
+        // The tip's own evidence: it fails t_old alone.
+        t.tab(&["validate", "main"]).code(1);
+        let tip = t.git_out(&["rev-parse", "main"]);
+        let r = t.tab(&["--json", "land", "late"]);
+        assert_ne!(r.code, 0, "{}", r.desc);
+        assert_eq!(t.git_out(&["rev-parse", "main"]), tip);
+        if baseline {
+            let j = json_of(&r);
+            assert_eq!(j["runs"][0]["result"], "validation_failed", "{j}");
+            let reason = j["runs"][0]["reason"].as_str().unwrap();
+            assert!(reason.contains("suite::t_new"), "{reason}");
+            assert!(!reason.contains("suite::t_old"), "{reason}");
+            // verify, by the target's policy, names the same failure on the restacked commit.
+            let restacked = j["runs"][0]["commit"].as_str().unwrap().to_string();
+            let r = t.tab(&["--json", "verify", &restacked, "--policy-from", "main"]);
+            assert_eq!(r.code, 1, "{}", r.desc);
+            assert_eq!(
+                json_of(&r)["commits"][0]["checks"][0]["new_failures"],
+                json!(["suite::t_new"]),
+                "{}",
+                r.desc
+            );
         }
         let r = push(&good_head);
         assert_eq!(r.code == 0, baseline, "{}", r.desc);

@@ -73,6 +73,10 @@ pub struct Checker<'s> {
     /// The worktrees of the last validation, removed once its stack landed (or before the next
     /// validation): removing them never stands between a check's end and the landing.
     left: Vec<Scratch<'s>>,
+    /// More runs wait behind the batch being settled: the runs after a culprit go back to the
+    /// front of the queue and lead the next batch, stacked with the runs that follow (one
+    /// validation for both, instead of one for them alone and one for the next batch).
+    pub more_waiting: bool,
 }
 
 impl<'s> Checker<'s> {
@@ -98,6 +102,7 @@ impl<'s> Checker<'s> {
             executions: Vec::new(),
             retrying: false,
             left: Vec::new(),
+            more_waiting: false,
         }
     }
 
@@ -350,6 +355,16 @@ impl<'s> Checker<'s> {
         ))
     }
 
+    /// The runs stacked after a culprit: to stack again and validate here (returned), or, when
+    /// more runs wait, [`Settled::requeued`] to lead the next batch.
+    fn take_rest(&self, settled: &mut Settled, rest: Vec<Stacked>) -> Vec<Candidate> {
+        if self.more_waiting && !rest.is_empty() {
+            settled.requeued = requeued(rest);
+            return Vec::new();
+        }
+        rest.into_iter().map(|s| s.candidate).collect()
+    }
+
     /// Why the stack topped by `head` passed its checks yet did not count: the verdicts of the
     /// evidence the tip's `trust` refused, if that is why.
     fn untrusted(&self, head: gix::ObjectId) -> Option<&[String]> {
@@ -364,6 +379,10 @@ pub struct Settled {
     /// Each culprit's failing records and whether the stack without it was shown to pass,
     /// by its restacked head (the refusal's `commit`).
     pub culprits: HashMap<gix::ObjectId, (Vec<FailedCheck>, bool)>,
+    /// The runs stacked after a culprit, not validated here: they go back to the front of the
+    /// queue, so the next batch stacks them with the runs that follow (one validation for
+    /// both, instead of one for them alone and one for the next batch).
+    pub requeued: Vec<String>,
 }
 
 /// No required checks anywhere: a run landing exactly as `finish` validated it (not
@@ -478,8 +497,8 @@ fn is_flaky_verdict(verdict: &str) -> bool {
 /// The failed top is not re-run before bisecting: its failure is confirmed where the bisection
 /// isolates it (the top's own prefix when its last run is isolated). Confirming first costs an
 /// execution for every stack a real culprit fails, and saves a bisection only when the top's
-/// failure was a flake: measured over 200 seeds of 20 runs with 2 culprits and a 10 % flaky
-/// check, 14.6 executions on average against 13.5 (docs/land.md).
+/// failure was a flake: 20 runs with 2 culprits and a 10 % flaky check cost 14.74 executions
+/// on average that way against 13.51 (docs/land.md, "The simulation").
 fn isolate(
     checker: &mut Checker<'_>,
     tip: gix::ObjectId,
@@ -511,9 +530,17 @@ fn isolate(
     }
 }
 
+/// The run ids of `rest`, the runs stacked after a culprit, for the front of the queue.
+fn requeued(rest: Vec<Stacked>) -> Vec<String> {
+    rest.into_iter()
+        .map(|s| s.candidate.run_id().to_string())
+        .collect()
+}
+
 /// Stack `candidates` on `tip`, validate, and bisect a failing stack until every failing run
-/// is isolated: the runs before a culprit stay accepted (their prefix passed), the runs after
-/// it are stacked again without it and validated again.
+/// is isolated: the runs before a culprit stay accepted (their prefix passed); the runs after
+/// it are stacked again without it and validated again, or, when more runs wait behind this
+/// batch ([`Checker::more_waiting`]), [`Settled::requeued`] to the front of the queue.
 pub fn settle(
     store: &Store,
     checker: &mut Checker<'_>,
@@ -525,6 +552,7 @@ pub fn settle(
         accepted: Vec::new(),
         refused: Vec::new(),
         culprits: HashMap::new(),
+        requeued: Vec::new(),
     };
     let mut pending = candidates;
     while !pending.is_empty() {
@@ -564,7 +592,7 @@ pub fn settle(
             settled.accepted.extend(stack);
             break;
         }
-        let mut rest = stack.split_off(hi);
+        let rest = stack.split_off(hi);
         let culprit = stack
             .pop()
             .expect("hi >= 1: the failing prefix is not empty");
@@ -589,7 +617,7 @@ pub fn settle(
                 )
             };
             settled.accepted.extend(stack);
-            pending = rest.drain(..).map(|s| s.candidate).collect();
+            pending = checker.take_rest(&mut settled, rest);
             settled.refused.push(Unstacked {
                 onto: culprit.onto,
                 result: Landing::Refused,
@@ -625,7 +653,7 @@ pub fn settle(
             .collect();
         let why = checker.explain(tip, culprit.head, &requirements(store, tip, &runs)?)?;
         settled.accepted.extend(stack);
-        pending = rest.drain(..).map(|s| s.candidate).collect();
+        pending = checker.take_rest(&mut settled, rest);
         let failed = checker
             .failures
             .get(&culprit.head)

@@ -92,21 +92,35 @@ impl Checker<'_> {
     }
 
     /// `: test: new on this tree` for the checks failing on `head`, from the notes alone
-    /// (empty when none fails).
+    /// (empty when none fails). Under `"baseline": "allow"` a check the target also fails is
+    /// refused for its new failing tests, which are named: `suite: new failures suite::t_new`.
     pub(super) fn explain(
         &mut self,
         tip: gix::ObjectId,
         head: gix::ObjectId,
         checks: &[ResolvedCheck],
     ) -> Result<String> {
-        let Judged::Fails(failing) = self.judge_top(tip, head, checks)? else {
-            return Ok(String::new());
-        };
-        let failing: Vec<(String, String)> = failing
+        let reqs = self.requirements_at(tip, checks)?;
+        let verdicts = evaluate(self.store, head, &reqs)?;
+        let failing: Vec<(&ResolvedCheck, &CheckVerdict)> = checks
             .iter()
-            .map(|c| (c.name.clone(), c.def.digest()))
+            .zip(&verdicts)
+            .filter(|(_, v)| matches!(v.verdict, Verdict::Failed | Verdict::Missing))
             .collect();
-        let explained = explain(self.store, Some(tip), &failing)?;
+        if failing.is_empty() {
+            return Ok(String::new());
+        }
+        let keys: Vec<(String, String)> = failing
+            .iter()
+            .map(|(c, _)| (c.name.clone(), c.def.digest()))
+            .collect();
+        let mut explained = explain(self.store, Some(tip), &keys)?;
+        for (e, (_, v)) in explained.iter_mut().zip(&failing) {
+            if !v.new_failures.is_empty() {
+                e.kind = "new_on_this_tree";
+                e.explanation = format!("new failures {}", v.new_failures.join(", "));
+            }
+        }
         Ok(format!(": {}", describe(&explained)))
     }
 

@@ -377,16 +377,20 @@ fn land_runs(
     while !pending.is_empty() {
         let take = pending.len().min(checker.batch);
         let batch: Vec<String> = pending.drain(..take).collect();
-        let results = match checker.remote.clone() {
+        checker.more_waiting = !pending.is_empty();
+        let (results, requeued) = match checker.remote.clone() {
             Some(remote) => remote::land_batch(store, (&remote, target), &batch, checker, outcome)?,
             None => land_batch(store, target, &batch, checker, outcome, rounds)?,
         };
         outcome.runs.extend(results);
+        // The runs stacked after a culprit lead the next batch.
+        pending.splice(..0, requeued);
     }
     Ok(())
 }
 
-/// One batch, rebuilt on the new tip whenever the target (or a ledger) moved underneath.
+/// One batch, rebuilt on the new tip whenever the target (or a ledger) moved underneath: the
+/// landings, and the runs stacked after a culprit, to be landed next ([`check::Settled::requeued`]).
 fn land_batch(
     store: &Store,
     target: &str,
@@ -394,7 +398,7 @@ fn land_batch(
     checker: &mut check::Checker<'_>,
     outcome: &mut LandOutcome,
     rounds: u32,
-) -> Result<Vec<RunLanding>> {
+) -> Result<(Vec<RunLanding>, Vec<String>)> {
     let mut last_moved = target.to_string();
     for _ in 0..rounds {
         outcome.rounds += 1;
@@ -402,13 +406,13 @@ fn land_batch(
         let queue = queue::resolve(store, target, batch)?;
         let mut results = queue.already;
         if queue.candidates.is_empty() {
-            return Ok(results);
+            return Ok((results, Vec::new()));
         }
         let tip = store.ref_target(target)?.ok_or_else(|| {
             Error::not_found(format!("the target {target} does not exist"))
                 .hint("land onto an existing branch (--target)")
         })?;
-        let settled = check::settle(store, checker, tip, queue.candidates)?;
+        let mut settled = check::settle(store, checker, tip, queue.candidates)?;
         let written = write::land_settled(store, target, tip, &settled)?;
         // After the landing: removing the validations' worktrees never delays it.
         checker.clean_up()?;
@@ -417,8 +421,9 @@ fn land_batch(
                 if mode != crate::model::run::PromotionMode::Ref {
                     outcome.mode = mode;
                 }
+                let requeued = std::mem::take(&mut settled.requeued);
                 results.extend(write::results(store, target, settled)?);
-                return Ok(results);
+                return Ok((results, requeued));
             }
             write::Written::Moved { name } => last_moved = name,
         }

@@ -61,33 +61,35 @@ fn fetch_all(store: &Store, remote: &str, target: &str) -> Result<gix::ObjectId>
         .ok_or_else(|| Error::internal(format!("{tracked} is missing after the fetch")))
 }
 
-/// One batch landed on the remote, rebuilt whenever a lease fails.
+/// One batch landed on the remote, rebuilt whenever a lease fails: the landings, and the runs
+/// stacked after a culprit, to be landed next ([`Settled::requeued`]).
 pub fn land_batch(
     store: &Store,
     (remote, target): (&str, &str),
     batch: &[String],
     checker: &mut Checker<'_>,
     outcome: &mut LandOutcome,
-) -> Result<Vec<RunLanding>> {
+) -> Result<(Vec<RunLanding>, Vec<String>)> {
     for _ in 0..ROUNDS {
         outcome.rounds += 1;
         let tip = fetch_all(store, remote, target)?;
         let queue = queue::resolve(store, target, batch)?;
         let mut out = queue.already;
         if queue.candidates.is_empty() {
-            return Ok(out);
+            return Ok((out, Vec::new()));
         }
-        let settled = settle(store, checker, tip, queue.candidates)?;
-        if settled.accepted.is_empty() {
+        let mut settled = settle(store, checker, tip, queue.candidates)?;
+        let landed =
+            settled.accepted.is_empty() || push_settled(store, (remote, target), tip, &settled)?;
+        if landed {
+            if let Some(top) = settled.accepted.last() {
+                outcome.old = Some(tip.to_string());
+                outcome.new = Some(top.head.to_string());
+                outcome.mode = crate::model::run::PromotionMode::Remote;
+            }
+            let requeued = std::mem::take(&mut settled.requeued);
             out.extend(results(store, target, settled)?);
-            return Ok(out);
-        }
-        if push_settled(store, (remote, target), tip, &settled)? {
-            outcome.old = Some(tip.to_string());
-            outcome.new = settled.accepted.last().map(|s| s.head.to_string());
-            outcome.mode = crate::model::run::PromotionMode::Remote;
-            out.extend(results(store, target, settled)?);
-            return Ok(out);
+            return Ok((out, requeued));
         }
     }
     Err(Error::conflict(format!(

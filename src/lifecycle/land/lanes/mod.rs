@@ -113,7 +113,8 @@ pub fn land(
         outcome.checks_reused += checker.checks_reused;
         let pending = checker.deferred.as_mut().and_then(|d| d.pending.take());
         match (landed, pending) {
-            (Ok(results), _) => {
+            // Nothing is requeued here (`more_waiting` is off): each round takes the queue anew.
+            (Ok((results, _)), _) => {
                 outcome.runs.extend(results);
                 conflicts = 0;
                 server.refresh()?;
