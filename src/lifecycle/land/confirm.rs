@@ -102,10 +102,16 @@ impl Checker<'_> {
     ) -> Result<String> {
         let reqs = self.requirements_at(tip, checks)?;
         let verdicts = evaluate(self.store, head, &reqs)?;
+        // By name: a check whose `when` the records prove does not hold has no verdict.
         let failing: Vec<(&ResolvedCheck, &CheckVerdict)> = checks
             .iter()
-            .zip(&verdicts)
-            .filter(|(_, v)| matches!(v.verdict, Verdict::Failed | Verdict::Missing))
+            .filter_map(|c| {
+                verdicts
+                    .iter()
+                    .find(|v| v.name == c.name)
+                    .filter(|v| matches!(v.verdict, Verdict::Failed | Verdict::Missing))
+                    .map(|v| (c, v))
+            })
             .collect();
         if failing.is_empty() {
             return Ok(String::new());
