@@ -811,6 +811,37 @@ fn scan_when_agent(p: &mut serde_json::Value) {
     p["required"] = serde_json::json!(["readme", "scan"]);
 }
 
+/// A culprit's refusal names the check that failed, also when a check with `when` that is not
+/// asked of the change sorts before it (it has no verdict to pair with).
+#[test]
+fn a_culprits_refusal_names_its_failing_check_beside_a_check_not_asked() {
+    let t = TestEnv::ref_only();
+    t.git(&["checkout", "-q", "main"]).ok();
+    let both =
+        "import os,sys\nsys.exit(1 if os.path.exists('a.txt') and os.path.exists('b.txt') else 0)";
+    let mut p: serde_json::Value =
+        serde_json::from_str(&policy(&[("zlint", &["python3", "-c", both])])).unwrap();
+    p["checks"]["audit"] = serde_json::json!({
+        "argv": ["test", "-f", "AUDITED"], "timeout_s": 60, "when": {"actor.kind": "agent"}});
+    p["required"] = serde_json::json!(["audit", "zlint"]);
+    t.commit_policy(&p.to_string());
+    t.git(&["checkout", "-q", "elsewhere"]).ok();
+    for (id, file) in [("ra", "a.txt"), ("rb", "b.txt")] {
+        t.tab(&["start", id, "--task", "t", "--base", "main"]).ok();
+        t.commit_file_in(&t.worktree(id), file, "x\n");
+        t.tab(&["finish", id]).ok();
+    }
+    let (code, j) = t.tab_json(&["land", "ra", "rb", "--target", "main"]);
+    assert_eq!(code, 1, "{j}");
+    let reason = t.ledger_record("refs/tabellio/runs/rb")["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(reason.contains("zlint: new on this tree"), "{reason}");
+    assert!(!reason.contains("audit"), "{reason}");
+    t.fsck();
+}
+
 /// A required check with `when` is asked only of the actor it names: a person's run finishes
 /// and promotes without it (its evidence, which claims a person, is all the policy needs), an
 /// agent's run must pass it. `verify` and the hooks judge the same way; a policy whose every
