@@ -255,17 +255,14 @@ fn left_for_a_person(
     target: &str,
     runs: &mut BTreeMap<String, DrainedRun>,
 ) -> Result<()> {
-    for (id, _) in env.store.list_ledgers()? {
-        let Ok(Some(ledger)) = env.store.try_find_ledger(&id) else {
-            continue;
-        };
+    for (id, ledger) in ledgers_on(&env.store, target)? {
         let rec = &ledger.record;
         let exhausted = rec.state == RunState::Blocked
             && rec
                 .loop_state
                 .as_ref()
                 .is_some_and(|l| l.why_harness_stopped == Some(HarnessStop::RepairExhausted));
-        if rec.base.reference == target && (exhausted || rec.state == RunState::Reopened) {
+        if exhausted || rec.state == RunState::Reopened {
             let seen = entry(runs, &id);
             seen.reason = seen.reason.take().or_else(|| rec.reason.clone());
         }
@@ -320,17 +317,31 @@ fn list<'a>(ids: impl Iterator<Item = &'a str>) -> String {
     }
 }
 
+/// The readable ledgers of the runs based on `target`, by id (an unreadable one is `status`'s
+/// to report).
+fn ledgers_on(
+    store: &crate::store::Store,
+    target: &str,
+) -> Result<Vec<(String, crate::store::ledger::Ledger)>> {
+    let mut out = Vec::new();
+    for (id, _) in store.list_ledgers()? {
+        if let Ok(Some(ledger)) = store.try_find_ledger(&id) {
+            if ledger.record.base.reference == target {
+                out.push((id, ledger));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The `validation_failed` runs of `target` whose land refusal stands: refused as a culprit,
 /// not reopened since, the run branch where it was.
 fn refused_unreopened(env: &Env, target: &str) -> Result<Vec<String>> {
     let store = &env.store;
     let mut out = Vec::new();
-    for (id, _) in store.list_ledgers()? {
-        let Ok(Some(ledger)) = store.try_find_ledger(&id) else {
-            continue;
-        };
+    for (id, ledger) in ledgers_on(store, target)? {
         let rec = &ledger.record;
-        if rec.base.reference != target || rec.state != RunState::ValidationFailed {
+        if rec.state != RunState::ValidationFailed {
             continue;
         }
         let head = store.ref_target(&rec.branch)?.map(|h| h.to_string());
@@ -345,16 +356,9 @@ fn refused_unreopened(env: &Env, target: &str) -> Result<Vec<String>> {
 /// loops a killed or interrupted drain left (`looping`, or `blocked` by an interrupt: resumed).
 /// The flag says resume.
 fn to_repair(env: &Env, target: &str) -> Result<Vec<(String, bool)>> {
-    let store = &env.store;
     let mut out = Vec::new();
-    for (id, _) in store.list_ledgers()? {
-        let Ok(Some(ledger)) = store.try_find_ledger(&id) else {
-            continue;
-        };
+    for (id, ledger) in ledgers_on(&env.store, target)? {
         let rec = &ledger.record;
-        if rec.base.reference != target {
-            continue;
-        }
         let interrupted = rec
             .loop_state
             .as_ref()
