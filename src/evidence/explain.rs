@@ -96,6 +96,53 @@ pub fn explain(
     Ok(out)
 }
 
+/// Where the policy at `target_tip` allows a baseline for a check (`"baseline": "allow"`): a
+/// failing record of `records` whose complete list of failing tests has ids the tip does not
+/// fail is explained by them (`new failures suite::t_new`), not as "also failing on the
+/// target".
+pub fn name_new_failures(
+    store: &Store,
+    target_tip: Option<gix::ObjectId>,
+    records: &[crate::model::EvidenceRecord],
+    explained: &mut [FailureExplanation],
+) -> Result<()> {
+    let Some(tip) = target_tip else {
+        return Ok(());
+    };
+    if explained.is_empty() {
+        return Ok(());
+    }
+    let policy = crate::store::policy::policy_at(store, tip).map_err(crate::error::Error::from)?;
+    let reqs = super::requirements::of_policy(policy.as_ref(), &[]);
+    let reqs = super::requirements::with_baselines(store, reqs, Some(tip))?;
+    for e in explained.iter_mut() {
+        let inherited = reqs
+            .iter()
+            .find(|r| r.name == e.check)
+            .and_then(|r| r.baseline.as_ref())
+            .and_then(|b| b.inherited.as_ref());
+        let failing = records
+            .iter()
+            .find(|r| r.check.name == e.check && !r.passed())
+            .and_then(|r| r.tests.as_ref())
+            .filter(|t| t.complete());
+        let (Some(inherited), Some(failing)) = (inherited, failing) else {
+            continue;
+        };
+        let new: Vec<&str> = failing
+            .failing
+            .iter()
+            .filter(|id| !inherited.contains(*id))
+            .map(String::as_str)
+            .collect();
+        if !new.is_empty() {
+            e.kind = "new_on_this_tree";
+            e.explanation = format!("new failures {}", new.join(", "));
+        }
+    }
+    Ok(())
+}
+
 /// `test: new on this tree; lint: also failing on the target`.
 pub fn describe(explanations: &[FailureExplanation]) -> String {
     explanations

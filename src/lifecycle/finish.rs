@@ -180,8 +180,10 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
         .filter(|r| !r.passed())
         .map(|r| (r.check.name.clone(), r.check.digest.clone()))
         .collect();
+    let mut failures = crate::evidence::explain::explain(store, target_tip, &failing)?;
+    crate::evidence::explain::name_new_failures(store, target_tip, &records, &mut failures)?;
     Ok(FinishOutcome {
-        failures: crate::evidence::explain::explain(store, target_tip, &failing)?,
+        failures,
         executions: crate::evidence::history::executions_on(store, head)?,
         run: next,
         workspace: path,

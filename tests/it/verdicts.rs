@@ -462,6 +462,18 @@ fn failing_tests_the_target_already_has_are_inherited_only_where_the_policy_allo
         t.started_with("bad", "failing.txt", "t_old\nt_new\n");
         let bad = t.tab(&["--json", "finish", "bad"]);
         assert_eq!(bad.code, 1, "{}", bad.desc);
+        // finish explains the failure: by its new test where a baseline is allowed, else as
+        // what the target fails too.
+        let explained = &bad.json()["failures"][0];
+        if baseline {
+            assert_eq!(
+                explained["explanation"], "new failures suite::t_new",
+                "{explained}"
+            );
+            assert_eq!(explained["kind"], "new_on_this_tree", "{explained}");
+        } else {
+            assert_eq!(explained["kind"], "also_failing_on_target", "{explained}");
+        }
         let bad_head = t.git_out(&["rev-parse", "tabellio/bad"]);
         let good_head = t.git_out(&["rev-parse", "tabellio/good"]);
         // The records name the failing tests.
