@@ -1034,8 +1034,9 @@ fn a_sync_killed_between_chunks_resumes_where_it_stopped() {
         }
         // The killed sync's own `git push` may still land a chunk after the kill; whatever is
         // there is up to date for the next sync, which pushes only the rest.
-        let (code, out) = a.tab_json(&["sync"]);
-        assert_eq!(code, 0, "{out}");
+        // The documented repair: sync again, removing a lock the kill left (a tracking ref is
+        // written after each chunk) when sync names it.
+        let out = crate::crash::with_stale_locks_removed(&a, &["sync"]).json();
         let published: Vec<String> = out["ledgers"]["published"]
             .as_array()
             .unwrap()
@@ -1057,4 +1058,40 @@ fn a_sync_killed_between_chunks_resumes_where_it_stopped() {
         server.fsck();
         a.fsck();
     }
+}
+
+/// A lock a killed process left on a tracking ref: `sync` names it (exit 4, the `rm` to run),
+/// writes nothing, and passes once it is removed.
+#[test]
+fn a_stale_lock_on_a_tracking_ref_is_named_with_the_way_out() {
+    if ref_format() == "reftable" {
+        // Reftable has one lock for the whole stack; git waits on it and the ref write tests
+        // name it. A per-ref lock file is the files backend's.
+        return;
+    }
+    let (_server, a, b) = TestEnv::server_and_two_clones();
+    a.tab(&["start", "r1", "--task", "t"]).ok();
+    a.tab(&["sync"]).ok();
+    let lock = b
+        .repo
+        .join(".git/refs/tabellio/remotes/origin/runs/r1.lock");
+    std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
+    std::fs::write(&lock, "").unwrap();
+    let before = b.snapshot();
+    let (code, out) = b.tab_json(&["sync"]);
+    assert_eq!(code, 4, "{out}");
+    let message = out["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("refs/tabellio/remotes/origin/runs/r1 is locked: "),
+        "{out}"
+    );
+    assert!(
+        out["error"]["hint"].as_str().unwrap().contains("rm "),
+        "{out}"
+    );
+    assert_eq!(b.snapshot(), before);
+    std::fs::remove_file(&lock).unwrap();
+    let (code, out) = b.tab_json(&["sync"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(b.tab(&["status", "r1"]).ok().stdout.contains("r1"));
 }

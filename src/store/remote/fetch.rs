@@ -129,6 +129,9 @@ fn talk_to_remote(
         if let Some(err) = failure::error(remote, op, &out.stderr, &said) {
             return Err(err);
         }
+        if let Some(locked) = local_lock_in_the_way(store, &out.stderr) {
+            return Err(locked.into_error());
+        }
         let command = match op {
             Op::LsRemote => "ls-remote",
             Op::Fetch | Op::Push => "fetch",
@@ -138,6 +141,20 @@ fn talk_to_remote(
         )));
     }
     Ok(out)
+}
+
+/// The lock file in this repository that git said it could not create (`Unable to create
+/// '<path>.lock': File exists`), when it is still there: another git process holds it, or a
+/// killed one left it. Named with the way out, as every ref write of ours names its locks.
+fn local_lock_in_the_way(store: &Store, said: &str) -> Option<crate::store::tx::TxError> {
+    let (_, rest) = said.split_once("Unable to create '")?;
+    let (path, _) = rest.split_once("': File exists")?;
+    let lock = std::path::PathBuf::from(path);
+    let common = std::fs::canonicalize(store.repo.common_dir()).ok()?;
+    let held = std::fs::canonicalize(&lock).ok()?;
+    let inside = held.strip_prefix(&common).ok()?;
+    let name = inside.to_str()?.strip_suffix(".lock")?.to_string();
+    Some(crate::store::tx::TxError::Locked { name, lock: held })
 }
 
 /// Fetch the remote's ledgers and notes into the tracking namespaces (the refspecs are passed
