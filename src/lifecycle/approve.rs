@@ -19,6 +19,7 @@ use crate::run::{resolve_run, Env};
 use crate::store::notes::APPROVALS;
 use crate::store::policy::policy_at;
 use crate::store::publish::publish;
+use crate::store::Store;
 use crate::trust::approval::{allowed_signers_at, ApprovalRecord, Guard, RunActors, SCHEMA};
 use crate::trust::{self, AllowedSigners, SigningConfig};
 
@@ -169,32 +170,7 @@ pub fn approve(env: &Env, opts: &ApproveOptions) -> Result<ApproveOutcome> {
     }
     .seal();
     if let Some(signing) = signing {
-        let principal = public
-            .as_ref()
-            .and_then(|key| {
-                trust::signing_principal(
-                    &signers,
-                    key.key_data(),
-                    Some(&record.approver.id),
-                    &record.at,
-                )
-            })
-            .unwrap_or_else(|| record.approver.id.clone());
-        // The signer is who approves under `trust`: it must not be excluded either.
-        refuse_excluded(run, &excluded, &principal, "the signing key is ")?;
-        // Nor may the key that signed the run's evidence approve it.
-        if let Some(key) = &public {
-            let fingerprint = trust::sshsig::fingerprint(key);
-            let ids = RunActors::default().of(store, &record, Some(&run.actor))?;
-            if ids.evidence_keys.contains(&fingerprint) {
-                return Err(Error::refused(format!(
-                    "the signing key ({fingerprint}) signed run {}'s evidence, and a key that vouched for the checks cannot also approve the change",
-                    run.run_id
-                ))
-                .hint("ask another person to run `git tabellio approve` with their own key"));
-            }
-        }
-        record.signature = Some(signing.sign_digest(&record.digest, &principal)?);
+        sign(store, run, &mut record, &signing, &signers, &excluded)?;
     }
     let line = record.to_line();
     publish(
@@ -211,4 +187,44 @@ pub fn approve(env: &Env, opts: &ApproveOptions) -> Result<ApproveOutcome> {
         workspace,
         approval: record,
     })
+}
+
+/// Sign `record` with `signing`, refusing when the signer is someone the guard excludes or the
+/// key that signed the run's evidence (a key that vouched for the checks cannot approve them).
+fn sign(
+    store: &Store,
+    run: &RunRecord,
+    record: &mut ApprovalRecord,
+    signing: &SigningConfig,
+    signers: &AllowedSigners,
+    excluded: &[ApproverRole],
+) -> Result<()> {
+    let public = signing.public_key();
+    let principal = public
+        .as_ref()
+        .and_then(|key| {
+            trust::signing_principal(
+                signers,
+                key.key_data(),
+                Some(&record.approver.id),
+                &record.at,
+            )
+        })
+        .unwrap_or_else(|| record.approver.id.clone());
+    // The signer is who approves under `trust`: it must not be excluded either.
+    refuse_excluded(run, excluded, &principal, "the signing key is ")?;
+    // Nor may the key that signed the run's evidence approve it.
+    if let Some(key) = &public {
+        let fingerprint = trust::sshsig::fingerprint(key);
+        let ids = RunActors::default().of(store, record, Some(&run.actor))?;
+        if ids.evidence_keys.contains(&fingerprint) {
+            return Err(Error::refused(format!(
+                "the signing key ({fingerprint}) signed run {}'s evidence, and a key that vouched for the checks cannot also approve the change",
+                run.run_id
+            ))
+            .hint("ask another person to run `git tabellio approve` with their own key"));
+        }
+    }
+    record.signature = Some(signing.sign_digest(&record.digest, &principal)?);
+    Ok(())
 }
