@@ -111,16 +111,7 @@ pub fn promote_remote(
         let remote_ledger = check_remote_ledger(store, remote, &ledger, &tracking)?;
         let notes = super::plan_notes(store, &tracking, remote)?;
 
-        let mut next = ledger::transition(rec, RunState::Promoted);
-        next.promotion = Some(Promotion {
-            target: target.clone(),
-            old: base.to_string(),
-            new: validated.to_string(),
-            mode: crate::model::run::PromotionMode::Remote,
-            remote: Some(remote.to_string()),
-            at: time::now(),
-        });
-        next.completion = crate::run::completion::completion_record(store, rec, validated)?;
+        let next = promoted(store, rec, remote, &target, (base, validated))?;
         let ledger_commit = store.write_ledger_commit(Some(&ledger), &next, "promote")?;
         let mut pushes = vec![
             PushRef {
@@ -175,6 +166,27 @@ pub fn promote_remote(
     .hint(format!(
         "other machines are pushing to {remote} right now: run `git tabellio sync {remote}` (merges their notes and ledgers) and promote again"
     )))
+}
+
+/// The record of `rec` promoted through `remote`: `target` moved from `old` to `new`.
+fn promoted(
+    store: &Store,
+    rec: &RunRecord,
+    remote: &str,
+    target: &str,
+    (old, new): (gix::ObjectId, gix::ObjectId),
+) -> Result<RunRecord> {
+    let mut next = ledger::transition(rec, RunState::Promoted);
+    next.promotion = Some(Promotion {
+        target: target.to_string(),
+        old: old.to_string(),
+        new: new.to_string(),
+        mode: crate::model::run::PromotionMode::Remote,
+        remote: Some(remote.to_string()),
+        at: time::now(),
+    });
+    next.completion = crate::run::completion::completion_record(store, rec, new)?;
+    Ok(next)
 }
 
 /// The remote's target is already at the validated commit. When that is this run's own
