@@ -474,6 +474,16 @@ fn failing_tests_the_target_already_has_are_inherited_only_where_the_policy_allo
         } else {
             assert_eq!(explained["kind"], "also_failing_on_target", "{explained}");
         }
+        // status says the same, from the notes alone.
+        let status = t.tab(&["--json", "status", "bad"]);
+        assert_eq!(&status.json()["failures"][0], explained, "{}", status.desc);
+        let human = t.tab(&["status", "bad"]).stdout;
+        let line = if baseline {
+            "history: suite: new failures suite::t_new\n"
+        } else {
+            "history: suite: also failing on the target\n"
+        };
+        assert!(human.contains(line), "{human}");
         let bad_head = t.git_out(&["rev-parse", "tabellio/bad"]);
         let good_head = t.git_out(&["rev-parse", "tabellio/good"]);
         // The records name the failing tests.
