@@ -112,6 +112,20 @@ fn every_execution_has_its_record(t: &TestEnv, counter: &Path) -> usize {
     text.lines().count()
 }
 
+/// A `flaky_prone` check accepting flaky passes, six runs `r0…r5` (run `i` adds `f<i>.txt`)
+/// finished on `main`, which then moved (every tree `land` validates is new) and was
+/// validated.
+fn six_finished() -> (TestEnv, Vec<String>) {
+    let t = flaky_repo(json!({"flaky_prone": true, "flaky": "accept"}));
+    let ids: Vec<String> = (0..6).map(|i| format!("r{i}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        finished(&t, id, &format!("f{i}.txt"));
+    }
+    move_main(&t, "moved.txt");
+    tab_env(&t, &[("FLAKE", "0")], &["validate", "main"]).ok();
+    (t, ids)
+}
+
 #[test]
 fn every_execution_of_a_flaky_check_is_a_record_with_its_attempt_number() {
     let seeds: u64 = std::env::var("TABELLIO_FLAKY_SEEDS")
@@ -120,13 +134,7 @@ fn every_execution_of_a_flaky_check_is_a_record_with_its_attempt_number() {
         .unwrap_or(3);
     let mut retried = 0;
     for seed in 0..seeds {
-        let t = flaky_repo(json!({"flaky_prone": true, "flaky": "accept"}));
-        let ids: Vec<String> = (0..6).map(|i| format!("r{i}")).collect();
-        for (i, id) in ids.iter().enumerate() {
-            finished(&t, id, &format!("f{i}.txt"));
-        }
-        move_main(&t, "moved.txt");
-        tab_env(&t, &[("FLAKE", "0")], &["validate", "main"]).ok();
+        let (t, ids) = six_finished();
         let counter = t.path().join(format!("counter-{seed}"));
         let seed_text = seed.to_string();
         let env = [
@@ -183,6 +191,103 @@ fn every_execution_of_a_flaky_check_is_a_record_with_its_attempt_number() {
     }
     // The seeds exercise retries: some tree was executed more than once.
     assert!(retried > 0 || seeds < 3, "no seed retried anything");
+}
+
+/// The counter file's lines: (tree, `pass` or `fail`), in the order the check ran.
+fn counted(counter: &Path) -> Vec<(String, String)> {
+    std::fs::read_to_string(counter)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let (tree, outcome) = l.split_once(' ').expect("<tree> <outcome>");
+            (tree.to_string(), outcome.to_string())
+        })
+        .collect()
+}
+
+/// [`six_finished`]'s runs landed with the flaky check's `SEED`, `FLAKE` and `CULPRITS`: the
+/// `land --json` output and the executions in order.
+fn land_six(seed: &str, flake: &str, culprits: &str) -> (TestEnv, Value, Vec<(String, String)>) {
+    let (t, ids) = six_finished();
+    let counter = t.path().join("counter");
+    let env = [
+        ("FLAKE", flake),
+        ("SEED", seed),
+        ("CULPRITS", culprits),
+        ("FLAKE_COUNTER", counter.to_str().unwrap()),
+    ];
+    let mut args = vec!["--json", "land"];
+    args.extend(ids.iter().map(String::as_str));
+    let j = json_of(&tab_env(&t, &env, &args));
+    let executions = every_execution_has_its_record(&t, &counter);
+    assert_eq!(j["checks_run"], executions, "{j}");
+    let ran = counted(&counter);
+    (t, j, ran)
+}
+
+/// The result `land --json` gives `run`.
+fn result_of<'j>(j: &'j Value, run: &str) -> &'j Value {
+    &j["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .find(|r| r["run_id"] == run)
+        .unwrap_or_else(|| panic!("{run} is reported: {j}"))["result"]
+}
+
+#[test]
+fn a_failed_stack_is_re_run_once_as_soon_as_a_probe_below_it_passes() {
+    let outcomes = |ran: &[(String, String)]| -> Vec<String> {
+        ran.iter().map(|(_, o)| o.clone()).collect::<Vec<_>>()
+    };
+    // A flake on the stack's top (SEED 5 fails the first execution and passes the next five):
+    // the probe of r0..r2 passes, so the top is re-run at once, passes, and everything lands —
+    // 3 executions, not the 5 of a bisection down to the top.
+    let (t, j, ran) = land_six("5", "0.1", "");
+    assert_eq!(outcomes(&ran), ["fail", "pass", "pass"], "{j}");
+    assert_eq!(ran[0].0, ran[2].0, "the top is the tree re-run: {ran:?}");
+    for i in 0..6 {
+        assert_eq!(result_of(&j, &format!("r{i}")), "landed", "{j}");
+    }
+    t.tab(&["verify", "main"]).ok();
+    t.fsck();
+
+    // r4 really fails: the top fails again on its re-run, so its failure is confirmed, and the
+    // prefix bisection isolates below it (r0..r4) is blamed without being re-run itself.
+    let (t, j, ran) = land_six("0", "0", "f4.txt");
+    assert_eq!(
+        outcomes(&ran),
+        ["fail", "pass", "fail", "pass", "fail", "pass"],
+        "{j}"
+    );
+    assert_eq!(ran[0].0, ran[2].0, "the top is the tree re-run: {ran:?}");
+    let isolated = &ran[4].0;
+    assert_eq!(
+        ran.iter().filter(|(tree, _)| tree == isolated).count(),
+        1,
+        "the isolated prefix ran once: {ran:?}"
+    );
+    assert_eq!(result_of(&j, "r4"), "validation_failed", "{j}");
+    for i in [0, 1, 2, 3, 5] {
+        assert_eq!(result_of(&j, &format!("r{i}")), "landed", "{j}");
+    }
+    t.fsck();
+
+    // r5, the top's own run, really fails: the bisection isolates the top, whose failure was
+    // confirmed already — it is not run a third time.
+    let (t, j, ran) = land_six("0", "0", "f5.txt");
+    assert_eq!(
+        outcomes(&ran),
+        ["fail", "pass", "fail", "pass", "pass"],
+        "{j}"
+    );
+    assert_eq!(
+        ran.iter().filter(|(tree, _)| *tree == ran[0].0).count(),
+        2,
+        "the top ran twice: {ran:?}"
+    );
+    assert_eq!(result_of(&j, "r5"), "validation_failed", "{j}");
+    t.fsck();
 }
 
 #[test]
@@ -474,6 +579,16 @@ fn failing_tests_the_target_already_has_are_inherited_only_where_the_policy_allo
         } else {
             assert_eq!(explained["kind"], "also_failing_on_target", "{explained}");
         }
+        // status says the same, from the notes alone.
+        let status = t.tab(&["--json", "status", "bad"]);
+        assert_eq!(&status.json()["failures"][0], explained, "{}", status.desc);
+        let human = t.tab(&["status", "bad"]).stdout;
+        let line = if baseline {
+            "history: suite: new failures suite::t_new\n"
+        } else {
+            "history: suite: also failing on the target\n"
+        };
+        assert!(human.contains(line), "{human}");
         let bad_head = t.git_out(&["rev-parse", "tabellio/bad"]);
         let good_head = t.git_out(&["rev-parse", "tabellio/good"]);
         // The records name the failing tests.

@@ -494,11 +494,16 @@ fn is_flaky_verdict(verdict: &str) -> bool {
 /// is never blamed once a longer one passed (`lo` only grows), which is how a pass on a
 /// superset clears the failure of its subset.
 ///
-/// The failed top is not re-run before bisecting: its failure is confirmed where the bisection
-/// isolates it (the top's own prefix when its last run is isolated). Confirming first costs an
-/// execution for every stack a real culprit fails, and saves a bisection only when the top's
-/// failure was a flake: 20 runs with 2 culprits and a 10 % flaky check cost 14.74 executions
-/// on average that way against 13.51 (docs/land.md, "The simulation").
+/// The failed top is not re-run before bisecting, but once, as soon as a probe below it
+/// passed while the top is still the only failure seen: the failure is then either a run in
+/// the part above the probe or a flake, and one re-run of the top tells which. If the top
+/// passes, nothing is to blame and the bisection stops there (a flake costs the probe and the
+/// re-run, not a whole bisection); if it fails again, its failure is confirmed, and the prefix
+/// the bisection then isolates below the top is blamed without being re-run itself (the top's
+/// own prefix, already failed as often as the retries allow, is not re-run either). Confirming
+/// the top before any probe would cost an execution for every stack a real culprit fails;
+/// confirming only the isolated prefix costs a whole bisection for every flake of a top.
+/// docs/land.md ("The simulation") has the numbers.
 fn isolate(
     checker: &mut Checker<'_>,
     tip: gix::ObjectId,
@@ -508,15 +513,33 @@ fn isolate(
     let len = stack.len();
     let mut failing = std::collections::BTreeSet::from([len]);
     let (mut lo, mut hi) = (0, len);
+    // The top re-run (once), and whether it failed again, counted under the policy.
+    let (mut top_retried, mut top_confirmed) = (false, false);
+    let mut probe_passed = false;
     loop {
         while hi - lo > 1 {
+            if probe_passed && hi == len && !top_retried {
+                top_retried = true;
+                if checker.probe(tip, (accepted, stack, len), Probe::Confirm)? {
+                    // The whole stack passed on a retry: no culprit.
+                    return Ok(0);
+                }
+                // A verdict that does not count (a signature, a flake budget) confirms nothing.
+                top_confirmed = checker.untrusted(stack[len - 1].head).is_none();
+                continue;
+            }
             let mid = (lo + hi) / 2;
             if checker.probe(tip, (accepted, stack, mid), Probe::Run)? {
                 lo = mid;
+                probe_passed = true;
             } else {
                 hi = mid;
                 failing.insert(mid);
             }
+        }
+        // The stack's failure was confirmed: the prefix bisection isolates below it is blamed.
+        if top_confirmed && hi < len {
+            return Ok(hi);
         }
         if !checker.probe(tip, (accepted, stack, hi), Probe::Confirm)? {
             return Ok(hi);

@@ -3,10 +3,12 @@
 //! when a refusal depends on it.
 //!
 //! Confirming costs executions, so it is lazy: a failing stack top is bisected without being
-//! re-run, the prefixes bisection probes are not re-run either, and the prefix it isolates is
-//! re-run (per the check's `retries`) before its last run is refused. A prefix that
-//! passes on a retry is no culprit; the bisection goes on above it. Every execution is its own
-//! record with its attempt number. A check whose measured flake rate is over its
+//! re-run, and the prefixes bisection probes are not re-run either. The top is re-run (per the
+//! check's `retries`) once a probe below it passed; a prefix isolated before the top was
+//! confirmed is re-run before its last run is refused (`isolate` in `check.rs`). A prefix that
+//! passes on a retry is no culprit; the bisection goes on above it. A tree this landing saw
+//! fail as often as the retries allow is not re-run again. Every execution is its own record
+//! with its attempt number. A check whose measured flake rate is over its
 //! `max_flake_rate` is not retried: the stack is refused with `flake budget exceeded` and the
 //! numbers, since its failures cannot blame a run.
 
@@ -16,6 +18,7 @@ use crate::evidence::history::History;
 use crate::evidence::judge::{evaluate, CheckVerdict, Verdict};
 use crate::evidence::produce::ResolvedCheck;
 use crate::evidence::requirements::{under_trust, with_baselines, Requirement};
+use crate::model::evidence::CheckStatus;
 use crate::model::policy::Rate;
 use crate::store::policy::policy_at;
 
@@ -162,7 +165,10 @@ impl Checker<'_> {
         }
         let mut retried = false;
         for check in &failing {
-            for _ in 0..check.def.retries() {
+            // Failures beyond the first this landing already saw on the tree are retries
+            // spent: a failure confirmed before is not re-run to be confirmed again.
+            let spent = self.failed_on(head, check)?.saturating_sub(1);
+            for _ in spent..check.def.retries() {
                 retried = true;
                 self.retrying = true;
                 let passed = self.validate(head, run_id, std::slice::from_ref(check));
@@ -180,6 +186,27 @@ impl Checker<'_> {
             return Ok(Judged::NotCounted(vec![over]));
         }
         self.judge_top(tip, head, checks)
+    }
+
+    /// How many executions of `check` this landing saw fail on `head`'s tree.
+    fn failed_on(&self, head: gix::ObjectId, check: &ResolvedCheck) -> Result<u32> {
+        let tree = self.store.tree_of(head)?;
+        let digest = check.def.digest();
+        let mut failed = 0;
+        for e in &self.executions {
+            if e.check != check.name || e.check_digest != digest || e.status == CheckStatus::Passed
+            {
+                continue;
+            }
+            // Records this landing wrote: their commits are its own stacks.
+            let Ok(commit) = gix::ObjectId::from_hex(e.commit.as_bytes()) else {
+                continue;
+            };
+            if commit == head || self.store.tree_of(commit)? == tree {
+                failed += 1;
+            }
+        }
+        Ok(failed)
     }
 
     /// `flake budget exceeded: …` for the first of `checks` whose measured flake rate is over

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::evidence::applies::{plan_now, ChecksPlan};
-use crate::evidence::judge::{evaluate, Verdict};
+use crate::evidence::judge::{evaluate, CheckVerdict, Verdict};
 use crate::evidence::requirements::{required_at, under_trust, Claim};
 use crate::model::{RunRecord, RunState};
 use crate::plans::{PlanClass, PlanReport};
@@ -49,6 +49,9 @@ struct HeadEvidence {
     missing: Vec<String>,
     /// Checks failing (or flaky) at the head: name and definition digest.
     failing: Vec<(String, String)>,
+    /// The records that decided the failures at the head (their failing tests name what a
+    /// baseline does not cover).
+    failed_records: Vec<crate::model::EvidenceRecord>,
     plan_faults: Option<PlanReport>,
     policy_error: Option<String>,
 }
@@ -63,6 +66,7 @@ fn head_evidence(
         satisfied: Vec::new(),
         missing: Vec::new(),
         failing: Vec::new(),
+        failed_records: Vec::new(),
         plan_faults: None,
         policy_error: None,
     };
@@ -79,7 +83,9 @@ fn head_evidence(
             let trust = crate::store::policy::trust_at_tip(store, &run.base.reference)?;
             let reqs = under_trust(reqs, trust.as_ref());
             // A check whose `when` the records prove does not hold has no verdict.
-            for v in evaluate(store, h, &reqs)? {
+            let verdicts = evaluate(store, h, &reqs)?;
+            out.failed_records = deciding_failures(store, h, &verdicts)?;
+            for v in verdicts {
                 let req = reqs.iter().find(|r| r.name == v.name);
                 if matches!(v.verdict, Verdict::Failed | Verdict::FlakyPass) {
                     if let Some(digest) = req.and_then(|r| r.digest.as_ref()) {
@@ -113,6 +119,28 @@ fn head_evidence(
         }
     }
     Ok(out)
+}
+
+/// The records that decided the `failed` verdicts among `verdicts` on `head`.
+fn deciding_failures(
+    store: &Store,
+    head: gix::ObjectId,
+    verdicts: &[CheckVerdict],
+) -> Result<Vec<crate::model::EvidenceRecord>> {
+    let deciding: Vec<&str> = verdicts
+        .iter()
+        .filter(|v| v.verdict == Verdict::Failed)
+        .filter_map(|v| v.record.as_deref())
+        .collect();
+    if deciding.is_empty() {
+        return Ok(Vec::new());
+    }
+    let lines = crate::evidence::read::records_for(store, head, store.tree_of(head)?)?;
+    Ok(lines
+        .into_iter()
+        .filter_map(|(_, rec)| rec)
+        .filter(|rec| deciding.contains(&rec.digest.as_str()))
+        .collect())
 }
 
 /// Read the run's worktree, branch, target and evidence. `cwd` is where the commands to copy
@@ -213,8 +241,17 @@ pub fn observe(
             .unwrap_or_default(),
     };
     let checks = landing_plan(store, run, head, target_tip);
+    // As `finish` and `land` explain them: under a baseline, by the tests the target does not
+    // fail.
+    let mut failures = crate::evidence::explain::explain(store, target_tip, &evidence.failing)?;
+    crate::evidence::explain::name_new_failures(
+        store,
+        target_tip,
+        &evidence.failed_records,
+        &mut failures,
+    )?;
     Ok(Observed {
-        failures: crate::evidence::explain::explain(store, target_tip, &evidence.failing)?,
+        failures,
         workspace,
         worktree: ws,
         live,
