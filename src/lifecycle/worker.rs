@@ -24,7 +24,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::evidence::detached::{note_records, run_detached, Detached, DetachedRun};
+use crate::evidence::detached::{note_records, run_detached, Detached, DetachedRun, Scratch};
 use crate::evidence::interrupt;
 use crate::evidence::known::{tree_verdict, Known};
 use crate::evidence::reuse::Reuse;
@@ -394,7 +394,7 @@ fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) ->
             continue;
         };
         let noted = match &result {
-            Ok(Some(records)) => note_records(
+            Ok(Some((records, _))) => note_records(
                 store,
                 candidate.commit,
                 records,
@@ -405,11 +405,15 @@ fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) ->
         // Released whatever happened: interrupted, failed or passed.
         let released = place.release(claim, &name);
         let (passed, ran) = match result? {
-            Some(records) => (records.iter().all(EvidenceRecord::passed), records.len()),
+            Some((records, scratch)) => {
+                // Removed once the evidence is out: removing it never delays the next round.
+                noted?;
+                released?;
+                scratch.remove()?;
+                (records.iter().all(EvidenceRecord::passed), records.len())
+            }
             None => break, // interrupted: nothing noted, claim released
         };
-        noted?;
-        released?;
         found = true;
         outcome.validated.push(Validated {
             candidate: candidate.id.clone(),
@@ -539,13 +543,14 @@ fn countable_signer(
 }
 
 /// Run `checks` on the candidate commit: the records, to note while the claim is still this
-/// worker's; `None` when a signal stopped it.
-fn validate(
-    store: &Store,
+/// worker's, and the temporary worktrees they ran in, to remove once they are out; `None` when
+/// a signal stopped it.
+fn validate<'s>(
+    store: &'s Store,
     opts: &WorkerOptions,
     (candidate, signer): (&Candidate, Option<&RecordSigner>),
     checks: &[ResolvedCheck],
-) -> Result<Option<Vec<EvidenceRecord>>> {
+) -> Result<Option<(Vec<EvidenceRecord>, Scratch<'s>)>> {
     let tip = store.parse_oid(&candidate.record.tip)?;
     let cap = policy_at(store, tip)?.map_or(DEFAULT_EXCERPT_BYTES, |p| p.excerpt_bytes());
     // The records name the candidate's runs when they agree on who made the change, else
@@ -571,12 +576,10 @@ fn validate(
         signer,
         provenance: Some(&provenance),
     };
-    let (records, scratch) = match run_detached(store, &run, checks)? {
-        Detached::Done { records, scratch } => (records, scratch),
-        Detached::Interrupted(_) => return Ok(None),
-    };
-    scratch.remove()?;
-    Ok(Some(records))
+    Ok(match run_detached(store, &run, checks)? {
+        Detached::Done { records, scratch } => Some((records, scratch)),
+        Detached::Interrupted(_) => None,
+    })
 }
 
 #[cfg(test)]

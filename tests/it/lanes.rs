@@ -421,6 +421,16 @@ fn through_a_bare_server_workers_in_two_clones_validate_and_the_lander_lands_the
         assert_eq!(tracked, "", "a worker fetched ledgers or the queue");
         let notes = w.git_out(&["for-each-ref", "refs/notes/tabellio/remotes/origin/"]);
         assert!(!notes.is_empty(), "a worker fetched no notes");
+        // The temporary worktrees its checks ran in are gone once their evidence is out.
+        let worktrees = w.git_out(&["worktree", "list", "--porcelain"]);
+        assert_eq!(
+            worktrees
+                .lines()
+                .filter(|l| l.starts_with("worktree "))
+                .count(),
+            1,
+            "{worktrees}"
+        );
     }
     let server_refs = refnames(
         &server,
