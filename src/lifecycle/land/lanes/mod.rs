@@ -66,7 +66,8 @@ pub fn land(
     // does not fetch again.
     let mut fresh = false;
     loop {
-        if !std::mem::take(&mut fresh) {
+        let skipped = std::mem::take(&mut fresh);
+        if !skipped {
             server.refresh()?;
         }
         // The notes as this round reads them: evidence noted from here on ends the wait below
@@ -95,7 +96,11 @@ pub fn land(
             .collect();
         if batch.is_empty() {
             // Also what a lander killed after its last landing left; nothing is left to land,
-            // so a candidate a worker still validates is no use to anyone either.
+            // so a candidate a worker still validates is no use to anyone either. They are
+            // removed as the remote has them now (the last fetch was before a retirement).
+            if skipped {
+                server.refresh()?;
+            }
             return server.retire(Retire::All);
         }
         let ids: Vec<String> = batch.iter().map(|c| c.run_id().to_string()).collect();
