@@ -24,12 +24,13 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::evidence::detached::{note_records, run_detached, Detached, DetachedRun};
+use crate::evidence::detached::{note_records, run_detached, Detached, DetachedRun, Scratch};
 use crate::evidence::interrupt;
 use crate::evidence::known::{tree_verdict, Known};
 use crate::evidence::reuse::Reuse;
 use crate::evidence::sign::{refuse_uncountable, JudgedAt, RecordSigner};
 use crate::model::candidate::ClaimRecord;
+use crate::model::canonical::sha256_hex;
 use crate::model::policy::{ResolvedCheck, DEFAULT_EXCERPT_BYTES};
 use crate::model::time;
 use crate::model::EvidenceRecord;
@@ -37,7 +38,7 @@ use crate::run::Env;
 use crate::runner::Stream;
 use crate::store::candidates::{self, Candidate, Claim, CANDIDATES, CLAIMS};
 use crate::store::policy::policy_at;
-use crate::store::remote::fetch_and_merge_notes;
+use crate::store::remote::fetch_notes_and_merge;
 use crate::store::remote::notes_merge::NotesStep;
 use crate::store::remote::push::{self, PushRef, PushResult};
 use crate::store::scoped::Materialise;
@@ -119,7 +120,8 @@ impl Place<'_> {
         }
     }
 
-    /// Bring the remote's candidates, claims, target tips and notes here.
+    /// Bring the remote's candidates, claims, target tips and notes here (not its ledgers or
+    /// queue, which a worker never reads: a poll costs the same however many runs there are).
     fn refresh(&self) -> Result<()> {
         let Some(r) = self.remote else {
             return Ok(());
@@ -129,7 +131,7 @@ impl Place<'_> {
             format!("+{CLAIMS}*:refs/tabellio/remotes/{r}/claims/*"),
             format!("+refs/heads/*:refs/remotes/{r}/*"),
         ];
-        fetch_and_merge_notes(self.store, r, &extra, "tabellio: worker fetches evidence")?;
+        fetch_notes_and_merge(self.store, r, &extra, "tabellio: worker fetches evidence")?;
         Ok(())
     }
 
@@ -184,7 +186,7 @@ impl Place<'_> {
             return Ok(());
         };
         for _ in 0..8 {
-            let notes = fetch_and_merge_notes(self.store, r, &[], "tabellio: worker merges")?;
+            let notes = fetch_notes_and_merge(self.store, r, &[], "tabellio: worker merges")?;
             let mut pushes: Vec<PushRef> = notes.iter().filter_map(NotesStep::push).collect();
             pushes.push(PushRef::deletion(name, claim));
             match push::push(self.store, r, &pushes)? {
@@ -221,6 +223,7 @@ impl Renewal {
         place: &Place<'_>,
         opts: &WorkerOptions,
         (record, claim): (ClaimRecord, gix::ObjectId),
+        claimed: std::time::Instant,
     ) -> Renewal {
         let git_dir = place.store.repo.git_dir().to_path_buf();
         let remote = place.remote.map(str::to_string);
@@ -234,6 +237,8 @@ impl Renewal {
             };
             let name = candidates::claim_ref(&record.candidate);
             let mut held = claim;
+            // When the lease of `held` started: it runs out `lease` after.
+            let mut since = claimed;
             let renew = |held: gix::ObjectId| -> Result<Option<gix::ObjectId>> {
                 let mut again = record.clone();
                 let now = std::time::SystemTime::now();
@@ -246,8 +251,18 @@ impl Renewal {
                     stopped.recv_timeout(lease / 3),
                     Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected)
                 );
+                // At the end, a claim with more than half its lease left is still ours: no
+                // worker takes over a claim before its lease ran out, so renewing it once
+                // more would only add a push between the check's end and its evidence.
+                if last && since.elapsed() < lease / 2 {
+                    return Some(held);
+                }
+                let renewing = std::time::Instant::now();
                 match renew(held) {
-                    Ok(Some(next)) => held = next,
+                    Ok(Some(next)) => {
+                        held = next;
+                        since = renewing;
+                    }
                     Ok(None) => return None,
                     // A failure to reach the remote is tried again at the next tick; the lease
                     // still holds until then. At the end, the claim as last renewed is ours.
@@ -261,7 +276,8 @@ impl Renewal {
         Renewal { stop, thread }
     }
 
-    /// Stop renewing: the claim commit, renewed once more, when it is still this worker's.
+    /// Stop renewing: the claim commit when it is still this worker's (renewed once more
+    /// unless more than half its lease is left).
     fn stop(self) -> Option<gix::ObjectId> {
         let _ = self.stop.send(());
         self.thread.join().ok().flatten()
@@ -310,7 +326,11 @@ pub fn worker(env: &Env, opts: &WorkerOptions) -> Result<WorkerOutcome> {
 /// One pass over the candidates; true when one was validated.
 fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) -> Result<bool> {
     let store = place.store;
-    let (candidates, _) = store.read_candidates_under(&place.candidates_prefix(), None)?;
+    let (mut candidates, _) = store.read_candidates_under(&place.candidates_prefix(), None)?;
+    // Each worker takes the candidates in an order of its own (by a hash of its id and the
+    // candidate's): workers that see a new round at the same moment start on different
+    // candidates, instead of all racing for the first and losing a claim push each in turn.
+    candidates.sort_by_cached_key(|c| order_key(&opts.id, &c.id));
     // What each candidate's validation is about; one whose checks this tool cannot resolve is
     // about nothing another could share.
     let mut by_inputs = Vec::new();
@@ -351,6 +371,7 @@ fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) ->
             Some(_) => true,
             None => false,
         };
+        let claimed = std::time::Instant::now();
         let record = candidates::new_claim(&candidate, &opts.id, opts.lease_s);
         let claim = store.write_claim(&record, held.as_ref().map(|c: &Claim| c.commit))?;
         let name = candidates::claim_ref(&candidate.id);
@@ -363,16 +384,17 @@ fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) ->
             place.release(claim, &name)?;
             continue;
         }
-        let renewal = Renewal::start(place, opts, (record, claim));
+        let renewal = Renewal::start(place, opts, (record, claim), claimed);
         let result = validate(store, opts, (&candidate, signer.as_ref()), &checks);
-        // Still ours (renewed once more just now), or taken over by another worker after this
-        // one stalled past its lease: then its result is not noted, whatever it was.
+        // Still ours (renewed once more just now where its lease was half gone), or taken over
+        // by another worker after this one stalled past its lease: then its result is not
+        // noted, whatever it was.
         let Some(claim) = renewal.stop() else {
             outcome.lost.push(candidate.id.clone());
             continue;
         };
         let noted = match &result {
-            Ok(Some(records)) => note_records(
+            Ok(Some((records, _))) => note_records(
                 store,
                 candidate.commit,
                 records,
@@ -383,11 +405,15 @@ fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) ->
         // Released whatever happened: interrupted, failed or passed.
         let released = place.release(claim, &name);
         let (passed, ran) = match result? {
-            Some(records) => (records.iter().all(EvidenceRecord::passed), records.len()),
+            Some((records, scratch)) => {
+                // Removed once the evidence is out: removing it never delays the next round.
+                noted?;
+                released?;
+                scratch.remove()?;
+                (records.iter().all(EvidenceRecord::passed), records.len())
+            }
             None => break, // interrupted: nothing noted, claim released
         };
-        noted?;
-        released?;
         found = true;
         outcome.validated.push(Validated {
             candidate: candidate.id.clone(),
@@ -405,6 +431,12 @@ fn pass(place: &Place<'_>, opts: &WorkerOptions, outcome: &mut WorkerOutcome) ->
         });
     }
     Ok(found)
+}
+
+/// Where candidate `candidate` comes in worker `worker`'s order: a hash of both, so each
+/// worker has an order of its own, the same on every pass.
+fn order_key(worker: &str, candidate: &str) -> String {
+    sha256_hex(format!("{worker}\n{candidate}").as_bytes())
 }
 
 /// What validating `commit` with `checks` is about: per check (by digest), the tree its
@@ -511,13 +543,14 @@ fn countable_signer(
 }
 
 /// Run `checks` on the candidate commit: the records, to note while the claim is still this
-/// worker's; `None` when a signal stopped it.
-fn validate(
-    store: &Store,
+/// worker's, and the temporary worktrees they ran in, to remove once they are out; `None` when
+/// a signal stopped it.
+fn validate<'s>(
+    store: &'s Store,
     opts: &WorkerOptions,
     (candidate, signer): (&Candidate, Option<&RecordSigner>),
     checks: &[ResolvedCheck],
-) -> Result<Option<Vec<EvidenceRecord>>> {
+) -> Result<Option<(Vec<EvidenceRecord>, Scratch<'s>)>> {
     let tip = store.parse_oid(&candidate.record.tip)?;
     let cap = policy_at(store, tip)?.map_or(DEFAULT_EXCERPT_BYTES, |p| p.excerpt_bytes());
     // The records name the candidate's runs when they agree on who made the change, else
@@ -543,10 +576,32 @@ fn validate(
         signer,
         provenance: Some(&provenance),
     };
-    let (records, scratch) = match run_detached(store, &run, checks)? {
-        Detached::Done { records, scratch } => (records, scratch),
-        Detached::Interrupted(_) => return Ok(None),
-    };
-    scratch.remove()?;
-    Ok(Some(records))
+    Ok(match run_detached(store, &run, checks)? {
+        Detached::Done { records, scratch } => Some((records, scratch)),
+        Detached::Interrupted(_) => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::order_key;
+
+    fn order(worker: &str, candidates: &[&str]) -> Vec<String> {
+        let mut out: Vec<String> = candidates.iter().map(|c| c.to_string()).collect();
+        out.sort_by_cached_key(|c| order_key(worker, c));
+        out
+    }
+
+    #[test]
+    fn each_worker_takes_the_candidates_in_an_order_of_its_own() {
+        let round = ["3f9a", "77c0", "a1b2", "e4d5"];
+        // The same worker, the same order on every pass.
+        assert_eq!(order("host/1", &round), order("host/1", &round));
+        // Workers of a fleet do not all start on the same candidate.
+        let firsts: std::collections::BTreeSet<String> = ["host/1", "host/1-1", "ci/7", "ci/7-1"]
+            .iter()
+            .map(|w| order(w, &round)[0].clone())
+            .collect();
+        assert!(firsts.len() > 1, "every worker starts on {firsts:?}");
+    }
 }

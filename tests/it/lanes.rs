@@ -15,14 +15,23 @@ use crate::util::*;
 /// (its worktree and the `.txt` files there) and fails when `bad.txt` and `f0.txt` are both in
 /// the tree; `n` runs queued, `r<i>` adding `f<i>.txt`, and the run `culprit` adding `bad.txt`.
 fn queued_repo(n: usize, culprit: Option<usize>) -> (TestEnv, PathBuf) {
+    queued_repo_with(n, culprit, "")
+}
+
+/// [`queued_repo`] whose check runs `before` (Python) first, after it counted itself.
+fn queued_repo_with(n: usize, culprit: Option<usize>, before: &str) -> (TestEnv, PathBuf) {
     let t = TestEnv::ref_only();
     let count = t.path().join("count");
     let code = format!(
-        "import os\nopen({:?}, 'a').write(os.getcwd() + ' ' + ','.join(sorted(x for x in os.listdir('.') if x.endswith('.txt'))) + '\\n')\nraise SystemExit(1 if os.path.exists('bad.txt') and os.path.exists('f0.txt') else 0)",
+        "import os\nopen({:?}, 'a').write(os.getcwd() + ' ' + ','.join(sorted(x for x in os.listdir('.') if x.endswith('.txt'))) + '\\n')\n{before}\nraise SystemExit(1 if os.path.exists('bad.txt') and os.path.exists('f0.txt') else 0)",
         count.display().to_string()
     );
     t.git(&["switch", "-q", "main"]).ok();
-    t.commit_policy(&policy(&[("count", &["python3", "-c", &code])]));
+    let mut p: Value =
+        serde_json::from_str(&policy(&[("count", &["python3", "-c", &code])])).unwrap();
+    // A check that holds (`before`) is not cut short while the test holds it.
+    p["checks"]["count"]["timeout_s"] = serde_json::json!(600);
+    t.commit_policy(&p.to_string());
     t.git(&["switch", "-q", "elsewhere"]).ok();
     let mut ids = Vec::new();
     for i in 0..n {
@@ -156,22 +165,21 @@ fn stop(t: &TestEnv, kids: Kids) {
     assert_eq!(claims, "", "a stopped worker left its claims");
 }
 
+/// The names of the refs under `prefixes` in `t`, one a line.
+fn refnames(t: &TestEnv, prefixes: &[&str]) -> String {
+    let mut args = vec!["for-each-ref", "--format=%(refname)"];
+    args.extend_from_slice(prefixes);
+    t.git_out(&args)
+}
+
 /// The claim refs there are, one a line.
 fn claims_of(t: &TestEnv) -> String {
-    t.git_out(&[
-        "for-each-ref",
-        "--format=%(refname)",
-        "refs/tabellio/claims/",
-    ])
+    refnames(t, &["refs/tabellio/claims/"])
 }
 
 /// The candidate refs there are, one a line.
 fn candidate_refs(t: &TestEnv) -> String {
-    t.git_out(&[
-        "for-each-ref",
-        "--format=%(refname)",
-        "refs/tabellio/candidates/",
-    ])
+    refnames(t, &["refs/tabellio/candidates/"])
 }
 
 /// Start a lander with `lanes` lanes and no worker, and kill it once it has published `n`
@@ -184,6 +192,19 @@ fn published_then_killed(t: &TestEnv, lanes: &str, n: usize) {
     }
     lander.kill().ok();
     lander.wait().ok();
+}
+
+/// Of the 8 queued runs, `culprit` failed validation and every other one landed.
+#[track_caller]
+fn culprit_refused_others_landed(t: &TestEnv, culprit: usize, said: &str) {
+    for (i, state) in states(t, 8).iter().enumerate() {
+        let want = if i == culprit {
+            "validation_failed"
+        } else {
+            "promoted"
+        };
+        assert_eq!(state, want, "r{i}: {said}");
+    }
 }
 
 fn states(t: &TestEnv, n: usize) -> Vec<String> {
@@ -236,15 +257,7 @@ fn one_culprit_among_eight_is_isolated_in_two_rounds_and_the_other_seven_land() 
     let (code, j) = tab_json_within(&t, &["land", "--lanes", "4", "--target", "main"]);
     stop(&t, kids);
     assert_eq!(code, 1, "{j}");
-    let s = states(&t, 8);
-    for (i, state) in s.iter().enumerate() {
-        let want = if i == 4 {
-            "validation_failed"
-        } else {
-            "promoted"
-        };
-        assert_eq!(state, want, "r{i}: {j}");
-    }
+    culprit_refused_others_landed(&t, 4, &j.to_string());
     // Round one: the prefixes of 3, 5, 7 and 8 runs (r0 alone passed in `finish`); its
     // verdicts all in, round two: the prefix of 4 and the queue without r3, without r4. Each
     // stacked tree once, whichever worker took it.
@@ -263,6 +276,53 @@ fn one_culprit_among_eight_is_isolated_in_two_rounds_and_the_other_seven_land() 
     let (_, q) = t.tab_json(&["queue"]);
     assert_eq!(q["entries"][0]["run"], "r4", "{q}");
     assert_eq!(q["entries"][0]["state"], "blocked", "{q}");
+    t.fsck();
+}
+
+#[test]
+fn the_next_round_does_not_wait_for_a_verdict_that_could_not_change_it() {
+    // The whole queue's candidate (the only stack with f3, f7 and bad.txt) holds its worker
+    // until `block` is gone (at most 300 s): it stays without a verdict all along.
+    let scratch = tempfile::tempdir().unwrap();
+    let block = scratch.path().join("block");
+    write_file(&block, "");
+    let hold = format!(
+        "import time\nuntil = time.time() + 300\nwhile all(os.path.exists(f) for f in ('f3.txt', 'f7.txt', 'bad.txt')) and os.path.exists({:?}) and time.time() < until:\n    time.sleep(0.05)",
+        block.display().to_string()
+    );
+    let (t, count) = queued_repo_with(8, Some(4), &hold);
+    let kids = workers(&t, 2);
+    let lander = t.spawn_tab(&["--json", "land", "--lanes", "4", "--target", "main"]);
+    // Round one: the prefixes of 3, 5, 7 and 8 runs. The prefix of 5 fails and that of 3
+    // passes, so the culprit is r3 or r4 whatever the whole queue gives (a stack that begins
+    // with a failing prefix fails): round two goes out, and lands, while it is still held.
+    let until = Instant::now() + Duration::from_secs(120);
+    let mut lander = Some(lander);
+    while let Some(mut l) = lander.take() {
+        if l.try_wait().expect("wait").is_some() {
+            lander = Some(l);
+            break;
+        }
+        if Instant::now() > until {
+            l.kill().ok();
+            l.wait().ok();
+            std::fs::remove_file(&block).ok();
+            panic!("the lander waited for the whole queue's verdict, which changes nothing");
+        }
+        lander = Some(l);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::remove_file(&block).ok();
+    let exit = finish(lander.expect("the lander"), "the lander");
+    stop(&t, kids);
+    assert_eq!(exit.code, 1, "{}\n{}", exit.stdout, exit.stderr);
+    culprit_refused_others_landed(&t, 4, &exit.stdout);
+    // Three of round one, three of round two, and the held one once it was let go (if a
+    // worker had claimed it before the landing retired it).
+    let ran = executions(&count);
+    assert!((6..=7).contains(&ran), "{ran} executions");
+    let r = t.tab(&["verify", "main"]);
+    assert_eq!(r.code, 0, "{}", r.desc);
     t.fsck();
 }
 
@@ -348,13 +408,38 @@ fn through_a_bare_server_workers_in_two_clones_validate_and_the_lander_lands_the
         assert!(line.starts_with(&in_b) || line.starts_with(&in_c), "{line}");
     }
     assert_eq!(j["checks_run"], 0, "{j}");
-    let server_refs = server.git_out(&[
-        "for-each-ref",
-        "--format=%(refname)",
-        "refs/tabellio/candidates/",
-        "refs/tabellio/claims/",
-        "refs/tabellio/queue/",
-    ]);
+    // A worker fetches the candidates, claims, branches and notes it validates by, never the
+    // remote's ledgers or queue: what it fetches does not grow with the runs there are.
+    for w in [&b, &c] {
+        let tracked = refnames(
+            w,
+            &[
+                "refs/tabellio/remotes/origin/runs/",
+                "refs/tabellio/remotes/origin/queue/",
+            ],
+        );
+        assert_eq!(tracked, "", "a worker fetched ledgers or the queue");
+        let notes = w.git_out(&["for-each-ref", "refs/notes/tabellio/remotes/origin/"]);
+        assert!(!notes.is_empty(), "a worker fetched no notes");
+        // The temporary worktrees its checks ran in are gone once their evidence is out.
+        let worktrees = w.git_out(&["worktree", "list", "--porcelain"]);
+        assert_eq!(
+            worktrees
+                .lines()
+                .filter(|l| l.starts_with("worktree "))
+                .count(),
+            1,
+            "{worktrees}"
+        );
+    }
+    let server_refs = refnames(
+        &server,
+        &[
+            "refs/tabellio/candidates/",
+            "refs/tabellio/claims/",
+            "refs/tabellio/queue/",
+        ],
+    );
     assert_eq!(server_refs, "", "left on the server");
     let r = a.tab(&["verify", "origin/main"]);
     assert_eq!(r.code, 0, "{}", r.desc);

@@ -379,7 +379,9 @@ fn land_runs(
         let batch: Vec<String> = pending.drain(..take).collect();
         checker.more_waiting = !pending.is_empty();
         let (results, requeued) = match checker.remote.clone() {
-            Some(remote) => remote::land_batch(store, (&remote, target), &batch, checker, outcome)?,
+            Some(remote) => {
+                remote::land_batch(store, (&remote, target, false), &batch, checker, outcome)?
+            }
             None => land_batch(store, target, &batch, checker, outcome, rounds)?,
         };
         outcome.runs.extend(results);

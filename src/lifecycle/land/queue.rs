@@ -29,6 +29,7 @@ impl Candidate {
 }
 
 /// The queue as read now.
+#[derive(Default)]
 pub struct Queue {
     pub candidates: Vec<Candidate>,
     /// Runs that are promoted already.
@@ -98,90 +99,111 @@ pub fn target(env: &Env, opts: &LandOptions) -> Result<String> {
 /// oldest completion first. A named run in a state other than `completed` or `promoted` refuses
 /// the whole command (exit 3), as does a completed run whose evidence no longer holds.
 pub fn resolve(store: &Store, target: &str, named: &[String]) -> Result<Queue> {
-    let mut waiting = Vec::new();
-    let ledgers = if named.is_empty() {
-        let mut queued = Vec::new();
-        for ledger in completed_of(store, target)? {
-            let head = store
-                .ref_target(&ledger.record.branch)?
-                .map(|h| h.to_string());
-            match ledger.record.standing_refusal(head.as_deref()) {
-                Some(refusal) => waiting.push(Waiting {
-                    run_id: ledger.record.run_id.clone(),
-                    reason: refusal.describe(),
-                    command: format!("git tabellio reopen {}", ledger.record.run_id),
-                }),
-                None => queued.push(ledger),
-            }
+    if named.is_empty() {
+        return resolve_up_to(store, target, completed_of(store, target)?, usize::MAX);
+    }
+    let mut ledgers: Vec<Ledger> = Vec::new();
+    for id in named {
+        valid_run_id(id)?;
+        if ledgers.iter().any(|l| &l.record.run_id == id) {
+            continue;
         }
-        queued
-    } else {
-        let mut out: Vec<Ledger> = Vec::new();
-        for id in named {
-            valid_run_id(id)?;
-            if out.iter().any(|l| &l.record.run_id == id) {
-                continue;
-            }
-            out.push(store.find_ledger(id)?);
-        }
-        out
-    };
-    let mut queue = Queue {
-        candidates: Vec::new(),
-        already: Vec::new(),
-        waiting,
-    };
+        ledgers.push(store.find_ledger(id)?);
+    }
+    let mut queue = Queue::default();
     for ledger in ledgers {
-        // A landing killed half-way may have put the run on the target already.
-        if let Some(done) = super::repair::finish_interrupted(store, &ledger, target)? {
-            queue.already.push(done);
-            continue;
-        }
-        let (ledger, validated_head) = match settled_read(store, ledger)? {
-            Ok(read) => read,
-            Err(already) => {
-                queue.already.push(already);
-                continue;
-            }
-        };
-        let rec = &ledger.record;
-        if rec.state == RunState::Promoted {
-            queue.already.push(already_landed(&ledger));
-            continue;
-        }
-        if rec.state != RunState::Completed {
-            return Err(Error::refused(format!(
-                "run {} is {}; only completed runs land",
-                rec.run_id, rec.state
-            ))
-            .hint(format!(
-                "`git tabellio status {}` says what to do next",
-                rec.run_id
-            )));
-        }
-        if rec.base.reference != target {
-            return Err(Error::refused(format!(
-                "run {} targets {}, not {target}",
-                rec.run_id, rec.base.reference
-            ))
-            .hint("land it onto its own target (--target), or leave it out"));
-        }
-        let Some(head) = validated_head else {
-            return Err(Error::internal(format!(
-                "run {} is completed but its validation was not checked",
-                rec.run_id
-            )));
-        };
-        let base = store.parse_oid(&rec.base.commit)?;
-        let commits = commits_since(store, base, head).map_err(Error::from)?;
-        queue.candidates.push(Candidate {
-            ledger,
-            base,
-            head,
-            commits,
-        });
+        resolve_one(store, target, ledger, &mut queue)?;
     }
     Ok(queue)
+}
+
+/// The head of the queue, as [`resolve`] reads it without named runs: the first `limit` runs
+/// that may land (and what was passed over on the way). Of a target with a queue (`enqueue`),
+/// only the entries up to there have their runs read, so the cost does not grow with the
+/// queue behind them.
+pub fn resolve_first(store: &Store, target: &str, limit: usize) -> Result<Queue> {
+    resolve_up_to(store, target, completed_of(store, target)?, limit)
+}
+
+/// [`resolve`] of the completed runs `ledgers` yields, in order, up to `limit` candidates: a
+/// run whose refusal stands waits instead.
+fn resolve_up_to(
+    store: &Store,
+    target: &str,
+    ledgers: impl Iterator<Item = Ledger>,
+    limit: usize,
+) -> Result<Queue> {
+    let mut queue = Queue::default();
+    for ledger in ledgers {
+        if queue.candidates.len() >= limit {
+            break;
+        }
+        let head = store
+            .ref_target(&ledger.record.branch)?
+            .map(|h| h.to_string());
+        match ledger.record.standing_refusal(head.as_deref()) {
+            Some(refusal) => queue.waiting.push(Waiting {
+                run_id: ledger.record.run_id.clone(),
+                reason: refusal.describe(),
+                command: format!("git tabellio reopen {}", ledger.record.run_id),
+            }),
+            None => resolve_one(store, target, ledger, &mut queue)?,
+        }
+    }
+    Ok(queue)
+}
+
+/// Check one run and put it in `queue`: a candidate, or already landed.
+fn resolve_one(store: &Store, target: &str, ledger: Ledger, queue: &mut Queue) -> Result<()> {
+    // A landing killed half-way may have put the run on the target already.
+    if let Some(done) = super::repair::finish_interrupted(store, &ledger, target)? {
+        queue.already.push(done);
+        return Ok(());
+    }
+    let (ledger, validated_head) = match settled_read(store, ledger)? {
+        Ok(read) => read,
+        Err(already) => {
+            queue.already.push(already);
+            return Ok(());
+        }
+    };
+    let rec = &ledger.record;
+    if rec.state == RunState::Promoted {
+        queue.already.push(already_landed(&ledger));
+        return Ok(());
+    }
+    if rec.state != RunState::Completed {
+        return Err(Error::refused(format!(
+            "run {} is {}; only completed runs land",
+            rec.run_id, rec.state
+        ))
+        .hint(format!(
+            "`git tabellio status {}` says what to do next",
+            rec.run_id
+        )));
+    }
+    if rec.base.reference != target {
+        return Err(Error::refused(format!(
+            "run {} targets {}, not {target}",
+            rec.run_id, rec.base.reference
+        ))
+        .hint("land it onto its own target (--target), or leave it out"));
+    }
+    let Some(head) = validated_head else {
+        return Err(Error::internal(format!(
+            "run {} is completed but its validation was not checked",
+            rec.run_id
+        )));
+    };
+    let base = store.parse_oid(&rec.base.commit)?;
+    let commits = commits_since(store, base, head).map_err(Error::from)?;
+    queue.candidates.push(Candidate {
+        ledger,
+        base,
+        head,
+        commits,
+    });
+    Ok(())
 }
 
 /// With nothing to land on `target`: the other targets that completed runs wait on, with how
@@ -271,18 +293,26 @@ fn landing_in_flight(store: &Store, rec: &crate::model::RunRecord) -> Result<boo
 /// The runs a bare `land` takes: when `target` has a queue (`enqueue`), its entries whose runs
 /// are completed, in queue order; otherwise every completed run whose target is `target`, oldest
 /// completion first (the time of its passing attempt; the run id breaks ties).
-fn completed_of(store: &Store, target: &str) -> Result<Vec<Ledger>> {
+///
+/// The ledgers of queue entries are read as the iterator is taken: a reader of the queue's
+/// head reads no more of them than it takes.
+fn completed_of<'s>(
+    store: &'s Store,
+    target: &'s str,
+) -> Result<Box<dyn Iterator<Item = Ledger> + 's>> {
     let queued = store.read_queue(Some(target))?;
     if !queued.entries.is_empty() {
-        let mut out = Vec::new();
-        for entry in &queued.entries {
-            if let Ok(Some(l)) = store.try_find_ledger(&entry.record.run) {
-                if l.record.state == RunState::Completed && l.record.base.reference == target {
-                    out.push(l);
+        return Ok(Box::new(queued.entries.into_iter().filter_map(
+            move |entry| match store.try_find_ledger(&entry.record.run) {
+                Ok(Some(l))
+                    if l.record.state == RunState::Completed
+                        && l.record.base.reference == target =>
+                {
+                    Some(l)
                 }
-            }
-        }
-        return Ok(out);
+                _ => None,
+            },
+        )));
     }
     let mut out = Vec::new();
     for (id, _) in store.list_ledgers()? {
@@ -307,7 +337,7 @@ fn completed_of(store: &Store, target: &str) -> Result<Vec<Ledger>> {
             .cmp(&completed_at(b))
             .then_with(|| a.record.run_id.cmp(&b.record.run_id))
     });
-    Ok(out)
+    Ok(Box::new(out.into_iter()))
 }
 
 /// The result for a completed run whose evidence does not hold under the target tip's policy

@@ -9,7 +9,6 @@
 
 use crate::error::{Error, Result};
 use crate::run::completion::completion_record;
-use crate::store::git_cli as git;
 use crate::store::ledger;
 use crate::store::remote::fetch::{self, Tracking};
 use crate::store::remote::notes_merge::NotesStep;
@@ -28,51 +27,44 @@ fn tracking_target(remote: &str, target: &str) -> String {
     format!("refs/remotes/{remote}/{short}")
 }
 
-/// Fetch the remote's ledgers and notes, and its target into the remote-tracking branch.
+/// Fetch the remote's ledgers and notes, and its target into the remote-tracking branch, in
+/// one round trip.
 fn fetch_all(store: &Store, remote: &str, target: &str) -> Result<gix::ObjectId> {
-    fetch::fetch(store, remote)?;
     let tracked = tracking_target(remote, target);
-    let args = git::argv([
-        "fetch",
-        "--quiet",
-        "--no-tags",
-        "--no-write-fetch-head",
-        "--no-recurse-submodules",
-        remote,
-        &format!("+{target}:{tracked}"),
-    ]);
-    let mut out = git::run(store, &args)?;
-    for attempt in 1..fetch::FETCH_ATTEMPTS {
-        if out.success() || !fetch::transient(&out.stderr) {
-            break;
+    // The target's refspec is not a pattern: a target missing there fails the fetch, which
+    // git's words do not tell from other failures than those of the remote itself.
+    fetch::fetch_with(store, remote, &[format!("+{target}:{tracked}")]).map_err(|e| {
+        if e.kind != crate::error::ErrorKind::Internal {
+            return e;
         }
-        crate::store::backoff::REMOTE_ROUNDS.sleep(attempt);
-        out = git::run(store, &args)?;
-    }
-    if !out.success() {
-        return Err(Error::not_found(format!(
+        Error::not_found(format!(
             "could not fetch {target} from {remote}: {}",
-            out.stderr_tail()
+            e.message
         ))
-        .hint(format!("check that {target} exists on {remote}")));
-    }
+        .hint(format!("check that {target} exists on {remote}"))
+    })?;
     store
         .ref_target(&tracked)?
         .ok_or_else(|| Error::internal(format!("{tracked} is missing after the fetch")))
 }
 
 /// One batch landed on the remote, rebuilt whenever a lease fails: the landings, and the runs
-/// stacked after a culprit, to be landed next ([`Settled::requeued`]).
+/// stacked after a culprit, to be landed next ([`Settled::requeued`]). `fetched`: the caller
+/// has just fetched the remote's ledgers, notes and target, so the first attempt lands on what
+/// they hold (a lease that fails fetches again).
 pub fn land_batch(
     store: &Store,
-    (remote, target): (&str, &str),
+    (remote, target, fetched): (&str, &str, bool),
     batch: &[String],
     checker: &mut Checker<'_>,
     outcome: &mut LandOutcome,
 ) -> Result<(Vec<RunLanding>, Vec<String>)> {
-    for _ in 0..ROUNDS {
+    for round in 0..ROUNDS {
         outcome.rounds += 1;
-        let tip = fetch_all(store, remote, target)?;
+        let tip = match store.ref_target(&tracking_target(remote, target))? {
+            Some(tip) if fetched && round == 0 => tip,
+            _ => fetch_all(store, remote, target)?,
+        };
         let queue = queue::resolve(store, target, batch)?;
         let mut out = queue.already;
         if queue.candidates.is_empty() {

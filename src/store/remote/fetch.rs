@@ -42,16 +42,29 @@ pub fn tracking_notes_prefix(remote: &str) -> String {
 /// them. The negative refspec keeps a remote's own tracking notes (a mirror, a clone used as a
 /// remote) from nesting into ours.
 pub fn fetch_refspecs(remote: &str) -> Vec<String> {
-    vec![
+    let mut out = vec![
         format!("+{}*:{}*", ledger::PREFIX, tracking_runs_prefix(remote)),
         format!(
             "+{}*:{}*",
             ledger::archive::PREFIX,
             tracking_archive_prefix(remote)
         ),
+    ];
+    out.extend(notes_refspecs(remote));
+    out.push(format!(
+        "+{}*:{}*",
+        queue::PREFIX,
+        queue::tracking_prefix(remote)
+    ));
+    out
+}
+
+/// The fetch refspecs of the remote's notes alone (into their tracking namespace), for a
+/// reader that needs the evidence and none of the ledgers (a worker).
+pub fn notes_refspecs(remote: &str) -> Vec<String> {
+    vec![
         format!("+{NOTES_PREFIX}*:{}*", tracking_notes_prefix(remote)),
         format!("^{NOTES_REMOTES}*"),
-        format!("+{}*:{}*", queue::PREFIX, queue::tracking_prefix(remote)),
     ]
 }
 
@@ -165,6 +178,14 @@ pub fn fetch(store: &Store, remote: &str) -> Result<()> {
 
 /// [`fetch`], with `extra` refspecs fetched in the same round trip.
 pub fn fetch_with(store: &Store, remote: &str, extra: &[String]) -> Result<()> {
+    let mut refspecs = fetch_refspecs(remote);
+    refspecs.extend(extra.iter().cloned());
+    fetch_exactly(store, remote, &refspecs)
+}
+
+/// Fetch exactly `refspecs` from `remote` (pruning what they map that the remote no longer
+/// has), retried on [`transient`] failures.
+pub fn fetch_exactly(store: &Store, remote: &str, refspecs: &[String]) -> Result<()> {
     let mut args = git::argv([
         "fetch",
         "--quiet",
@@ -174,8 +195,7 @@ pub fn fetch_with(store: &Store, remote: &str, extra: &[String]) -> Result<()> {
         "--no-recurse-submodules",
         remote,
     ]);
-    args.extend(git::argv(fetch_refspecs(remote)));
-    args.extend(git::argv(extra));
+    args.extend(git::argv(refspecs));
     let failed = format!("git fetch from {remote} failed");
     const ATTEMPTS: u32 = FETCH_ATTEMPTS;
     for attempt in 1..=ATTEMPTS {

@@ -42,6 +42,26 @@ pub fn fetch_and_merge_notes(
     message: &str,
 ) -> Result<Vec<NotesStep>> {
     fetch::fetch_with(store, remote, extra)?;
+    merge_fetched_notes(store, remote, message)
+}
+
+/// Fetch `remote`'s notes alone (plus `extra` refspecs), none of its ledgers or queue, and
+/// merge them into ours as [`fetch_and_merge_notes`] does: for a reader of evidence whose
+/// fetches must not grow with the number of runs (a worker polling for candidates).
+pub fn fetch_notes_and_merge(
+    store: &Store,
+    remote: &str,
+    extra: &[String],
+    message: &str,
+) -> Result<Vec<NotesStep>> {
+    let mut refspecs = fetch::notes_refspecs(remote);
+    refspecs.extend(extra.iter().cloned());
+    fetch::fetch_exactly(store, remote, &refspecs)?;
+    merge_fetched_notes(store, remote, message)
+}
+
+/// Merge the remote's notes as last fetched into ours; the steps a push of ours would carry.
+fn merge_fetched_notes(store: &Store, remote: &str, message: &str) -> Result<Vec<NotesStep>> {
     let tracking = Tracking::read(store, remote)?;
     let notes = plan_notes(store, &tracking, remote)?;
     let edits: Vec<Cas> = notes

@@ -62,12 +62,19 @@ pub fn land(
     };
     let mut conflicts = 0;
     let mut idle = 0;
+    // The wait for workers ends on a fetch of everything a round reads: the round after it
+    // does not fetch again.
+    let mut fresh = false;
     loop {
-        server.refresh()?;
+        let skipped = std::mem::take(&mut fresh);
+        if !skipped {
+            server.refresh()?;
+        }
         // The notes as this round reads them: evidence noted from here on ends the wait below
         // at once, so a worker finishing while this round plans is never missed.
         let seen = store.ref_target_now(EVIDENCE)?;
-        let queue = queue::resolve(store, target, &[])?;
+        // Only the queue's head is read: a round's work does not grow with the queue behind it.
+        let queue = queue::resolve_first(store, target, opts.batch)?;
         // Priority entries land first, as a batch of their own: their candidates never wait
         // on the rest of the queue's, and their landing leaves the others' evidence standing
         // wherever it does not touch a check's inputs.
@@ -89,7 +96,11 @@ pub fn land(
             .collect();
         if batch.is_empty() {
             // Also what a lander killed after its last landing left; nothing is left to land,
-            // so a candidate a worker still validates is no use to anyone either.
+            // so a candidate a worker still validates is no use to anyone either. They are
+            // removed as the remote has them now (the last fetch was before a retirement).
+            if skipped {
+                server.refresh()?;
+            }
             return server.retire(Retire::All);
         }
         let ids: Vec<String> = batch.iter().map(|c| c.run_id().to_string()).collect();
@@ -105,7 +116,15 @@ pub fn land(
         });
         let landed = match &opts.remote {
             Some(remote) => {
-                super::remote::land_batch(store, (remote, target), &ids, &mut checker, outcome)
+                // Fetched just now, at the start of this round.
+                let fetched = true;
+                super::remote::land_batch(
+                    store,
+                    (remote, target, fetched),
+                    &ids,
+                    &mut checker,
+                    outcome,
+                )
             }
             None => super::land_batch(store, target, &ids, &mut checker, outcome, super::ROUNDS),
         };
@@ -119,12 +138,19 @@ pub fn land(
                 conflicts = 0;
                 server.refresh()?;
                 server.retire(Retire::Unclaimed)?;
+                // What the next round reads was fetched just now (the candidates retired
+                // there are on a tip the target left, which no round reads).
+                fresh = true;
             }
             (Err(_), Some(pending)) => {
                 // A round is the candidates published together: the next is planned once the
                 // notes give each of them its verdict, from all they say, so a round never
                 // plans on half of the last one's results (and validates more than it needs).
-                let mut waiting = stacks.unvalidated()?;
+                // A verdict that could not change the plan is not waited for: a stack that
+                // begins with a failing prefix fails, and none below a passing prefix is
+                // asked (`plan::Bounds`).
+                let known = plan::bounds(store, &mut stacks, &ids)?;
+                let mut waiting = stacks.unvalidated((&ids, &pending), known)?;
                 if waiting == 0 {
                     let planned = plan::plan(store, &mut stacks, &ids, &pending, lanes)?;
                     // The round's candidates go out together (one push with `--remote`), so
@@ -134,7 +160,7 @@ pub fn land(
                         round.extend(stacks.candidate(runs)?);
                     }
                     server.publish(&round)?;
-                    waiting = stacks.unvalidated()?;
+                    waiting = stacks.unvalidated((&ids, &pending), known)?;
                 }
                 if waiting == 0 {
                     // Nothing any worker could validate would decide this stack: waiting
@@ -152,7 +178,7 @@ pub fn land(
                     continue;
                 }
                 idle = 0;
-                server.wait_for_evidence((seen, &priority), waiting, opts.progress)?;
+                fresh = server.wait_for_evidence((seen, &priority), waiting, opts.progress)?;
             }
             // Another writer moved something underneath (the target, a ledger): read the
             // refs again, a few times, before giving up as `land` does.
@@ -283,20 +309,22 @@ impl Server<'_> {
     /// Wait until the evidence notes move from `seen` (the workers noted something) or a
     /// priority entry not among `priority` is queued, saying every [`SAY_EVERY`] how many
     /// candidates are still waiting: a lander without workers waits for them, never silently.
+    /// True when it ended on a [`Self::refresh`] (with `--remote`, a fetch of everything).
     fn wait_for_evidence(
         &self,
         (seen, priority): (Option<gix::ObjectId>, &[String]),
         waiting: usize,
         progress: Option<fn(&str)>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let started = std::time::Instant::now();
         let mut said = started;
+        let mut refreshed = false;
         loop {
             if self.store.ref_target_now(EVIDENCE)? != seen {
-                return Ok(());
+                return Ok(refreshed);
             }
             if self.priority_runs()?.iter().any(|p| !priority.contains(p)) {
-                return Ok(());
+                return Ok(refreshed);
             }
             if let Some(say) = progress.filter(|_| said.elapsed() >= SAY_EVERY) {
                 said = std::time::Instant::now();
@@ -308,6 +336,7 @@ impl Server<'_> {
             }
             std::thread::sleep(POLL);
             self.refresh()?;
+            refreshed = self.remote.is_some();
         }
     }
 
@@ -343,6 +372,15 @@ impl Server<'_> {
                     ))
                     .hint("the server's hooks must let refs/tabellio/candidates/ be created"));
                 }
+            }
+            // What the remote now holds, as its tracking copy (as `git push` moves a
+            // remote-tracking branch): the candidates just published are counted as waiting
+            // for workers at once, not after the next fetch. One a fetch brought first stays.
+            let tracking = self.tracking_candidates().unwrap_or_default();
+            for (name, commit) in candidates {
+                let tracked = format!("{tracking}{}", &name[CANDIDATES.len()..]);
+                let create = Cas::update(tracked, None, *commit, "tabellio: land publishes");
+                let _ = tx::apply(self.store, &[create]);
             }
         }
         for (name, commit) in candidates {
@@ -460,8 +498,14 @@ impl<'s> Stacker<'s> {
     }
 
     /// How many candidates on this tip whose stack is one of these runs have no verdict in
-    /// the notes yet: what the workers are still to validate for this lander.
-    fn unvalidated(&mut self) -> Result<usize> {
+    /// the notes yet and whose verdict could still change what is planned next for `queue`
+    /// (`known`, [`plan::bounds`]; the `pending` stack, which `land` asks for, always could):
+    /// what the workers are still to validate for this lander.
+    fn unvalidated(
+        &mut self,
+        (queue, pending): (&[String], &[String]),
+        known: plan::Bounds,
+    ) -> Result<usize> {
         let tip = self.tip.to_string();
         let mut n = 0;
         for c in self.server.candidates()? {
@@ -469,6 +513,9 @@ impl<'s> Stacker<'s> {
                 continue;
             }
             let runs: Vec<String> = c.record.runs.iter().map(|r| r.run.clone()).collect();
+            if runs != pending && !known.matters(queue, &runs) {
+                continue;
+            }
             if let Some((top, checks)) = self.build(&runs)? {
                 if tree_verdict(self.store, self.store.tree_of(top)?, &checks)? == Known::Unknown {
                     n += 1;

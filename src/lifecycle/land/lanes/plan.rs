@@ -53,6 +53,62 @@ pub fn smallest_failing(
     Ok(None)
 }
 
+/// What the notes say of the queue's prefixes so far: the smallest failing one (its length)
+/// and the largest passing one below it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// The largest passing prefix (below `fail`); 0: none, the tip itself.
+    pub pass: usize,
+    /// The smallest failing prefix, if any.
+    pub fail: Option<usize>,
+}
+
+impl Bounds {
+    /// Could the verdict of the stack of `runs` still change what the next round plans for
+    /// `queue`? Not when it begins with the smallest failing prefix (it is taken to fail, as
+    /// bisection assumes), nor when it is a prefix no longer than the largest passing one
+    /// (bisection never asks below a passing prefix).
+    pub fn matters(&self, queue: &[String], runs: &[String]) -> bool {
+        if let Some(f) = self.fail {
+            if runs.starts_with(&queue[..f]) {
+                return false;
+            }
+        }
+        !(runs.len() <= self.pass && queue.starts_with(runs))
+    }
+}
+
+/// The [`Bounds`] of `queue`'s prefixes as the notes give them.
+pub fn bounds(store: &Store, stacks: &mut impl Stacks, queue: &[String]) -> Result<Bounds> {
+    let known = prefix_verdicts(store, stacks, queue)?;
+    Ok(bounds_of(&known))
+}
+
+/// The verdict of every prefix of `queue` (index: its length; the empty one passes).
+fn prefix_verdicts(
+    store: &Store,
+    stacks: &mut impl Stacks,
+    queue: &[String],
+) -> Result<Vec<Known>> {
+    let mut known = vec![Known::Unknown; queue.len() + 1];
+    known[0] = Known::Pass;
+    for (k, slot) in known.iter_mut().enumerate().skip(1) {
+        *slot = verdict(store, stacks, &queue[..k])?;
+    }
+    Ok(known)
+}
+
+fn bounds_of(known: &[Known]) -> Bounds {
+    let n = known.len() - 1;
+    let fail = (1..=n).find(|&k| known[k] == Known::Fail);
+    let below = fail.unwrap_or(n + 1);
+    let pass = (0..below)
+        .rev()
+        .find(|&k| known[k] == Known::Pass)
+        .unwrap_or(0);
+    Bounds { pass, fail }
+}
+
 /// `k` points spread evenly over `(lo, hi]` (`hi` included when `include_hi`).
 fn spread(lo: usize, hi: usize, k: usize, include_hi: bool) -> Vec<usize> {
     let width = hi - lo;
@@ -77,25 +133,15 @@ pub fn plan(
     lanes: usize,
 ) -> Result<Vec<Runs>> {
     let n = queue.len();
-    let mut known = vec![Known::Unknown; n + 1];
-    known[0] = Known::Pass;
-    for (k, slot) in known.iter_mut().enumerate().skip(1) {
-        *slot = verdict(store, stacks, &queue[..k])?;
-    }
-    let fail = (1..=n).find(|&k| known[k] == Known::Fail);
+    let Bounds { pass: p, fail } = bounds_of(&prefix_verdicts(store, stacks, queue)?);
     let mut want: Vec<Runs> = vec![pending.to_vec()];
     match fail {
         None => {
-            let pass = (0..=n)
-                .rev()
-                .find(|&k| known[k] == Known::Pass)
-                .unwrap_or(0);
-            for k in spread(pass, n, lanes, true) {
+            for k in spread(p, n, lanes, true) {
                 want.push(queue[..k].to_vec());
             }
         }
         Some(f) => {
-            let p = (0..f).rev().find(|&k| known[k] == Known::Pass).unwrap_or(0);
             let suspects: Vec<usize> = (p + 1..=f).collect();
             let room = lanes.saturating_sub(suspects.len()).max(1);
             for k in spread(p, f, room, false) {
@@ -130,7 +176,58 @@ pub fn plan(
 
 #[cfg(test)]
 mod tests {
-    use super::spread;
+    use super::{bounds_of, spread, Bounds};
+    use crate::evidence::known::Known;
+
+    fn runs(names: &[&str]) -> Vec<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn bounds_decide_which_verdicts_still_matter() {
+        use Known::{Fail, Pass, Unknown};
+        // Prefixes 2 and 4 pass, 6 and 8 fail: the culprit is run 5 or 6.
+        let known = [
+            Pass, Unknown, Pass, Unknown, Pass, Unknown, Fail, Unknown, Unknown,
+        ];
+        let b = bounds_of(&known);
+        assert_eq!(
+            b,
+            Bounds {
+                pass: 4,
+                fail: Some(6)
+            }
+        );
+        let queue = runs(&["a", "b", "c", "d", "e", "f", "g", "h"]);
+        // Below the passing prefix, or over the failing one: decided already.
+        assert!(!b.matters(&queue, &queue[..2]));
+        assert!(!b.matters(&queue, &queue[..4]));
+        assert!(!b.matters(&queue, &queue));
+        assert!(!b.matters(&queue, &runs(&["a", "b", "c", "d", "e", "f", "h"])));
+        // Between them, or a stack without a suspect: still open.
+        assert!(b.matters(&queue, &queue[..5]));
+        assert!(b.matters(&queue, &runs(&["a", "b", "c", "d", "f", "g", "h"])));
+        assert!(b.matters(&queue, &runs(&["a", "b", "c", "d", "e", "g", "h"])));
+        // Nothing known: everything is open.
+        let none = bounds_of(&[Pass, Unknown, Unknown]);
+        assert_eq!(
+            none,
+            Bounds {
+                pass: 0,
+                fail: None
+            }
+        );
+        assert!(none.matters(&queue[..2], &queue[..1]));
+        // A passing prefix above a failing one does not count (bisection blames below it).
+        let odd = bounds_of(&[Pass, Unknown, Fail, Pass]);
+        assert_eq!(
+            odd,
+            Bounds {
+                pass: 0,
+                fail: Some(2)
+            }
+        );
+    }
 
     #[test]
     fn spread_splits_the_range_evenly() {
