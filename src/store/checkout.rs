@@ -415,7 +415,7 @@ fn try_move(
     remove_deleted(&workdir, &changes)?;
     let written = write_changed(&repo, &workdir, &changes, path, new_tree)?;
     if let Some(lock) = lock {
-        update_index(&repo, path, old_tree, &changes, &written, lock)?;
+        update_index(&repo, path, (old_tree, new_tree), &changes, &written, lock)?;
     }
     Ok(())
 }
@@ -571,7 +571,7 @@ fn write_changed(
 fn update_index(
     repo: &gix::Repository,
     path: &Path,
-    old_tree: gix::ObjectId,
+    (old_tree, new_tree): (gix::ObjectId, gix::ObjectId),
     changes: &[PathChange],
     written: &Written,
     lock: gix::lock::File,
@@ -579,7 +579,8 @@ fn update_index(
     // The index as it is (it describes the old tree: promote refused tracked changes, and it is
     // written last), edited for the paths that moved: their entries dropped, the new ones added
     // with the stat data of the files just written. Every other entry keeps its stat data and
-    // flags (assume-unchanged stays set). The cached trees no longer hold: git rebuilds them.
+    // flags (assume-unchanged stays set). The cached trees are brought to the new tree where
+    // they can be ([`move_cached_trees`]), else dropped: git rebuilds them.
     let mut index = if repo.index_path().exists() {
         crate::store::worktree::read_index(repo)?
     } else {
@@ -599,8 +600,104 @@ fn update_index(
         );
     }
     index.sort_entries();
-    index.remove_tree();
+    if !move_cached_trees(repo, &mut index, (old_tree, new_tree), changes)? {
+        index.remove_tree();
+    }
     write_locked(&index, lock, path)
+}
+
+/// Bring the cached trees of `index` (its `TREE` extension, valid for `old_tree`) to `new_tree`
+/// after the move `changes` (file by file, every path's entry replaced as the move wrote it): the
+/// directories along the moved paths get their `new_tree` ids and entry counts, as `git commit`
+/// would write them, so the next look at the worktree need not read HEAD's tree. `false` when
+/// they cannot be kept: not valid for `old_tree` (written by a tool that did not keep them), or
+/// a directory appears or goes (git rebuilds them on its next commit). The caller drops them
+/// then; `index` may be half edited.
+fn move_cached_trees(
+    repo: &gix::Repository,
+    index: &mut gix::index::State,
+    (old_tree, new_tree): (gix::ObjectId, gix::ObjectId),
+    changes: &[PathChange],
+) -> Result<bool> {
+    let entries = index.entries().len();
+    let Some(root) = index.tree_mut() else {
+        return Ok(false);
+    };
+    if root.id != old_tree || root.num_entries.is_none() {
+        return Ok(false);
+    }
+    // Entry counts first, along each moved path; every directory on the way must be cached.
+    let mut touched = std::collections::BTreeSet::<BString>::new();
+    for change in changes {
+        let delta = i64::from(change.new.is_some()) - i64::from(change.old.is_some());
+        let dirs: Vec<&[u8]> = change.path.split(|b| *b == b'/').collect();
+        let mut node = &mut *root;
+        let mut at = BString::default();
+        for dir in &dirs[..dirs.len() - 1] {
+            if !add_entries(node, delta) {
+                return Ok(false);
+            }
+            touched.insert(at.clone());
+            let Some(child) = node.children.iter_mut().find(|c| c.name.as_slice() == *dir) else {
+                return Ok(false); // a new directory
+            };
+            if !at.is_empty() {
+                at.push(b'/');
+            }
+            at.extend_from_slice(dir);
+            node = child;
+        }
+        if !add_entries(node, delta) {
+            return Ok(false);
+        }
+        touched.insert(at);
+    }
+    // Then the ids of the touched directories, from `new_tree`; an emptied one is gone.
+    let tree = repo
+        .find_tree(new_tree)
+        .context(|| format!("could not read tree {new_tree}"))?;
+    for dir in touched {
+        let mut node = &mut *root;
+        for name in dir.split(|b| *b == b'/').filter(|n| !n.is_empty()) {
+            node = node
+                .children
+                .iter_mut()
+                .find(|c| c.name.as_slice() == name)
+                .expect("a directory counted above");
+        }
+        if node.num_entries == Some(0) {
+            return Ok(false);
+        }
+        node.id = if dir.is_empty() {
+            new_tree
+        } else {
+            let Ok(rel) = gix::path::from_bstr(dir.as_bstr()) else {
+                return Ok(false);
+            };
+            let entry = tree
+                .clone()
+                .peel_to_entry_by_path(rel)
+                .context(|| format!("could not read {dir} in tree {new_tree}"))?;
+            match entry {
+                Some(e) if e.mode().is_tree() => e.object_id(),
+                _ => return Ok(false),
+            }
+        };
+    }
+    Ok(root.num_entries.and_then(|n| usize::try_from(n).ok()) == Some(entries))
+}
+
+/// Add `delta` to the entry count of a cached tree; `false` when it is not valid or would go
+/// below zero.
+fn add_entries(node: &mut gix::index::extension::Tree, delta: i64) -> bool {
+    let Some(n) = node
+        .num_entries
+        .and_then(|n| u32::try_from(i64::from(n) + delta).ok())
+    else {
+        return false;
+    };
+    node.num_entries = Some(n);
+    true
 }
 
 /// Write `index` through its `lock` (then renamed into place) for the worktree at `path`.
@@ -639,5 +736,109 @@ fn prune_empty_parents(root: &Path, file: &Path) {
             break;
         }
         dir = d.parent();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use gix::bstr::ByteSlice;
+
+    use crate::store::{test_git as git, test_repo as repo, test_rev as rev};
+
+    /// Every cached tree of the index at `path` against `tree`: its id is the subtree's there and
+    /// its count the number of index entries below it. The number of cached trees checked.
+    fn check_cached_trees(home: &Path, path: &Path, tree: &str) -> usize {
+        let repo = crate::store::repo::open_path(path).expect("open");
+        let index = repo.open_index().expect("index");
+        fn walk(
+            home: &Path,
+            path: &Path,
+            tree: &str,
+            at: &str,
+            node: &gix::index::extension::Tree,
+            index: &gix::index::State,
+        ) -> usize {
+            let spec = if at.is_empty() {
+                format!("{tree}^{{tree}}")
+            } else {
+                format!("{tree}:{at}")
+            };
+            assert_eq!(node.id, rev(home, path, &spec), "the id of {spec}");
+            let below = index
+                .entries()
+                .iter()
+                .filter(|e| at.is_empty() || e.path(index).starts_with_str(format!("{at}/")))
+                .count();
+            assert_eq!(
+                node.num_entries,
+                u32::try_from(below).ok(),
+                "entries of {spec}"
+            );
+            let mut checked = 1;
+            for child in &node.children {
+                let name = child.name.to_str().expect("a name");
+                let at = if at.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{at}/{name}")
+                };
+                checked += walk(home, path, tree, &at, child, index);
+            }
+            checked
+        }
+        let root = index.tree().expect("cached trees kept");
+        walk(home, path, tree, "", root, &index)
+    }
+
+    #[test]
+    fn a_move_keeps_the_cached_trees_valid_unless_a_directory_appears() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let path = repo(home, "r");
+        let write = |name: &str, text: &str| crate::store::test_write(&path, name, text);
+        for name in ["a/x", "a/y", "a/deep/z", "b/z", "top"] {
+            write(name, name);
+        }
+        git(home, &path, &["add", "-A"]);
+        git(home, &path, &["commit", "-q", "-m", "old"]);
+        git(home, &path, &["tag", "old"]);
+        write("a/deep/z", "changed");
+        std::fs::remove_file(path.join("a/y")).expect("rm");
+        write("b/w", "added");
+        git(home, &path, &["add", "-A"]);
+        git(home, &path, &["commit", "-q", "-m", "same directories"]);
+        git(home, &path, &["tag", "new"]);
+        write("c/new", "a new directory");
+        git(home, &path, &["add", "-A"]);
+        git(home, &path, &["commit", "-q", "-m", "a new directory"]);
+        git(home, &path, &["tag", "newer"]);
+        // `git checkout` leaves the cached trees whole.
+        git(home, &path, &["checkout", "-q", "old"]);
+        assert_eq!(
+            check_cached_trees(home, &path, "old"),
+            4,
+            "root, a, a/deep, b"
+        );
+
+        let tree = |spec: &str| rev(home, &path, &format!("{spec}^{{tree}}"));
+        super::move_worktree(&path, tree("old"), tree("new")).expect("moved");
+        assert_eq!(check_cached_trees(home, &path, "new"), 4);
+        // git trusts them: writing the index's tree writes exactly the new tree.
+        let out = crate::store::test_git_command(home, &path, &["write-tree"])
+            .output()
+            .expect("git runs");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            tree("new").to_string()
+        );
+
+        super::move_worktree(&path, tree("new"), tree("newer")).expect("moved");
+        let index = crate::store::repo::open_path(&path)
+            .expect("open")
+            .open_index()
+            .expect("index");
+        assert!(index.tree().is_none(), "dropped for git to rebuild");
     }
 }

@@ -67,6 +67,14 @@ pub(crate) fn test_git_command(
     cmd
 }
 
+/// Write `text` to the file `name` (a path relative to `dir`), making its directories.
+#[cfg(test)]
+pub(crate) fn test_write(dir: &std::path::Path, name: &str, text: &str) {
+    let file = dir.join(name);
+    std::fs::create_dir_all(file.parent().expect("parent")).expect("dir");
+    std::fs::write(file, text).expect("write");
+}
+
 /// The object `spec` names in the repository at `dir`, as `git rev-parse` resolves it.
 #[cfg(test)]
 pub(crate) fn test_rev(home: &std::path::Path, dir: &std::path::Path, spec: &str) -> gix::ObjectId {

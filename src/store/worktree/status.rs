@@ -72,7 +72,7 @@ pub(super) fn status_with_index(
     if fits_in_thread(&index) {
         in_this_thread(&repo, &index, head, untracked, &mut changes).context(failed)?;
     } else {
-        in_threads(&repo, &index, untracked, &mut changes).context(failed)?;
+        in_threads(&repo, &index, head, untracked, &mut changes).context(failed)?;
     }
     let Changes {
         mut changed,
@@ -115,38 +115,171 @@ fn fits_in_thread(index: &gix::index::State) -> bool {
             .any(|e| e.mode == gix::index::entry::Mode::COMMIT)
 }
 
-/// gix's status, in its threads.
+/// gix's comparison of the index with the files and its walk for untracked files, in its
+/// threads, beside HEAD's tree against the index in a thread of its own ([`staged`]) when the
+/// index's cached trees leave anything to compare.
 fn in_threads(
     repo: &gix::Repository,
     index: &gix::worktree::Index,
+    head: Option<gix::ObjectId>,
     untracked: UntrackedScan,
     changes: &mut Changes,
 ) -> gix::Result<()> {
-    let iter = repo
-        .status(gix::progress::Discard)?
-        .index(index.clone().into())
-        .untracked_files(match untracked {
-            UntrackedScan::Listed => gix::status::UntrackedFiles::Files,
-            UntrackedScan::Skipped => gix::status::UntrackedFiles::None,
+    let interrupt = AtomicBool::new(false);
+    let tree = head_tree(repo, head)?;
+    let mut options = gix::status::index_worktree::Options {
+        sorting: None,
+        dirwalk_options: None,
+        rewrites: None,
+        thread_limit: None,
+    };
+    if untracked == UntrackedScan::Listed {
+        options.dirwalk_options = Some(
+            repo.dirwalk_options()?
+                .emit_untracked(gix::dir::walk::EmissionMode::Matching),
+        );
+    }
+    let submodules = gix::status::index_worktree::BuiltinSubmoduleStatus::new(
+        repo.clone().into_sync(),
+        gix::status::Submodule::AsConfigured { check_dirty: false },
+    )?;
+    let mut staged_changes = Changes::default();
+    std::thread::scope(|scope| -> gix::Result<()> {
+        let staged_thread = (!holds_tree(index, tree)).then(|| {
+            let repo = repo.clone();
+            let out = &mut staged_changes;
+            scope.spawn(move || -> gix::Result<()> {
+                let mut pathspec = every_path(&repo, index)?;
+                staged(&repo, index, tree, &mut pathspec, out)
+            })
+        });
+        repo.index_worktree_status(
+            index,
+            None::<&str>,
+            &mut IndexWorktree(changes),
+            FastEq,
+            submodules,
+            &mut gix::progress::Discard,
+            &interrupt,
+            options,
+        )?;
+        match staged_thread.map(|t| t.join()) {
+            Some(Ok(staged)) => staged,
+            Some(Err(_)) => Err(gix::Error::from_error(std::io::Error::other(
+                "the comparison of HEAD with the index panicked",
+            ))),
+            None => Ok(()),
+        }
+    })?;
+    changes.changed.extend(staged_changes.changed);
+    Ok(())
+}
+
+/// The empty pathspec, matching every path, with the attributes gix's status reads.
+fn every_path<'repo>(
+    repo: &'repo gix::Repository,
+    index: &gix::index::State,
+) -> gix::Result<gix::Pathspec<'repo>> {
+    use gix::worktree::stack::state::attributes::Source;
+    repo.pathspec(
+        false,
+        None::<&str>,
+        true,
+        index,
+        Source::WorktreeThenIdMapping,
+    )
+}
+
+/// HEAD's tree (the empty tree on an unborn branch).
+fn head_tree(repo: &gix::Repository, head: Option<gix::ObjectId>) -> gix::Result<gix::ObjectId> {
+    Ok(match head {
+        Some(commit) => repo.find_commit(commit)?.tree_id()?.detach(),
+        None => gix::ObjectId::empty_tree(repo.object_hash()),
+    })
+}
+
+/// Whether the index's cached trees (its `TREE` extension) say it holds exactly `tree`: the root
+/// entry is valid (git invalidates it, and every entry above a path, when the path changes in the
+/// index), covers every entry and names `tree`, and no entry is a conflict or an intent to add.
+/// Then HEAD's tree and the index have nothing to compare and no tree is read: git's own status
+/// and commit trust the cached trees the same way.
+fn holds_tree(index: &gix::index::State, tree: gix::ObjectId) -> bool {
+    let Some(root) = index.tree() else {
+        return false;
+    };
+    root.id == tree
+        && root
+            .num_entries
+            .is_some_and(|n| usize::try_from(n).is_ok_and(|n| n == index.entries().len()))
+        && index.entries().iter().all(|e| {
+            e.stage_raw() == 0 && !e.flags.contains(gix::index::entry::Flags::INTENT_TO_ADD)
         })
-        .index_worktree_rewrites(None)
-        .into_iter(None)?;
-    for item in iter {
-        let item = item?;
-        match &item {
-            gix::status::Item::IndexWorktree(
-                gix::status::index_worktree::Item::DirectoryContents { entry, .. },
-            ) => {
-                if matches!(entry.status, gix::dir::entry::Status::Untracked) {
-                    changes
-                        .untracked
-                        .push(item.location().to_str_lossy().into_owned());
+}
+
+/// HEAD's `tree` against the index: the staged changes, renames as `status.renames` says.
+/// Nothing is read when the index holds exactly `tree` ([`holds_tree`]).
+fn staged<'repo>(
+    repo: &'repo gix::Repository,
+    index: &gix::index::State,
+    tree: gix::ObjectId,
+    pathspec: &mut gix::Pathspec<'repo>,
+    changes: &mut Changes,
+) -> gix::Result<()> {
+    if holds_tree(index, tree) {
+        return Ok(());
+    }
+    repo.tree_index_status(
+        &tree,
+        index,
+        Some(pathspec),
+        gix::status::tree_index::TrackRenames::AsConfigured,
+        |change, _, _| {
+            changes.changed(change.location());
+            Ok(std::ops::ControlFlow::Continue(()))
+        },
+    )?;
+    Ok(())
+}
+
+/// What gix's comparison of the index with the files finds: a tracked file whose content or
+/// mode differs (judged as [`TrackedChanges`] judges it), or an untracked file.
+struct IndexWorktree<'a>(&'a mut Changes);
+
+impl<'index> gix::status::plumbing::index_as_worktree_with_renames::VisitEntry<'index>
+    for IndexWorktree<'_>
+{
+    type ContentChange = ();
+    type SubmoduleStatus = gix::submodule::Status;
+
+    fn visit_entry(
+        &mut self,
+        entry: gix::status::plumbing::index_as_worktree_with_renames::Entry<
+            'index,
+            Self::ContentChange,
+            Self::SubmoduleStatus,
+        >,
+    ) {
+        use gix::status::plumbing::index_as_worktree_with_renames::Entry;
+        match entry {
+            Entry::Modification {
+                rela_path, status, ..
+            } => {
+                if !matches!(status, EntryStatus::NeedsUpdate(_)) {
+                    self.0.changed(rela_path);
                 }
             }
-            _ => changes.changed(item.location()),
+            Entry::DirectoryContents { entry, .. } => {
+                if matches!(entry.status, gix::dir::entry::Status::Untracked) {
+                    self.0
+                        .untracked
+                        .push(entry.rela_path.to_str_lossy().into_owned());
+                }
+            }
+            Entry::Rewrite { dirwalk_entry, .. } => {
+                self.0.changed(dirwalk_entry.rela_path.as_ref())
+            }
         }
     }
-    Ok(())
 }
 
 /// The three steps of gix's status, one after the other in this thread (see the module
@@ -165,27 +298,9 @@ fn in_this_thread(
         .ok_or_else(|| gix::Error::from_error(std::io::Error::other("no worktree")))?;
 
     // HEAD's tree against the index (staged changes).
-    let tree = match head {
-        Some(commit) => repo.find_commit(commit)?.tree_id()?.detach(),
-        None => gix::ObjectId::empty_tree(repo.object_hash()),
-    };
-    let mut pathspec = repo.pathspec(
-        false,
-        None::<&str>,
-        true,
-        index,
-        Source::WorktreeThenIdMapping,
-    )?;
-    repo.tree_index_status(
-        &tree,
-        index,
-        Some(&mut pathspec),
-        gix::status::tree_index::TrackRenames::AsConfigured,
-        |change, _, _| {
-            changes.changed(change.location());
-            Ok(std::ops::ControlFlow::Continue(()))
-        },
-    )?;
+    let tree = head_tree(repo, head)?;
+    let mut pathspec = every_path(repo, index)?;
+    staged(repo, index, tree, &mut pathspec, changes)?;
 
     // The index against the files (unstaged changes).
     let attributes = repo
@@ -316,7 +431,7 @@ mod tests {
         let compare = |scan| {
             let (mut here, mut threads) = (Changes::default(), Changes::default());
             in_this_thread(repo, &index, head, scan, &mut here).expect("in this thread");
-            in_threads(repo, &index, scan, &mut threads).expect("in threads");
+            in_threads(repo, &index, head, scan, &mut threads).expect("in threads");
             for c in [&mut here, &mut threads] {
                 c.changed.sort();
                 c.changed.dedup();
@@ -355,16 +470,40 @@ mod tests {
         git
     }
 
+    /// The index's cached trees stand in for HEAD's tree only when they name it: after `git
+    /// reset --soft` they still name the tree of the commit left, whose files are then staged.
+    #[test]
+    fn cached_trees_stand_in_for_head_only_when_they_name_its_tree() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let path = repo(home, "r");
+        std::fs::write(path.join("a"), "a\n").expect("write");
+        git(home, &path, &["add", "a"]);
+        git(home, &path, &["commit", "-q", "-m", "a"]);
+        std::fs::write(path.join("b"), "b\n").expect("write");
+        git(home, &path, &["add", "b"]);
+        git(home, &path, &["commit", "-q", "-m", "b"]);
+        let index = Store::open(&path)
+            .expect("open")
+            .repo
+            .open_index()
+            .expect("index");
+        let root = index.tree().expect("git commit writes the cached trees");
+        let count = u32::try_from(index.entries().len()).expect("a small index");
+        assert_eq!(root.num_entries, Some(count), "valid, covering every entry");
+        assert_eq!(both(&path).0, Changes::default(), "clean");
+        git(home, &path, &["reset", "-q", "--soft", "HEAD~1"]);
+        let (here, threads) = both(&path);
+        assert_eq!(here, threads);
+        assert_eq!(here.changed, ["b"], "staged by the reset");
+    }
+
     #[test]
     fn the_in_thread_status_finds_what_gix_s_status_finds() {
         let dir = tempfile::tempdir().expect("temp dir");
         let home = dir.path();
         let path = repo(home, "r");
-        let write = |name: &str, text: &str| {
-            let file = path.join(name);
-            std::fs::create_dir_all(file.parent().expect("parent")).expect("dir");
-            std::fs::write(file, text).expect("write");
-        };
+        let write = |name: &str, text: &str| crate::store::test_write(&path, name, text);
         for name in ["a", "b", "c", "d", "e", "x.sh", "dir/f", "crlf.txt"] {
             write(name, &format!("{name}\n"));
         }
