@@ -19,6 +19,11 @@ fn main() -> ExitCode {
         let result = cli::Ctx::new(false, false).and_then(|ctx| complete(&ctx));
         return cli::render::render(result, false, false);
     }
+    if let Some(args) = cli::commands::hook::shim_call(std::env::args().skip(1)) {
+        let result =
+            cli::Ctx::new(false, false).and_then(|ctx| cli::commands::hook::cmd_hook(&ctx, &args));
+        return cli::render::render(result, false, false);
+    }
     // `--json` counts only among our own arguments, not in a check's argv after `--`.
     let json_mode = std::env::args()
         .take_while(|a| a != "--")

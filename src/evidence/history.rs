@@ -117,6 +117,29 @@ pub fn executions_in<'a>(
     out
 }
 
+/// [`executions_in`] of `lines` followed by the lines whose executions are `known` (what
+/// [`executions_in`] found among them, on the same tree): the same list, without reading those
+/// lines again.
+pub fn executions_beside(
+    lines: &[super::read::Line],
+    known: &[Execution],
+    tree_hex: &str,
+) -> Vec<Execution> {
+    let mut out = executions_in(lines, tree_hex);
+    let seen: HashSet<&str> = out.iter().map(|e| e.record.as_str()).collect();
+    let more: Vec<Execution> = known
+        .iter()
+        .filter(|e| !seen.contains(e.record.as_str()))
+        .cloned()
+        .collect();
+    out.extend(more);
+    // Stable, as in `executions_in`: equal keys keep `lines` first, then `known` in its order.
+    out.sort_by(|a, b| {
+        (&a.check, &a.started_at, a.attempt).cmp(&(&b.check, &b.started_at, b.attempt))
+    });
+    out
+}
+
 /// What a check's recorded history says about it.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckStats {
@@ -277,6 +300,33 @@ mod tests {
         r.started_at = format!("2026-01-01T00:00:{at:02}Z");
         r.duration_ms = u64::from(at) * 10;
         r.seal()
+    }
+
+    /// The executions of a commit's own lines beside those already found among its tree's are
+    /// the executions of both read together: each record once, own lines first among equal keys.
+    #[test]
+    fn executions_beside_known_ones_are_those_of_both_lines() {
+        let line = |r: EvidenceRecord| (String::new(), Some(r));
+        let tree = "a".repeat(40);
+        let mut tie = exec("failed", 'a', 3);
+        tie.duration_ms = 7;
+        let shared = exec("passed", 'a', 2);
+        let own = vec![
+            line(exec("passed", 'a', 3)),
+            line(shared.clone()),
+            line(exec("passed", 'b', 1)),
+        ];
+        let on_tree = vec![line(tie.seal()), line(shared), line(exec("failed", 'a', 1))];
+        let both = executions_in(own.iter().chain(&on_tree), &tree);
+        let known = executions_in(&on_tree, &tree);
+        let beside = executions_beside(&own, &known, &tree);
+        let key = |e: &[Execution]| -> Vec<(String, u64)> {
+            e.iter()
+                .map(|x| (x.record.clone(), x.duration_ms))
+                .collect()
+        };
+        assert_eq!(key(&beside), key(&both));
+        assert_eq!(beside.len(), 4);
     }
 
     #[test]

@@ -90,6 +90,10 @@ pub struct Verifier<'s> {
     pub(crate) policies: Policies,
     /// Each tree's records judged once (many commits may share a tree).
     trees: TreeJudgements,
+    /// The executions noted on each tree, found once (a thousand commits sharing a tree each
+    /// list them).
+    tree_executions:
+        std::collections::HashMap<gix::ObjectId, Vec<crate::evidence::history::Execution>>,
 }
 
 impl<'s> Verifier<'s> {
@@ -108,6 +112,7 @@ impl<'s> Verifier<'s> {
             notes,
             policies: Policies::default(),
             trees: TreeJudgements::default(),
+            tree_executions: Default::default(),
         }
     }
 
@@ -115,6 +120,7 @@ impl<'s> Verifier<'s> {
     pub fn set_notes(&mut self, notes: NotesView) {
         self.notes = notes;
         self.trees.clear();
+        self.tree_executions.clear();
     }
 
     pub fn store(&self) -> &'s Store {
@@ -219,9 +225,14 @@ impl<'s> Verifier<'s> {
         let (checks, verified) =
             self.trees
                 .judge(tree, &own, (&commit_hex, &tree_hex), &gate, trust);
-        let on_tree = self.notes.records(self.store, tree)?;
-        let executions =
-            crate::evidence::history::executions_in(own.iter().chain(&on_tree), &tree_hex);
+        let on_tree = match self.tree_executions.entry(tree) {
+            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+            std::collections::hash_map::Entry::Vacant(new) => {
+                let lines = self.notes.records(self.store, tree)?;
+                new.insert(crate::evidence::history::executions_in(&lines, &tree_hex))
+            }
+        };
+        let executions = crate::evidence::history::executions_beside(&own, on_tree, &tree_hex);
         Ok(CommitVerdict {
             commit: commit_hex,
             tree: tree_hex,

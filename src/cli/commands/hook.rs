@@ -36,6 +36,25 @@ impl From<HookArg> for HookName {
     }
 }
 
+/// The arguments of the installed `reference-transaction` shim's call, exactly
+/// `hook reference-transaction <phase>` (`args` after the program name), read without clap: git
+/// starts it on every ref update that could be gated, and defining the command line costs more
+/// than the rest of parsing it. Anything else (another hook, a flag, another count) is `None` and
+/// goes through clap as before.
+pub fn shim_call(mut args: impl Iterator<Item = String>) -> Option<HookArgs> {
+    let (Some(hook), Some(name), Some(phase), None) =
+        (args.next(), args.next(), args.next(), args.next())
+    else {
+        return None;
+    };
+    (hook == "hook" && name == "reference-transaction" && !phase.starts_with('-')).then(|| {
+        HookArgs {
+            name: HookArg::ReferenceTransaction,
+            args: vec![phase],
+        }
+    })
+}
+
 pub fn cmd_hook(ctx: &Ctx, args: &HookArgs) -> Result<Output> {
     let name = HookName::from(args.name);
     let mut input = String::new();
@@ -84,4 +103,35 @@ fn pre_commit_push_line() -> Option<(String, Option<String>)> {
         format!("{local} {to} {remote_branch} {from}\n"),
         var("PRE_COMMIT_REMOTE_NAME"),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{shim_call, HookArg};
+
+    fn call(args: &[&str]) -> Option<(String, Vec<String>)> {
+        shim_call(args.iter().map(|a| a.to_string())).map(|h| {
+            assert!(matches!(h.name, HookArg::ReferenceTransaction));
+            ("reference-transaction".to_string(), h.args)
+        })
+    }
+
+    /// Only the shim's exact call skips clap; every other command line is clap's.
+    #[test]
+    fn only_the_shims_exact_call_skips_clap() {
+        assert_eq!(
+            call(&["hook", "reference-transaction", "prepared"]),
+            Some(("reference-transaction".into(), vec!["prepared".into()]))
+        );
+        for other in [
+            &["hook", "reference-transaction"][..],
+            &["hook", "reference-transaction", "prepared", "x"],
+            &["hook", "reference-transaction", "--json"],
+            &["hook", "pre-push", "origin"],
+            &["--json", "hook", "reference-transaction"],
+            &["status", "reference-transaction", "prepared"],
+        ] {
+            assert_eq!(call(other), None, "{other:?}");
+        }
+    }
 }
