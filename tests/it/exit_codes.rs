@@ -71,6 +71,23 @@ fn usage_errors_exit_2() {
     fails_as(&t, &["verify", "HEAD^{tree}"], 2, "usage");
 }
 
+/// An argument that is not UTF-8 is a usage error (exit 2) wherever it stands, never a panic.
+#[test]
+fn an_argument_that_is_not_utf8_is_a_usage_error() {
+    use std::os::unix::ffi::OsStrExt;
+    let t = TestEnv::new();
+    let bad = std::ffi::OsStr::from_bytes(b"\xff");
+    for args in [vec![bad], vec![std::ffi::OsStr::new("--json"), bad]] {
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.args(&args).current_dir(&t.repo);
+        hermetic(&mut cmd, &t.home);
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
 #[test]
 fn refusals_exit_3() {
     let t = TestEnv::new();
