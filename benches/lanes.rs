@@ -3,9 +3,10 @@
 //! outside the repositories. The lander runs no check; validators are two separate clones,
 //! each running `worker --remote origin --lanes N` with its own signing key.
 //!
-//! For each scenario it prints the wall time, the check time (first check start to last check
-//! end, in units of T), the tool's own overhead (wall minus check time) and the executions,
-//! all in one table:
+//! For each scenario it prints the wall time, the check span (first check start to last check
+//! end, in units of T: between rounds it includes the tool's own work), the check time (the
+//! time at least one check was running, in T), the tool's own overhead (wall minus check time)
+//! and the executions, all in one table:
 //!
 //! - 8 runs, no culprit, `land --lanes 4`;
 //! - 8 runs, one culprit, `land --lanes 4`, then `--lanes 1`, then serial (`land --batch 1`,
@@ -80,6 +81,8 @@ fn machine(root: &Path, name: &str, clone_of: Option<&Path>) -> Machine {
 struct Outcome {
     wall: f64,
     check_span: f64,
+    /// Seconds during which at least one check was running.
+    check_busy: f64,
     executions: usize,
     /// Priority: seconds from its enqueue to its landing on the server.
     priority_landed: Option<f64>,
@@ -249,9 +252,29 @@ fn scenario(t: f64, s: &Scenario<'_>) -> Outcome {
     Outcome {
         wall,
         check_span: if starts.is_empty() { 0.0 } else { last - first },
+        check_busy: busy(&starts, &ends),
         executions: starts.len(),
         priority_landed,
     }
+}
+
+/// The time during which at least one check was running: the union of the check intervals,
+/// from the start and end times in any order (each start has its end after it).
+fn busy(starts: &[f64], ends: &[f64]) -> f64 {
+    let mut events: Vec<(f64, i32)> = starts.iter().map(|&s| (s, 1)).collect();
+    events.extend(ends.iter().map(|&e| (e, -1)));
+    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
+    let (mut running, mut since, mut total) = (0, 0.0, 0.0);
+    for (at, step) in events {
+        if running == 0 && step > 0 {
+            since = at;
+        }
+        running += step;
+        if running == 0 {
+            total += at - since;
+        }
+    }
+    total
 }
 
 fn main() {
@@ -326,18 +349,19 @@ fn main() {
     }
     println!("T = {t} s");
     println!(
-        "{:<30} {:>8} {:>12} {:>10} {:>11} {:>14}",
-        "scenario", "wall s", "check time", "overhead s", "executions", "priority in"
+        "{:<30} {:>8} {:>12} {:>12} {:>10} {:>11} {:>14}",
+        "scenario", "wall s", "check span", "check time", "overhead s", "executions", "priority in"
     );
     for (name, o) in rows {
         let priority = o
             .priority_landed
             .map_or_else(|| "-".to_string(), |s| format!("{:.2} T", s / t));
         println!(
-            "{name:<30} {:>8.1} {:>10.2} T {:>10.1} {:>11} {:>14}",
+            "{name:<30} {:>8.1} {:>10.2} T {:>10.2} T {:>10.1} {:>11} {:>14}",
             o.wall,
             o.check_span / t,
-            o.wall - o.check_span,
+            o.check_busy / t,
+            o.wall - o.check_busy,
             o.executions,
             priority
         );
