@@ -73,27 +73,7 @@ pub fn land(
         // The notes as this round reads them: evidence noted from here on ends the wait below
         // at once, so a worker finishing while this round plans is never missed.
         let seen = store.ref_target_now(EVIDENCE)?;
-        // Only the queue's head is read: a round's work does not grow with the queue behind it.
-        let queue = queue::resolve_first(store, target, opts.batch)?;
-        // Priority entries land first, as a batch of their own: their candidates never wait
-        // on the rest of the queue's, and their landing leaves the others' evidence standing
-        // wherever it does not touch a check's inputs.
-        let priority = server.priority_runs()?;
-        let urgent = queue
-            .candidates
-            .iter()
-            .take_while(|c| priority.iter().any(|p| p == c.run_id()))
-            .count();
-        let take = if urgent > 0 {
-            urgent
-        } else {
-            queue.candidates.len()
-        };
-        let batch: Vec<Candidate> = queue
-            .candidates
-            .into_iter()
-            .take(take.min(opts.batch))
-            .collect();
+        let (batch, priority) = next_batch(store, &server, target, opts.batch)?;
         if batch.is_empty() {
             // Also what a lander killed after its last landing left; nothing is left to land,
             // so a candidate a worker still validates is no use to anyone either. They are
@@ -149,19 +129,7 @@ pub fn land(
                 // A verdict that could not change the plan is not waited for: a stack that
                 // begins with a failing prefix fails, and none below a passing prefix is
                 // asked (`plan::Bounds`).
-                let known = plan::bounds(store, &mut stacks, &ids)?;
-                let mut waiting = stacks.unvalidated((&ids, &pending), known)?;
-                if waiting == 0 {
-                    let planned = plan::plan(store, &mut stacks, &ids, &pending, lanes)?;
-                    // The round's candidates go out together (one push with `--remote`), so
-                    // the workers start on them together.
-                    let mut round = Vec::new();
-                    for runs in &planned {
-                        round.extend(stacks.candidate(runs)?);
-                    }
-                    server.publish(&round)?;
-                    waiting = stacks.unvalidated((&ids, &pending), known)?;
-                }
+                let waiting = next_round(&server, &mut stacks, (&ids, &pending), lanes)?;
                 if waiting == 0 {
                     // Nothing any worker could validate would decide this stack: waiting
                     // would never end. Read everything again a few times (another lander may
@@ -189,6 +157,57 @@ pub fn land(
             (Err(e), None) => return Err(e),
         }
     }
+}
+
+/// The runs this round lands: the queue's head only (a round's work does not grow with the
+/// queue behind it), up to `batch` of them, and only the priority entries when the head is
+/// theirs; with the priority runs' ids. Priority entries land first, as a batch of their own:
+/// their candidates never wait on the rest of the queue's, and their landing leaves the others'
+/// evidence standing wherever it does not touch a check's inputs.
+fn next_batch(
+    store: &Store,
+    server: &Server,
+    target: &str,
+    batch: usize,
+) -> Result<(Vec<Candidate>, Vec<String>)> {
+    let queue = queue::resolve_first(store, target, batch)?;
+    let priority = server.priority_runs()?;
+    let urgent = queue
+        .candidates
+        .iter()
+        .take_while(|c| priority.iter().any(|p| p == c.run_id()))
+        .count();
+    let take = if urgent > 0 {
+        urgent
+    } else {
+        queue.candidates.len()
+    };
+    let runs = queue.candidates.into_iter().take(take.min(batch)).collect();
+    Ok((runs, priority))
+}
+
+/// How many of the stack's candidates still wait for a verdict that could change the plan;
+/// when none does, the next round is planned and its candidates published together (one push
+/// with `--remote`, so the workers start on them together), and the count is taken again.
+fn next_round(
+    server: &Server,
+    stacks: &mut Stacker,
+    (ids, pending): (&[String], &[String]),
+    lanes: usize,
+) -> Result<usize> {
+    let store = server.store;
+    let known = plan::bounds(store, stacks, ids)?;
+    let waiting = stacks.unvalidated((ids, pending), known)?;
+    if waiting > 0 {
+        return Ok(waiting);
+    }
+    let planned = plan::plan(store, stacks, ids, pending, lanes)?;
+    let mut round = Vec::new();
+    for runs in &planned {
+        round.extend(stacks.candidate(runs)?);
+    }
+    server.publish(&round)?;
+    stacks.unvalidated((ids, pending), known)
 }
 
 /// Which candidates on a tip the target has left are removed.
