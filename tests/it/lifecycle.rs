@@ -481,21 +481,30 @@ fn a_run_worktree_of_a_thousand_files_sees_changes_as_a_small_one_does() {
     let entries = t.git_out_in(&large, &["ls-files"]).lines().count();
     assert!(entries > 1_000, "{entries} entries");
 
-    for wt in [&small, &large] {
+    for (id, wt) in [("small", &small), ("large", &large)] {
         write_file(&wt.join("a.txt"), "changed\n");
         write_file(&wt.join("staged.txt"), "s\n");
         t.git_in(wt, &["add", "staged.txt"]).ok();
         write_file(&wt.join("new/untracked.txt"), "n\n");
-        let live = t.tab_in(wt, &["--json", "status"]).json()["live"].clone();
-        assert_eq!(
-            (&live["dirty"], &live["untracked"]),
-            (
-                &serde_json::json!(["a.txt", "staged.txt"]),
-                &serde_json::json!(["new/untracked.txt"])
-            ),
-            "{}",
-            wt.display()
-        );
+        // Asked in the worktree, in a directory of it, and from the main worktree by the run's
+        // name: the same paths, relative to the run worktree's top.
+        let asked = [
+            t.tab_in(wt, &["--json", "status"]),
+            t.tab_in(&wt.join("new"), &["--json", "status"]),
+            t.tab(&["--json", "status", id]),
+        ];
+        for r in asked {
+            let live = r.json()["live"].clone();
+            assert_eq!(
+                (&live["dirty"], &live["untracked"]),
+                (
+                    &serde_json::json!(["a.txt", "staged.txt"]),
+                    &serde_json::json!(["new/untracked.txt"])
+                ),
+                "{}",
+                wt.display()
+            );
+        }
         let before = t.snapshot();
         t.tab_in(wt, &["checkpoint"]).code(3);
         t.tab_in(wt, &["finish", "--", "true"]).code(3);

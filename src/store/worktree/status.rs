@@ -57,6 +57,8 @@ pub(super) fn status_with_index(
     mut repo: gix::Repository,
     untracked: UntrackedScan,
 ) -> Result<(WorkspaceState, gix::worktree::Index)> {
+    unverified_index_checksum(&mut repo)?;
+    relative_workdir(&mut repo);
     let index = repo
         .index_or_empty()
         .context(|| format!("could not read the index {}", repo.index_path().display()))
@@ -90,6 +92,44 @@ pub(super) fn status_with_index(
         untracked,
     };
     Ok((state, index))
+}
+
+/// `repo` reading its index as git's status does: without verifying the index's trailing
+/// checksum (as [`super::read_index`]). On a 20,000-file index that SHA-1 is a tenth of the
+/// status. Only this handle's reads change: every index we write still carries its checksum.
+fn unverified_index_checksum(repo: &mut gix::Repository) -> Result<()> {
+    let failed = |e: gix::Error| crate::error::Error::internal(format!("index.skipHash: {e}"));
+    let mut config = repo.config_snapshot_mut();
+    config
+        .set_value(&gix::config::tree::Index::SKIP_HASH, "true")
+        .map_err(failed)?;
+    config.commit().map_err(failed)?;
+    Ok(())
+}
+
+/// `repo`'s worktree named relative to the current directory when it lies inside it (`.` when
+/// it is the current directory), as git names every file it looks at relative to the top of its
+/// worktree: the kernel resolves each file's path component by component, and the comparison
+/// looks at every tracked file.
+fn relative_workdir(repo: &mut gix::Repository) {
+    let Some(workdir) = repo.workdir() else {
+        return;
+    };
+    let Ok(cwd) = std::env::current_dir() else {
+        return;
+    };
+    let (Ok(workdir), Ok(cwd)) = (std::fs::canonicalize(workdir), std::fs::canonicalize(cwd))
+    else {
+        return;
+    };
+    if let Ok(inside) = workdir.strip_prefix(&cwd) {
+        let relative = if inside.as_os_str().is_empty() {
+            Path::new(".").to_path_buf()
+        } else {
+            inside.to_path_buf()
+        };
+        let _ = repo.set_workdir(relative);
+    }
 }
 
 /// What the comparison found.
