@@ -26,11 +26,14 @@
 //! (packed, or in an alternate) is read by gix, through the pack indexes gix maps (the tool
 //! maps none of its own: one map of each index per command); later loose objects are still
 //! read here, so a run's loose history entries keep the one inflate stream after `git gc`
-//! packed its older ones.
+//! packed its older ones. A command that finds nearly every object packed (`verify` of a
+//! range that a clone or `git gc` packed) stops opening loose files that are not there and asks
+//! gix first, which looks in its packs before the loose files.
 //!
 //! `Objects` hands this writer, with the repository's reads, to gix-note's notes editing.
 
 use std::io::{Read as _, Write as _};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use gix::objs::{Kind, WriteTo};
@@ -57,6 +60,24 @@ pub(crate) struct LooseStreams {
     /// same commits and trees several times (gix's object cache, which they bypass, kept them
     /// before).
     cache: Mutex<LooseCache>,
+    /// Reads that found no loose file (the object is packed, or in an alternate) and reads
+    /// that found one: see [`LooseStreams::mostly_packed`].
+    misses: AtomicUsize,
+    hits: AtomicUsize,
+}
+
+/// Loose reads that must miss before [`LooseStreams::mostly_packed`] can say so.
+const MISSES_BEFORE_PACKS_FIRST: usize = 32;
+
+impl LooseStreams {
+    /// Whether this command's reads have so far found their objects packed nearly every time
+    /// (a range of history that `git gc` or a clone packed): each further read then goes to
+    /// gix first, which looks in the packs before the loose files, instead of opening a loose
+    /// file that is not there (a failed `open` per object, three for a commit and its trees).
+    fn mostly_packed(&self) -> bool {
+        let misses = self.misses.load(Ordering::Relaxed);
+        misses >= MISSES_BEFORE_PACKS_FIRST && misses > 8 * self.hits.load(Ordering::Relaxed)
+    }
 }
 
 /// How many bytes of loose objects one command keeps in [`LooseStreams`]'s cache.
@@ -227,19 +248,27 @@ impl Store {
                 return Ok(Some(*kind));
             }
         }
+        if self.loose.mostly_packed() {
+            return Ok(None);
+        }
         let path = loose_path(self.repo.objects.store_ref().path(), id);
         // Most loose objects fit in a page; read without asking the file's size first.
         let mut compressed = Vec::with_capacity(4096);
         match std::fs::File::open(&path) {
-            Ok(file) => file
-                .take(u64::MAX)
-                .read_to_end(&mut compressed)
-                .context(|| format!("could not read the object {id}"))?,
+            Ok(file) => {
+                self.loose.hits.fetch_add(1, Ordering::Relaxed);
+                file.take(u64::MAX)
+                    .read_to_end(&mut compressed)
+                    .context(|| format!("could not read the object {id}"))?
+            }
             // Packed (a repository packed by `git gc` holds its older objects in packs and what
             // the tool wrote since loose), or in an alternate: gix reads it, through the pack
             // indexes it maps anyway (the tool maps none of its own), and later loose objects
             // are still read here.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.loose.misses.fetch_add(1, Ordering::Relaxed);
+                return Ok(None);
+            }
             Err(e) => return Err(e).context(|| format!("could not read the object {id}")),
         };
         let kind = self.inflate_loose(id, &compressed, out)?;
@@ -550,6 +579,53 @@ mod tests {
             !cache.objects.contains_key(&ids[0]),
             "read by gix from its pack"
         );
+    }
+
+    /// Once a command has found nearly every object packed, it stops looking for loose files
+    /// first: gix reads what follows, from its packs or, for an object written since, from the
+    /// loose file, and the object is the same.
+    #[test]
+    fn a_command_reading_mostly_packed_objects_asks_gix_first() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let path = repo(home, "r");
+        let writer = Store::open(&path).expect("open");
+        let ids: Vec<gix::ObjectId> = (0..super::MISSES_BEFORE_PACKS_FIRST + 8)
+            .map(|i| writer.write_blob(format!("blob {i}\n").as_bytes()))
+            .collect::<Result<_, _>>()
+            .expect("written");
+        for (i, id) in ids.iter().enumerate() {
+            git(
+                home,
+                &path,
+                &["update-ref", &format!("refs/keep/{i}"), &id.to_string()],
+            );
+        }
+        git(home, &path, &["repack", "-a", "-d", "-q"]);
+        git(home, &path, &["prune-packed"]);
+
+        let store = Store::open(&path).expect("open");
+        for (i, id) in ids.iter().enumerate() {
+            assert_eq!(
+                store.loose.mostly_packed(),
+                i >= super::MISSES_BEFORE_PACKS_FIRST
+            );
+            assert_eq!(
+                store.read_blob(*id).expect("read"),
+                format!("blob {i}\n").as_bytes()
+            );
+        }
+        assert!(store.loose.mostly_packed());
+        let late = writer
+            .write_blob(b"written after the repack\n")
+            .expect("write");
+        assert!(loose_file(&path, late).is_file());
+        assert_eq!(
+            store.read_blob(late).expect("read"),
+            b"written after the repack\n"
+        );
+        let cache = store.loose.cache.lock().expect("cache");
+        assert!(!cache.objects.contains_key(&late), "read by gix");
     }
 
     /// Commits and trees read through the one stream (`object`, the `Objects` reads, paths
