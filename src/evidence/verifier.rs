@@ -94,6 +94,9 @@ pub struct Verifier<'s> {
     /// list them).
     tree_executions:
         std::collections::HashMap<gix::ObjectId, Vec<crate::evidence::history::Execution>>,
+    /// The gate of each policy blob (`None`: no policy) with the extra checks asked for, built
+    /// once: a range of a thousand commits shares a few policies.
+    gates: std::collections::HashMap<(Option<gix::ObjectId>, Vec<String>), Gate>,
 }
 
 impl<'s> Verifier<'s> {
@@ -113,6 +116,7 @@ impl<'s> Verifier<'s> {
             policies: Policies::default(),
             trees: TreeJudgements::default(),
             tree_executions: Default::default(),
+            gates: Default::default(),
         }
     }
 
@@ -144,6 +148,27 @@ impl<'s> Verifier<'s> {
         self.policies
             .at(self.store, commit)
             .map_err(PolicyAtError::naming_commit)
+    }
+
+    /// The gate of the policy committed at `commit` with the checks in `extra` required too
+    /// ([`Gate::from_policy`]). An invalid policy is an error naming the commit, the file and
+    /// the field.
+    pub fn gate_at(&mut self, commit: gix::ObjectId, extra: &[String]) -> Result<Gate> {
+        let blob = self
+            .policies
+            .blob(self.store, commit)
+            .map_err(PolicyAtError::naming_commit)?;
+        let key = (blob, extra.to_vec());
+        if let Some(gate) = self.gates.get(&key) {
+            return Ok(gate.clone());
+        }
+        let policy = self
+            .policies
+            .at_ref(self.store, commit)
+            .map_err(PolicyAtError::naming_commit)?;
+        let gate = Gate::from_policy(policy, extra);
+        self.gates.insert(key, gate.clone());
+        Ok(gate)
     }
 
     /// The policy's `trust` at `commit` with the allowed signers read from `commit`; `None`

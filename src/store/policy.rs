@@ -85,8 +85,29 @@ impl Policies {
         store: &Store,
         commit: gix::ObjectId,
     ) -> Result<Option<Policy>, PolicyAtError> {
-        if let Some(found) = self.remembered(commit) {
-            return Ok(found.cloned());
+        Ok(self.at_ref(store, commit)?.cloned())
+    }
+
+    /// [`Policies::at`], borrowed rather than copied.
+    pub fn at_ref(
+        &mut self,
+        store: &Store,
+        commit: gix::ObjectId,
+    ) -> Result<Option<&Policy>, PolicyAtError> {
+        Ok(self
+            .blob(store, commit)?
+            .and_then(|blob| self.by_blob.get(&blob)))
+    }
+
+    /// The id of the policy blob committed at `commit` (`None` when it has none), read and
+    /// parsed once: commits with the same blob have the same policy.
+    pub fn blob(
+        &mut self,
+        store: &Store,
+        commit: gix::ObjectId,
+    ) -> Result<Option<gix::ObjectId>, PolicyAtError> {
+        if let Some(found) = self.blob_at_commit.get(&commit) {
+            return Ok(*found);
         }
         let known = |blob: &gix::ObjectId| self.by_blob.contains_key(blob);
         let Some((blob, data)) =
@@ -95,16 +116,14 @@ impl Policies {
             self.blob_at_commit.insert(commit, None);
             return Ok(None);
         };
-        if let Some(p) = self.by_blob.get(&blob) {
-            self.blob_at_commit.insert(commit, Some(blob));
-            return Ok(Some(p.clone()));
+        if let std::collections::hash_map::Entry::Vacant(new) = self.by_blob.entry(blob) {
+            // Only a policy that parsed is remembered: an invalid one is reported at every ask.
+            let parsed = Policy::parse(&String::from_utf8_lossy(&data))
+                .map_err(|error| PolicyAtError::Invalid { commit, error })?;
+            new.insert(parsed);
         }
-        // Only a policy that parsed is remembered: an invalid one is reported at every ask.
-        let parsed = Policy::parse(&String::from_utf8_lossy(&data))
-            .map_err(|error| PolicyAtError::Invalid { commit, error })?;
-        self.by_blob.insert(blob, parsed.clone());
         self.blob_at_commit.insert(commit, Some(blob));
-        Ok(Some(parsed))
+        Ok(Some(blob))
     }
 }
 
@@ -116,18 +135,9 @@ impl Policies {
         store: &Store,
         commit: gix::ObjectId,
     ) -> Result<bool, PolicyAtError> {
-        if let Some(found) = self.remembered(commit) {
-            return Ok(found.is_some_and(|p| p.guards_paths()));
-        }
-        Ok(self.at(store, commit)?.is_some_and(|p| p.guards_paths()))
-    }
-
-    /// The policy at `commit` when it was read before: `Some(None)` for a commit without one,
-    /// `None` when `commit` was not asked yet.
-    fn remembered(&self, commit: gix::ObjectId) -> Option<Option<&Policy>> {
-        self.blob_at_commit
-            .get(&commit)
-            .map(|found| found.and_then(|blob| self.by_blob.get(&blob)))
+        Ok(self
+            .at_ref(store, commit)?
+            .is_some_and(|p| p.guards_paths()))
     }
 
     /// The policy's `trust` at `commit` with its allowed signers read from `commit`; `None`
@@ -137,7 +147,7 @@ impl Policies {
         store: &Store,
         commit: gix::ObjectId,
     ) -> Result<Option<TrustAt>, PolicyAtError> {
-        let Some(trust) = self.at(store, commit)?.and_then(|p| p.trust) else {
+        let Some(trust) = self.at_ref(store, commit)?.and_then(|p| p.trust.clone()) else {
             return Ok(None);
         };
         let path = trust.allowed_signers.as_str();

@@ -133,7 +133,7 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
                 let trust = verifier.trust_at(commit)?;
                 // Judged by its own policy, a commit may inherit the failing tests of the
                 // commit it was landed on (its first parent).
-                let gate = Gate::from_policy(verifier.policy_at(commit)?.as_ref(), &opts.checks);
+                let gate = verifier.gate_at(commit, &opts.checks)?;
                 let gate = if gate.wants_baselines() {
                     let parent = crate::store::ancestry::first_parent(store, commit)?;
                     verifier.with_baselines(gate, parent, trust.as_ref())?

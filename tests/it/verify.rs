@@ -695,3 +695,38 @@ fn an_excerpt_limit_above_one_mib_is_a_policy_error() {
     t.commit_policy(&p.to_string());
     t.tab(&["validate"]).ok();
 }
+
+/// Each commit of one `verify` is judged by the policy committed at it: a newer policy that
+/// requires one more check asks it of the commits under it only.
+#[test]
+fn each_commit_of_a_range_is_judged_by_its_own_policy() {
+    let (t, validated) = validated_head();
+    let more = policy(&[
+        ("readme", &["test", "-f", "README.md"]),
+        ("other", &["true"]),
+    ]);
+    commit_file(&t, ".tabellio/policy.json", &more);
+    let newer = commit_file(&t, "b.txt", "b\n");
+    t.tab(&["validate", &newer]).ok();
+    let (code, v) = verify_json(&t, &[&newer, &validated]);
+    assert_eq!(code, 0, "{v}");
+    let names = |i: usize| -> Vec<String> {
+        let mut names: Vec<String> = v["commits"][i]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(v["commits"][0]["commit"], newer, "{v}");
+    assert_eq!(
+        (names(0), names(1)),
+        (
+            vec!["other".to_string(), "readme".into()],
+            vec!["readme".to_string()]
+        ),
+        "{v}"
+    );
+}
