@@ -38,8 +38,10 @@ struct PromoteCopies {
 #[derive(Clone, Copy)]
 struct Peak {
     took: Duration,
-    /// The largest resident set (`ru_maxrss`): with the pages of pack files mapped and read,
-    /// which are the page cache's and shared with every process reading them.
+    /// The largest resident set (`VmHWM`, sampled every millisecond: the `ru_maxrss` that
+    /// `wait4` reports would count the bench's own pages, copied into the child before it
+    /// started the command): with the pages of pack files mapped and read, which are the page
+    /// cache's and shared with every process reading them.
     resident: u64,
     /// The largest anonymous resident memory (`RssAnon`, sampled every millisecond): what the
     /// process allocated itself.
@@ -362,25 +364,27 @@ impl Bench {
         let child = cmd.spawn().expect("spawn");
         let pid = libc::pid_t::try_from(child.id()).expect("a pid");
         let status_file = format!("/proc/{pid}/status");
-        let mut anonymous = 0;
+        let (mut anonymous, mut resident) = (0, 0);
         let mut status = 0;
-        // SAFETY: `rusage` is plain data the kernel fills in; the child is ours, reaped here
-        // once (std's `Child` is dropped without waiting).
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
         loop {
             // Sampled every millisecond while it runs (the kernel keeps no peak of it).
             if let Ok(text) = std::fs::read_to_string(&status_file) {
-                let kib = text
-                    .lines()
-                    .find_map(|l| l.strip_prefix("RssAnon:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok());
-                anonymous = anonymous.max(kib.unwrap_or(0));
+                let kib = |field: &str| -> u64 {
+                    text.lines()
+                        .find_map(|l| l.strip_prefix(field))
+                        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                        .unwrap_or(0)
+                };
+                anonymous = anonymous.max(kib("RssAnon:"));
+                resident = resident.max(kib("VmHWM:"));
             }
-            let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+            // SAFETY: the child is ours, reaped here once (std's `Child` is dropped without
+            // waiting); `status` is a plain integer the kernel fills in.
+            let reaped = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
             if reaped == pid {
                 break;
             }
-            assert_eq!(reaped, 0, "wait4 of {program} {args:?}");
+            assert_eq!(reaped, 0, "waitpid of {program} {args:?}");
             std::thread::sleep(Duration::from_millis(1));
         }
         let took = start.elapsed();
@@ -389,8 +393,7 @@ impl Bench {
         assert!(!must_succeed || exited_0, "{program} {args:?} failed");
         Peak {
             took,
-            // Linux counts `ru_maxrss` in KiB.
-            resident: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+            resident,
             anonymous,
         }
     }
@@ -399,6 +402,45 @@ impl Bench {
         std::fs::write(wt.join(format!("f{i}.txt")), format!("{i}\n")).unwrap();
         self.run("git", wt, &["add", "-A"]);
         self.run("git", wt, &["commit", "-q", "-m", "edit"]);
+    }
+}
+
+/// `git nothing`: git's dispatcher finding `git-nothing` (a link to `true`) on `PATH` and running
+/// it, as it finds and runs `git-tabellio`.
+struct NothingViaGit {
+    path: std::ffi::OsString,
+}
+
+impl NothingViaGit {
+    fn new(b: &Bench) -> NothingViaGit {
+        let dir = b.dir.path().join("nothing-bin");
+        std::fs::create_dir_all(&dir).expect("nothing-bin");
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let truth = std::env::split_paths(&path)
+            .map(|d| d.join("true"))
+            .find(|p| p.is_file())
+            .expect("`true` on PATH");
+        let link = dir.join("git-nothing");
+        if !link.exists() {
+            std::os::unix::fs::symlink(truth, link).expect("git-nothing");
+        }
+        let path = std::env::join_paths(
+            std::iter::once(dir).chain(std::env::split_paths(&path_with_bin())),
+        )
+        .expect("PATH");
+        NothingViaGit { path }
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = Command::new("git");
+        cmd.arg("nothing").env("PATH", &self.path);
+        cmd
+    }
+
+    /// What git's dispatcher adds in front of an external command: `git nothing` less `true`.
+    fn dispatcher(&self, b: &Bench) -> Duration {
+        let via = b.run_command(self.command(), &b.repo).0;
+        via.saturating_sub(b.run("true", &b.repo, &[]).0)
     }
 }
 
@@ -538,7 +580,9 @@ fn lifecycle(b: &Bench, n: usize, label: &str) {
         vec![],
     );
     let (mut fast_import, mut notes_show) = (vec![], vec![]);
-    // What git's dispatcher in front of every `git tabellio` row costs: one more git process.
+    // What git's dispatcher in front of every `git tabellio` row costs: `git <command>` running
+    // a program that does nothing, less that program alone.
+    let nothing = NothingViaGit::new(b);
     let mut dispatcher = vec![];
     for i in 0..n {
         let id = format!("{label}{i}");
@@ -546,7 +590,7 @@ fn lifecycle(b: &Bench, n: usize, label: &str) {
         start.push(ours);
         wt_add.push(git);
 
-        dispatcher.push(b.run("git", &b.repo, &["--version"]).0);
+        dispatcher.push(nothing.dispatcher(b));
         let wt = b.worktree(&id);
         b.commit_in(&wt, i);
         cp.push(b.tab_via_git(&wt, &["checkpoint"]));
@@ -607,7 +651,25 @@ fn lifecycle(b: &Bench, n: usize, label: &str) {
         }
         report("start-up (--version)", ours, git.clone(), "git --version");
         // What every row below pays for git's dispatcher in front: a second process.
-        report("git tabellio --version", dispatched, git, "git --version");
+        report(
+            "git tabellio --version",
+            dispatched.clone(),
+            git.clone(),
+            "git --version",
+        );
+        // git's dispatcher running a program that does nothing: the least any `git <external
+        // command>` takes.
+        let mut via = vec![];
+        for _ in 0..n {
+            via.push(b.run_command(nothing.command(), &b.repo).0);
+        }
+        report(
+            "git tabellio --version",
+            dispatched,
+            via.clone(),
+            "git <nothing>",
+        );
+        report("git <nothing>", via, git, "git --version");
     }
     // The least a dispatched command can take against `plumbing`: git's dispatcher (one more
     // git process) and `least`, git's own commands for the part of the job it may not leave out.
@@ -657,7 +719,7 @@ fn lifecycle(b: &Bench, n: usize, label: &str) {
         "git fast-import of its writes",
     );
     let at = if label == "r" { "" } else { ", at scale" };
-    let dispatcher_and = "git --version + the same";
+    let dispatcher_and = "git's dispatcher + the same";
     goal_with_floor(
         &format!("start / git worktree add -b{at}"),
         start,
@@ -675,7 +737,7 @@ fn lifecycle(b: &Bench, n: usize, label: &str) {
         checkpoint,
         1.5,
         (
-            "git --version + status --porcelain + notes add",
+            "git's dispatcher + status --porcelain + notes add",
             checkpoint_floor,
         ),
     );
@@ -684,7 +746,7 @@ fn lifecycle(b: &Bench, n: usize, label: &str) {
         status,
         1.5,
         (
-            "git --version + status --porcelain + notes show",
+            "git's dispatcher + status --porcelain + notes show",
             status_floor,
         ),
     );
@@ -692,7 +754,10 @@ fn lifecycle(b: &Bench, n: usize, label: &str) {
         &format!("promote / git update-ref{at}"),
         promote_ratio,
         1.5,
-        ("git --version + fast-import of its writes", promote_floor),
+        (
+            "git's dispatcher + fast-import of its writes",
+            promote_floor,
+        ),
     );
     goal(
         &format!("finish overhead / (status + notes add){at}"),
@@ -1987,6 +2052,15 @@ fn main() {
     // `TABELLIO_BENCH_ONLY=scopes`: only the independent-landing comparison.
     if std::env::var("TABELLIO_BENCH_ONLY").is_ok_and(|v| v == "scopes") {
         scopes::scopes();
+        return;
+    }
+    // `TABELLIO_BENCH_ONLY=verify`: only the `verify` rows.
+    if std::env::var("TABELLIO_BENCH_ONLY").is_ok_and(|v| v == "verify") {
+        let b = Bench::new();
+        evidence(&b, n);
+        shared_tree(n);
+        signatures(n);
+        print_goals();
         return;
     }
     // `TABELLIO_BENCH_ONLY=large`: only the 20,000-file worktree rows.
