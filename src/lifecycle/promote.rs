@@ -150,7 +150,8 @@ pub fn promote(env: &Env, opts: &PromoteOptions<'_>) -> Result<PromoteOutcome> {
             // in between, and a failure rolls both the files and the transaction back.
             let prepared = tx::prepare(store, &edits).map_err(|e| e.into_error())?;
             let (old_tree, new_tree) = (store.tree_of(plan.base)?, store.tree_of(plan.validated)?);
-            checkout::move_worktree(path, old_tree, new_tree)?;
+            let read = plan.target_index.as_deref().map(|i| &**i);
+            checkout::move_worktree_read(path, (old_tree, new_tree), read)?;
             if let Err(e) = prepared.commit(store) {
                 let _ = checkout::move_worktree(path, new_tree, old_tree);
                 return Err(e.into_error());

@@ -31,6 +31,9 @@ pub struct Plan {
     pub base: gix::ObjectId,
     pub validated: gix::ObjectId,
     pub target_worktree: Option<PathBuf>,
+    /// The index of `target_worktree` as the check that it can move read it: the move reuses
+    /// it when the file is still the same, instead of reading a large index again.
+    pub target_index: Option<gix::worktree::Index>,
     /// The target already points at the validated commit: a promotion interrupted between its
     /// two ref writes (gix writes loose refs one after the other). Only the ledger is left.
     pub ledger_only: bool,
@@ -188,6 +191,7 @@ fn plan_now(store: &Store, ledger: Ledger) -> Result<Plan, PromoteError> {
             base,
             validated: validated_id,
             target_worktree,
+            target_index: None,
             ledger_only: true,
         });
     }
@@ -224,16 +228,20 @@ fn plan_now(store: &Store, ledger: Ledger) -> Result<Plan, PromoteError> {
         });
     }
     let target_worktree = used.checked_out.into_iter().next();
+    let mut target_index = None;
     if let Some(path) = &target_worktree {
-        if let Err(e) = check_target_worktree(store, path, &target, base, validated_id) {
-            // A worktree seen mid-move by a concurrent promoter looks dirty or ahead: if the
-            // target moved or is locked meanwhile, that is the race we lost, not a dirty tree
-            // (so the target is read again, past the snapshot `plan` reads in).
-            let lock = store.repo.common_dir().join(format!("{target}.lock"));
-            if store.ref_target_now(&target)? != Some(base) || lock.exists() {
-                return Err(PromoteError::PromotionUnderWay { target });
+        match check_target_worktree(store, path, &target, base, validated_id) {
+            Ok(index) => target_index = Some(index),
+            Err(e) => {
+                // A worktree seen mid-move by a concurrent promoter looks dirty or ahead: if the
+                // target moved or is locked meanwhile, that is the race we lost, not a dirty tree
+                // (so the target is read again, past the snapshot `plan` reads in).
+                let lock = store.repo.common_dir().join(format!("{target}.lock"));
+                if store.ref_target_now(&target)? != Some(base) || lock.exists() {
+                    return Err(PromoteError::PromotionUnderWay { target });
+                }
+                return Err(e.into());
             }
-            return Err(e.into());
         }
     }
     Ok(Plan {
@@ -242,19 +250,20 @@ fn plan_now(store: &Store, ledger: Ledger) -> Result<Plan, PromoteError> {
         base,
         validated: validated_id,
         target_worktree,
+        target_index,
         ledger_only: false,
     })
 }
 
 /// The checked-out target must be movable: present, clean, at the base, nothing untracked in
-/// the way, no index lock, no sparse checkout.
+/// the way, no index lock, no sparse checkout. The index it read.
 pub fn check_target_worktree(
     store: &Store,
     path: &std::path::Path,
     target: &str,
     base: gix::ObjectId,
     validated: gix::ObjectId,
-) -> Result<()> {
+) -> Result<gix::worktree::Index> {
     if !path.exists() {
         return Err(Error::refused(format!(
             "{target} is checked out in a worktree that no longer exists: {}",
@@ -282,7 +291,8 @@ pub fn check_target_worktree(
     touched.extend(ws.untracked.iter().cloned());
     let foreign = checkout::foreign_to_move(store, path, base, validated, &touched)?;
     if !touched.is_empty() && foreign.is_empty() {
-        return checkout::refuse_unmovable(path, &repo, &index);
+        checkout::refuse_unmovable(path, &repo, &index)?;
+        return Ok(index);
     }
     // Only someone's own changes are named: leftovers of a killed move are the move's.
     let changed: Vec<&String> = ws.changed.iter().filter(|p| foreign.contains(p)).collect();
@@ -320,7 +330,8 @@ pub fn check_target_worktree(
         ))
         .hint("move or delete them, then promote again"));
     }
-    checkout::refuse_unmovable(path, &repo, &index)
+    checkout::refuse_unmovable(path, &repo, &index)?;
+    Ok(index)
 }
 
 #[cfg(test)]

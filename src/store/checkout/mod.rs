@@ -352,7 +352,19 @@ pub fn refuse_unmovable(
 /// every file touched is put back (the index is written last, so it still describes the old
 /// tree) and the error is returned.
 pub fn move_worktree(path: &Path, old_tree: gix::ObjectId, new_tree: gix::ObjectId) -> Result<()> {
-    match try_move(path, old_tree, new_tree, true) {
+    move_worktree_read(path, (old_tree, new_tree), None)
+}
+
+/// [`move_worktree`], with `read`, the worktree's index as read before (checking that the
+/// worktree can move): the index is edited from it instead of being read again when the file
+/// under `index.lock` is still that one, byte for byte (the same trailing checksum, which every
+/// index writer computes over the whole file).
+pub fn move_worktree_read(
+    path: &Path,
+    (old_tree, new_tree): (gix::ObjectId, gix::ObjectId),
+    read: Option<&gix::index::File>,
+) -> Result<()> {
+    match try_move(path, old_tree, new_tree, Some(read)) {
         Ok(()) => Ok(()),
         Err(e) => Err(move_back(path, new_tree, old_tree, e)),
     }
@@ -366,7 +378,7 @@ fn move_back(
     old_tree: gix::ObjectId,
     failed: Error,
 ) -> Error {
-    match try_move(path, new_tree, old_tree, false) {
+    match try_move(path, new_tree, old_tree, None) {
         Ok(()) => failed,
         Err(undo) => Error::internal(format!(
             "{}; moving {} back to {old_tree} failed too: {}",
@@ -386,30 +398,31 @@ fn move_back(
 /// the index at the new base, the files with the run's change and its conflicts). On failure
 /// every file touched is put back.
 pub fn write_files(path: &Path, old_tree: gix::ObjectId, new_tree: gix::ObjectId) -> Result<()> {
-    match try_move(path, old_tree, new_tree, false) {
+    match try_move(path, old_tree, new_tree, None) {
         Ok(()) => Ok(()),
         Err(e) => {
-            let _ = try_move(path, new_tree, old_tree, false);
+            let _ = try_move(path, new_tree, old_tree, None);
             Err(e)
         }
     }
 }
 
+/// Move the files of the worktree at `path` from `old_tree` to `new_tree`; with `index`
+/// (`Some`, holding the index as read before if it was), its index too.
 fn try_move(
     path: &Path,
     old_tree: gix::ObjectId,
     new_tree: gix::ObjectId,
-    write_index: bool,
+    index: Option<Option<&gix::index::File>>,
 ) -> Result<()> {
     let repo = crate::store::repo::open_path(path)?;
     let workdir = crate::store::repo::workdir_of(&repo, path)?;
     // As git's checkout does, hold `index.lock` while the files move, then read, edit and
     // write the index through it: a `git add` meanwhile fails on the lock instead of being
     // lost when the index is written.
-    let lock = if write_index {
-        Some(lock_index(&repo, path)?)
-    } else {
-        None
+    let lock = match index {
+        Some(_) => Some(lock_index(&repo, path)?),
+        None => None,
     };
     // Only the paths that differ are touched: the trees are walked together, skipping every
     // subtree they share, and the index is edited in place for those paths.
@@ -418,7 +431,15 @@ fn try_move(
     remove_deleted(&workdir, &changes)?;
     let written = write_changed(&repo, &workdir, &changes, path, new_tree)?;
     if let Some(lock) = lock {
-        update_index(&repo, path, (old_tree, new_tree), &changes, &written, lock)?;
+        let read = index.flatten();
+        update_index(
+            &repo,
+            path,
+            (old_tree, new_tree),
+            &changes,
+            &written,
+            (lock, read),
+        )?;
     }
     Ok(())
 }
@@ -577,14 +598,16 @@ fn update_index(
     (old_tree, new_tree): (gix::ObjectId, gix::ObjectId),
     changes: &[PathChange],
     written: &Written,
-    lock: gix::lock::File,
+    (lock, read): (gix::lock::File, Option<&gix::index::File>),
 ) -> Result<()> {
     // The index as it is (it describes the old tree: promote refused tracked changes, and it is
     // written last), edited for the paths that moved: their entries dropped, the new ones added
     // with the stat data of the files just written. Every other entry keeps its stat data and
     // flags (assume-unchanged stays set). The cached trees are brought to the new tree where
     // they can be ([`move_cached_trees`]), else dropped: git rebuilds them.
-    let mut index = if repo.index_path().exists() {
+    let mut index = if let Some(read) = read.filter(|r| is_the_file(&repo.index_path(), r)) {
+        read.clone()
+    } else if repo.index_path().exists() {
         crate::store::worktree::read_index(repo)?
     } else {
         repo.index_from_tree(&old_tree)
@@ -607,6 +630,24 @@ fn update_index(
         index.remove_tree();
     }
     write_locked(&index, lock, path)
+}
+
+/// Whether the index file at `path` is the one `read` was decoded from: its trailing checksum,
+/// which every index writer computes over the whole file, is `read`'s. An index written without
+/// one (`index.skipHash`, a null checksum) is never taken for another.
+fn is_the_file(path: &Path, read: &gix::index::File) -> bool {
+    use std::io::{Read as _, Seek as _};
+    let Some(checksum) = read.checksum().filter(|c| !c.is_null()) else {
+        return false;
+    };
+    let len = checksum.as_slice().len();
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut trailer = vec![0u8; len];
+    file.seek(std::io::SeekFrom::End(-(len as i64)))
+        .and_then(|_| file.read_exact(&mut trailer))
+        .is_ok_and(|()| trailer == checksum.as_slice())
 }
 
 /// Write `index` through its `lock` (then renamed into place) for the worktree at `path`.
@@ -749,5 +790,51 @@ mod tests {
             .open_index()
             .expect("index");
         assert!(index.tree().is_none(), "dropped for git to rebuild");
+    }
+
+    /// The index read before a move is edited instead of being read again only while the file
+    /// is still that one: written meanwhile (here by `git add`), it is read again and what was
+    /// written is kept.
+    #[test]
+    fn the_index_read_before_a_move_is_reused_only_while_the_file_is_the_same() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let path = repo(home, "r");
+        let write = |name: &str, text: &str| crate::store::test_write(&path, name, text);
+        write("a", "a");
+        write("b", "b");
+        git(home, &path, &["add", "-A"]);
+        git(home, &path, &["commit", "-q", "-m", "old"]);
+        git(home, &path, &["tag", "old"]);
+        write("a", "changed");
+        git(home, &path, &["commit", "-q", "-am", "new"]);
+        git(home, &path, &["tag", "new"]);
+        git(home, &path, &["checkout", "-q", "old"]);
+        let tree = |spec: &str| rev(home, &path, &format!("{spec}^{{tree}}"));
+        let ls = || {
+            let out = crate::store::test_git_command(home, &path, &["ls-files", "-v"])
+                .output()
+                .expect("git runs");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let read = || {
+            crate::store::worktree::read_index(&crate::store::repo::open_path(&path).expect("open"))
+                .expect("read")
+        };
+
+        // The same file: the read index is what is edited (an entry marked only in memory
+        // stays marked).
+        let mut same = read();
+        let b = same.entry_index_by_path("b".into()).expect("b");
+        same.entries_mut()[b].flags |= gix::index::entry::Flags::ASSUME_VALID;
+        super::move_worktree_read(&path, (tree("old"), tree("new")), Some(&same)).expect("moved");
+        assert_eq!(ls(), "H a\nh b\n");
+
+        // Written meanwhile: read again, and the entry added meanwhile is kept.
+        let stale = read();
+        write("c", "c");
+        git(home, &path, &["add", "c"]);
+        super::move_worktree_read(&path, (tree("new"), tree("old")), Some(&stale)).expect("moved");
+        assert_eq!(ls(), "H a\nh b\nH c\n");
     }
 }
