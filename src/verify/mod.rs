@@ -179,35 +179,13 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
         }
     }
     if opts.require_provenance {
-        let landed = crate::run::landed::LandedMap::read(store)?;
-        for verdict in &mut out {
-            let run = landed.resolve(store, store.parse_oid(&verdict.commit)?)?;
-            if run.is_none() {
-                verdict.verified = false;
-            }
-            verdict.provenance = Some(ProvenanceVerdict {
-                verdict: if run.is_some() {
-                    "resolved"
-                } else {
-                    "unresolved"
-                },
-                run,
-            });
-        }
+        resolve_provenance(store, &mut out)?;
     }
     let verified = out.iter().all(|c| c.verified);
     let advice = if verified {
         None
-    } else if out
-        .iter()
-        .any(|c| c.provenance.as_ref().is_some_and(|p| p.run.is_none()))
-    {
-        Some(format!(
-            "{}; a commit no run landed has no provenance: fetch the runs' ledgers (`git fetch <remote> 'refs/tabellio/runs/*:refs/tabellio/runs/*'`), or land such changes through `git tabellio promote` or `land`",
-            advice(store, &out)?
-        ))
     } else {
-        Some(advice(store, &out)?)
+        Some(advice_with_provenance(store, &out)?)
     };
     let outcome = VerifyOutcome {
         verified,
@@ -217,6 +195,42 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
         limits,
     };
     Ok((outcome, verifier))
+}
+
+/// `--require-provenance`: each verdict names the run that landed its commit, and a commit no
+/// run landed is not verified.
+fn resolve_provenance(store: &Store, out: &mut [CommitVerdict]) -> Result<()> {
+    let landed = crate::run::landed::LandedMap::read(store)?;
+    for verdict in out {
+        let run = landed.resolve(store, store.parse_oid(&verdict.commit)?)?;
+        if run.is_none() {
+            verdict.verified = false;
+        }
+        verdict.provenance = Some(ProvenanceVerdict {
+            verdict: if run.is_some() {
+                "resolved"
+            } else {
+                "unresolved"
+            },
+            run,
+        });
+    }
+    Ok(())
+}
+
+/// [`advice`] for verdicts that are not all verified, with the way to provenance when a commit
+/// lacks it.
+fn advice_with_provenance(store: &Store, out: &[CommitVerdict]) -> Result<String> {
+    let advice = advice(store, out)?;
+    if out
+        .iter()
+        .any(|c| c.provenance.as_ref().is_some_and(|p| p.run.is_none()))
+    {
+        return Ok(format!(
+            "{advice}; a commit no run landed has no provenance: fetch the runs' ledgers (`git fetch <remote> 'refs/tabellio/runs/*:refs/tabellio/runs/*'`), or land such changes through `git tabellio promote` or `land`"
+        ));
+    }
+    Ok(advice)
 }
 
 /// Why the well-formed summary `line` on `commit` claims more than is true, if it does: its
