@@ -311,8 +311,20 @@ fn choose(
             worktree,
         });
     }
-    // Branches of archived runs whose ledger is gone already (the deletions of a killed gc
-    // ran in another order): only at exactly the head the archive recorded.
+    leftovers
+        .branches
+        .extend(orphaned_branches(store, &live_ids, message)?);
+    Ok((leftovers, chosen))
+}
+
+/// The deletions of the branches of archived runs whose ledger is gone already (the deletions
+/// of a killed gc ran in another order), each only at exactly the head the archive recorded.
+fn orphaned_branches(
+    store: &Store,
+    live_ids: &std::collections::HashSet<&str>,
+    message: &str,
+) -> Result<Vec<Cas>> {
+    let mut out = Vec::new();
     let branches: Vec<(String, gix::ObjectId)> = store
         .refs_under("refs/heads/tabellio/")?
         .into_iter()
@@ -331,11 +343,11 @@ fn choose(
         let id = &name["refs/heads/tabellio/".len()..];
         if let Some(found) = archived.remove(id) {
             if found.entry.branch == name && recorded_head(store, &found.entry)? == Some(head) {
-                leftovers.branches.push(Cas::delete(&name, head, message));
+                out.push(Cas::delete(&name, head, message));
             }
         }
     }
-    Ok((leftovers, chosen))
+    Ok(out)
 }
 
 /// The branch of an archived run, when it is still at the head the archive recorded.
