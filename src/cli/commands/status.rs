@@ -57,29 +57,7 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
         human.push_str(&format!("landed as: {}\n", short(landed)));
     }
     if let Some(c) = &o.run.completion {
-        human.push_str(&format!(
-            "completion: {}/{} plan items done ({})\n",
-            c.done,
-            c.done + c.open,
-            c.plans.join(", ")
-        ));
-        for item in &c.items {
-            let backed = match &item.backed_by {
-                Some(b) => format!(
-                    " (evidence on {}: {})",
-                    short(&b.commit),
-                    b.evidence
-                        .iter()
-                        .map(|e| format!("{} {}", e.check, short(&e.record)))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                None if item.done => " (no validated commit had it done)".into(),
-                None => String::new(),
-            };
-            let mark = if item.done { "x" } else { " " };
-            human.push_str(&format!("  [{mark}] {}{backed}\n", printable(&item.task)));
-        }
+        human.push_str(&completion_lines(c));
     }
     if let Some(bar) = o.plans.as_ref().and_then(|p| p["bar"].as_str()) {
         human.push_str(&format!("plans: {bar}\n"));
@@ -145,6 +123,35 @@ pub fn cmd_status(ctx: &Ctx, args: &StatusArgs) -> Result<Output> {
         run_json(&o.run, o.workspace.as_deref(), extra),
         human,
     ))
+}
+
+/// The `completion:` line of a promoted run and its plan items, each with the evidence that
+/// backs it.
+fn completion_lines(c: &tabellio::model::completion::Completion) -> String {
+    let mut lines = format!(
+        "completion: {}/{} plan items done ({})\n",
+        c.done,
+        c.done + c.open,
+        c.plans.join(", ")
+    );
+    for item in &c.items {
+        let backed = match &item.backed_by {
+            Some(b) => format!(
+                " (evidence on {}: {})",
+                short(&b.commit),
+                b.evidence
+                    .iter()
+                    .map(|e| format!("{} {}", e.check, short(&e.record)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None if item.done => " (no validated commit had it done)".into(),
+            None => String::new(),
+        };
+        let mark = if item.done { "x" } else { " " };
+        lines.push_str(&format!("  [{mark}] {}{backed}\n", printable(&item.task)));
+    }
+    lines
 }
 
 /// A run whose ledger cannot be read: reported (exit 0), with the ref and its repairs. `run`
