@@ -66,31 +66,7 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
     let store = &env.store;
     // The preconditions only read: each ref (the run worktree's `HEAD` above all) once. What
     // is read after the checks ran is read afresh.
-    let (ledger, path, head) = store.snapshot_refs(|| -> Result<_> {
-        let ledger = resolve_run(env, run)?;
-        let rec = &ledger.record;
-        if !matches!(
-            rec.state,
-            RunState::Active
-                | RunState::ValidationFailed
-                | RunState::Completed
-                | RunState::Blocked
-                | RunState::Reopened
-        ) {
-            return Err(Error::refused(format!(
-                "run {} is {}; finish needs an active, failed, blocked, reopened or completed run",
-                rec.run_id, rec.state
-            ))
-            .hint(if rec.state == RunState::Looping {
-                "a loop is driving this run: `git tabellio loop --resume`"
-            } else {
-                "a promoted or abandoned run is over"
-            }));
-        }
-        let (path, head) = workspace_with_work(env, &ledger)?;
-        refuse_standing_refusal(rec, head)?;
-        Ok((ledger, path, head))
-    })?;
+    let (ledger, path, head) = store.snapshot_refs(|| finishable(env, run))?;
     let rec = &ledger.record;
     let (checks, cap) = resolve_checks(store, head, sel)?;
     let provenance = crate::model::provenance::Provenance::of_run(rec);
@@ -190,6 +166,33 @@ pub fn finish(env: &Env, opts: &FinishOptions<'_>) -> Result<FinishOutcome> {
         attempt,
         evidence: records,
     })
+}
+
+/// The run `run` names, if `finish` may validate it, with its worktree and the commit there.
+fn finishable(env: &Env, run: Option<&str>) -> Result<(Ledger, PathBuf, gix::ObjectId)> {
+    let ledger = resolve_run(env, run)?;
+    let rec = &ledger.record;
+    if !matches!(
+        rec.state,
+        RunState::Active
+            | RunState::ValidationFailed
+            | RunState::Completed
+            | RunState::Blocked
+            | RunState::Reopened
+    ) {
+        return Err(Error::refused(format!(
+            "run {} is {}; finish needs an active, failed, blocked, reopened or completed run",
+            rec.run_id, rec.state
+        ))
+        .hint(if rec.state == RunState::Looping {
+            "a loop is driving this run: `git tabellio loop --resume`"
+        } else {
+            "a promoted or abandoned run is over"
+        }));
+    }
+    let (path, head) = workspace_with_work(env, &ledger)?;
+    refuse_standing_refusal(rec, head)?;
+    Ok((ledger, path, head))
 }
 
 /// A run `land` refused, unchanged since: finishing it again would validate the same commit
