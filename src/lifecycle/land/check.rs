@@ -560,6 +560,26 @@ fn requeued(rest: Vec<Stacked>) -> Vec<String> {
         .collect()
 }
 
+/// Why a run whose checks ran is refused when their `verdicts` do not count under the policy at
+/// `tip`: flaky passes it refuses or a flake budget exceeded, else a signature, with who signs.
+fn untrusted_reason(checker: &Checker<'_>, tip: gix::ObjectId, verdicts: &[String]) -> String {
+    if verdicts.iter().all(|v| is_flaky_verdict(v)) {
+        return format!(
+            "its evidence does not count under the policy at {tip}: {}",
+            verdicts.join(", ")
+        );
+    }
+    let who = if checker.deferred.is_some() {
+        "the workers (`land --lanes`) sign what they record with `git tabellio worker --sign-key <file>`"
+    } else {
+        "land signs what it records with `--sign-key <file>`"
+    };
+    format!(
+        "its evidence does not count under the trust of the policy at {tip}: {}; {who} or git's signing key, which must be an allowed signer there",
+        verdicts.join(", ")
+    )
+}
+
 /// Stack `candidates` on `tip`, validate, and bisect a failing stack until every failing run
 /// is isolated: the runs before a culprit stay accepted (their prefix passed); the runs after
 /// it are stacked again without it and validated again, or, when more runs wait behind this
@@ -623,22 +643,7 @@ pub fn settle(
             // Its checks ran; what they gave does not count under the tip's policy (a flaky
             // pass it refuses, a flake budget exceeded, a signature). That is no validation
             // failure: the run stays as it is, refused with the verdicts.
-            let reason = if verdicts.iter().all(|v| is_flaky_verdict(v)) {
-                format!(
-                    "its evidence does not count under the policy at {tip}: {}",
-                    verdicts.join(", ")
-                )
-            } else {
-                let who = if checker.deferred.is_some() {
-                    "the workers (`land --lanes`) sign what they record with `git tabellio worker --sign-key <file>`"
-                } else {
-                    "land signs what it records with `--sign-key <file>`"
-                };
-                format!(
-                    "its evidence does not count under the trust of the policy at {tip}: {}; {who} or git's signing key, which must be an allowed signer there",
-                    verdicts.join(", ")
-                )
-            };
+            let reason = untrusted_reason(checker, tip, verdicts);
             settled.accepted.extend(stack);
             pending = checker.take_rest(&mut settled, rest);
             settled.refused.push(Unstacked {
