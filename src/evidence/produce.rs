@@ -219,13 +219,19 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
                 .as_ref()
                 .and_then(|decl| super::report::read_report(dir, decl, &redactor, started))
         };
-        let (outcome, mutated, scoped, undeclared, ran, tests) = match check.def.scope() {
+        let (executed, mutated, ran) = match check.def.scope() {
             None => {
                 let outcome = runner::run_command(&cmd, &opts(ctx.worktree))
                     .context(|| format!("could not run check {}", check.name))?;
                 let mutated = head_moved(ctx, &mut opened)?;
                 let tests = report(ctx.worktree, outcome.started_at);
-                (outcome, mutated, None, Vec::new(), Ran::Here, tests)
+                let executed = Executed {
+                    outcome,
+                    scoped: None,
+                    undeclared: Vec::new(),
+                    tests,
+                };
+                (executed, mutated, Ran::Here)
             }
             Some(inputs) => {
                 // Only the declared inputs are there: reading anything else fails loudly.
@@ -251,68 +257,106 @@ pub fn run_checks(ctx: &CheckContext<'_>, checks: &[ResolvedCheck]) -> Result<Ve
                     Some(left) => left.borrow_mut().push(scratch.leave()),
                     None => scratch.remove()?,
                 }
-                (
+                let executed = Executed {
                     outcome,
-                    mutated,
-                    Some(scoped.to_string()),
+                    scoped: Some(scoped.to_string()),
                     undeclared,
-                    Ran::Scoped,
                     tests,
-                )
+                };
+                (executed, mutated, Ran::Scoped)
             }
         };
-        let rec = EvidenceRecord {
-            schema: SCHEMA.into(),
-            attempt: Some(super::history::next_attempt(
-                ctx.store,
-                tree,
-                &check.def.digest(),
-            )?),
-            run_id: ctx.run_id.map(str::to_string),
-            repository: repository.clone(),
-            commit: ctx.commit.to_string(),
-            tree: tree.to_string(),
-            check: CheckRef {
-                name: check.name.clone(),
-                argv: redactor
-                    .redact_argv(&check.def.argv)
-                    .iter()
-                    .map(|a| scrub.apply(a))
-                    .collect(),
-                digest: check.def.digest(),
-                inputs: check.def.inputs.clone(),
-            },
-            status: outcome.status,
-            exit_code: outcome.exit_code,
-            signal: outcome.signal,
-            started_at: time::rfc3339(outcome.started_at),
-            finished_at: time::rfc3339(outcome.finished_at),
-            duration_ms: outcome.duration_ms,
-            output: output_record(&outcome.output, &check.def.argv, &scrub),
-            stopped: Stopped {
-                command: outcome.stop.as_str().into(),
-                tabellio: None,
-            },
-            tests,
-            tool: tool_id(),
-            reused_from: None,
-            actor: ctx.provenance.map(|p| p.actor.clone()),
-            initiator: ctx.provenance.and_then(|p| p.initiator.clone()),
-            scoped_tree: scoped,
-            undeclared_inputs: undeclared,
-            signature: None,
-            digest: String::new(),
-        };
+        let rec = fresh_record(
+            ctx,
+            check,
+            (tree, &repository),
+            (&redactor, &scrub),
+            executed,
+        )?;
         pending.push((mark_mutated(rec, mutated), ran));
     }
+    seal_all(ctx, pending, opened.is_some())
+}
+
+/// What one execution of a check gave, for its record.
+struct Executed {
+    outcome: runner::RunOutcome,
+    /// The tree of its declared inputs it ran on, if it declares them.
+    scoped: Option<String>,
+    /// Paths outside its declared inputs that its failure names.
+    undeclared: Vec<String>,
+    tests: Option<crate::model::evidence::TestReport>,
+}
+
+/// The record of `check`'s execution on `tree` (in repository `repository`), its command line
+/// redacted and free of local paths, not yet sealed.
+fn fresh_record(
+    ctx: &CheckContext<'_>,
+    check: &ResolvedCheck,
+    (tree, repository): (gix::ObjectId, &str),
+    (redactor, scrub): (&runner::Redactor, &LocalPaths),
+    executed: Executed,
+) -> Result<EvidenceRecord> {
+    let Executed {
+        outcome,
+        scoped,
+        undeclared,
+        tests,
+    } = executed;
+    Ok(EvidenceRecord {
+        schema: SCHEMA.into(),
+        attempt: Some(super::history::next_attempt(
+            ctx.store,
+            tree,
+            &check.def.digest(),
+        )?),
+        run_id: ctx.run_id.map(str::to_string),
+        repository: repository.to_string(),
+        commit: ctx.commit.to_string(),
+        tree: tree.to_string(),
+        check: CheckRef {
+            name: check.name.clone(),
+            argv: redactor
+                .redact_argv(&check.def.argv)
+                .iter()
+                .map(|a| scrub.apply(a))
+                .collect(),
+            digest: check.def.digest(),
+            inputs: check.def.inputs.clone(),
+        },
+        status: outcome.status,
+        exit_code: outcome.exit_code,
+        signal: outcome.signal,
+        started_at: time::rfc3339(outcome.started_at),
+        finished_at: time::rfc3339(outcome.finished_at),
+        duration_ms: outcome.duration_ms,
+        output: output_record(&outcome.output, &check.def.argv, scrub),
+        stopped: Stopped {
+            command: outcome.stop.as_str().into(),
+            tabellio: None,
+        },
+        tests,
+        tool: tool_id(),
+        reused_from: None,
+        actor: ctx.provenance.map(|p| p.actor.clone()),
+        initiator: ctx.provenance.and_then(|p| p.initiator.clone()),
+        scoped_tree: scoped,
+        undeclared_inputs: undeclared,
+        signature: None,
+        digest: String::new(),
+    })
+}
+
+/// Seal (and sign) the records `run_checks` made: those of checks run in the caller's worktree
+/// marked when the worktree changed, scanned once after the last of them (`ran_here`).
+fn seal_all(
+    ctx: &CheckContext<'_>,
+    pending: Vec<(EvidenceRecord, Ran)>,
+    ran_here: bool,
+) -> Result<Vec<EvidenceRecord>> {
     // One scan for changes, after the last check that ran (a moved HEAD was caught already).
-    let dirty = match &opened {
-        Some(_) if ctx.worktree.join(".git").exists() => {
-            !ctx.store.inspect(ctx.worktree)?.is_clean()
-        }
-        Some(_) => true,
-        None => false,
-    };
+    let dirty = ran_here
+        && (!ctx.worktree.join(".git").exists() || !ctx.store.inspect(ctx.worktree)?.is_clean());
     let mut records = Vec::new();
     for (rec, ran) in pending {
         let rec = match ran {

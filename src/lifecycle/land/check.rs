@@ -560,8 +560,7 @@ fn requeued(rest: Vec<Stacked>) -> Vec<String> {
         .collect()
 }
 
-/// Why a run whose checks ran is refused when their `verdicts` do not count under the policy at
-/// `tip`: flaky passes it refuses or a flake budget exceeded, else a signature, with who signs.
+/// Why a run is refused whose checks ran but whose `verdicts` do not count under `tip`'s policy.
 fn untrusted_reason(checker: &Checker<'_>, tip: gix::ObjectId, verdicts: &[String]) -> String {
     if verdicts.iter().all(|v| is_flaky_verdict(v)) {
         return format!(
