@@ -364,7 +364,7 @@ pub fn move_worktree_read(
     (old_tree, new_tree): (gix::ObjectId, gix::ObjectId),
     read: Option<&gix::index::File>,
 ) -> Result<()> {
-    match try_move(path, old_tree, new_tree, Some(read)) {
+    match try_move(path, old_tree, new_tree, Index::Write { read }) {
         Ok(()) => Ok(()),
         Err(e) => Err(move_back(path, new_tree, old_tree, e)),
     }
@@ -378,7 +378,7 @@ fn move_back(
     old_tree: gix::ObjectId,
     failed: Error,
 ) -> Error {
-    match try_move(path, new_tree, old_tree, None) {
+    match try_move(path, new_tree, old_tree, Index::Leave) {
         Ok(()) => failed,
         Err(undo) => Error::internal(format!(
             "{}; moving {} back to {old_tree} failed too: {}",
@@ -398,22 +398,32 @@ fn move_back(
 /// the index at the new base, the files with the run's change and its conflicts). On failure
 /// every file touched is put back.
 pub fn write_files(path: &Path, old_tree: gix::ObjectId, new_tree: gix::ObjectId) -> Result<()> {
-    match try_move(path, old_tree, new_tree, None) {
+    match try_move(path, old_tree, new_tree, Index::Leave) {
         Ok(()) => Ok(()),
         Err(e) => {
-            let _ = try_move(path, new_tree, old_tree, None);
+            let _ = try_move(path, new_tree, old_tree, Index::Leave);
             Err(e)
         }
     }
 }
 
-/// Move the files of the worktree at `path` from `old_tree` to `new_tree`; with `index`
-/// (`Some`, holding the index as read before if it was), its index too.
+/// What a move does with the worktree's index.
+#[derive(Clone, Copy)]
+enum Index<'a> {
+    /// Left as it is (the files alone move).
+    Leave,
+    /// Edited for the moved paths, from `read` (the index as read before) when the file is
+    /// still that one.
+    Write { read: Option<&'a gix::index::File> },
+}
+
+/// Move the files of the worktree at `path` from `old_tree` to `new_tree`, and its index as
+/// `index` says.
 fn try_move(
     path: &Path,
     old_tree: gix::ObjectId,
     new_tree: gix::ObjectId,
-    index: Option<Option<&gix::index::File>>,
+    index: Index<'_>,
 ) -> Result<()> {
     let repo = crate::store::repo::open_path(path)?;
     let workdir = crate::store::repo::workdir_of(&repo, path)?;
@@ -421,8 +431,8 @@ fn try_move(
     // write the index through it: a `git add` meanwhile fails on the lock instead of being
     // lost when the index is written.
     let lock = match index {
-        Some(_) => Some(lock_index(&repo, path)?),
-        None => None,
+        Index::Write { read } => Some((lock_index(&repo, path)?, read)),
+        Index::Leave => None,
     };
     // Only the paths that differ are touched: the trees are walked together, skipping every
     // subtree they share, and the index is edited in place for those paths.
@@ -431,15 +441,7 @@ fn try_move(
     remove_deleted(&workdir, &changes)?;
     let written = write_changed(&repo, &workdir, &changes, path, new_tree)?;
     if let Some(lock) = lock {
-        let read = index.flatten();
-        update_index(
-            &repo,
-            path,
-            (old_tree, new_tree),
-            &changes,
-            &written,
-            (lock, read),
-        )?;
+        update_index(&repo, path, (old_tree, new_tree), &changes, &written, lock)?;
     }
     Ok(())
 }
