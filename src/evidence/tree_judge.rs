@@ -98,7 +98,7 @@ impl TreeJudgements {
     }
 
     /// Keep the lines of `tree`'s note (sorted, unique), `tree_hex` being its id.
-    pub fn insert(&mut self, tree: gix::ObjectId, tree_hex: &str, lines: Vec<Line>) {
+    pub fn insert(&mut self, tree: gix::ObjectId, tree_hex: &str, lines: &[Line]) {
         let names = lines
             .iter()
             .filter_map(|(_, r)| r.as_ref().map(|r| r.check.name.clone()))
@@ -107,7 +107,8 @@ impl TreeJudgements {
             .iter()
             .any(|(line, r)| r.is_none() && unreadable_is_tampered(line));
         let (fixed, per_commit) = lines
-            .into_iter()
+            .iter()
+            .cloned()
             .partition(|(_, r)| r.as_ref().is_none_or(|r| r.tree == tree_hex));
         self.trees.insert(
             tree,
@@ -134,8 +135,9 @@ impl TreeJudgements {
     ) -> (Vec<CheckVerdict>, bool) {
         // A tree never read is judged as having no note (`Verifier` always reads it first).
         let entry = self.trees.entry(tree).or_insert_with(TreeLines::empty);
-        let mut own: Vec<Line> = commit_lines.to_vec();
+        let mut own = std::borrow::Cow::Borrowed(commit_lines);
         if !entry.per_commit.is_empty() {
+            let own = own.to_mut();
             own.extend(entry.per_commit.iter().cloned());
             own.sort_by(|a, b| a.0.cmp(&b.0));
             own.dedup_by(|a, b| a.0 == b.0);
@@ -192,14 +194,18 @@ impl TreeLines {
     ) -> Vec<CheckVerdict> {
         reqs.iter()
             .map(|req| {
-                let fixed = self
-                    .judged
-                    .entry(RequirementKey::of(req))
-                    .or_insert_with(|| {
-                        best_for(req, &self.fixed, commit_hex, tree_hex)
-                            .map(|(v, i)| (v, self.fixed[i].0.clone()))
-                    })
-                    .clone();
+                // A tree without lines of its own decides nothing: nothing to remember.
+                let fixed = if self.fixed.is_empty() {
+                    None
+                } else {
+                    self.judged
+                        .entry(RequirementKey::of(req))
+                        .or_insert_with(|| {
+                            best_for(req, &self.fixed, commit_hex, tree_hex)
+                                .map(|(v, i)| (v, self.fixed[i].0.clone()))
+                        })
+                        .clone()
+                };
                 let own = best_for(req, own, commit_hex, tree_hex).map(|(v, i)| (v, &own[i].0));
                 let best = match (fixed, own) {
                     (None, None) => return missing(req),
@@ -302,7 +308,7 @@ mod tests {
             };
             let tree_lines = pick(&mut next);
             let mut cache = TreeJudgements::default();
-            cache.insert(tree, TREE, tree_lines.clone());
+            cache.insert(tree, TREE, &tree_lines);
             for commit in &commits {
                 let own = pick(&mut next);
                 let merged = sorted(own.iter().chain(&tree_lines).cloned().collect());

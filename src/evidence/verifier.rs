@@ -3,11 +3,14 @@
 //! [`CommitVerdict`] per commit (with a [`GuardedVerdict`] when the commit's first-parent step
 //! changes guarded paths). Shared by `verify` and the hooks. It only reads.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 use crate::error::Result;
 use crate::evidence::judge::CheckVerdict;
-use crate::evidence::requirements::Gate;
+use crate::evidence::read::Line;
+use crate::evidence::requirements::{Gate, Requirement};
 use crate::evidence::tree_judge::TreeJudgements;
 use crate::model::policy::Policy;
 use crate::store::notes::EVIDENCE;
@@ -188,7 +191,7 @@ impl<'s> Verifier<'s> {
     /// the judging asks again and names the commit.
     pub fn read_policies_oldest_first(&mut self, commits: &[gix::ObjectId]) {
         for &commit in commits.iter().rev() {
-            let _ = self.policies.at(self.store, commit);
+            let _ = self.policies.blob(self.store, commit);
         }
     }
 
@@ -222,16 +225,29 @@ impl<'s> Verifier<'s> {
         gate: &Gate,
         trust: Option<&TrustAt>,
     ) -> Result<CommitVerdict> {
-        let mut gate = gate.clone().under_trust(trust);
+        // Copied only when something changes it: signers to judge by, or requirements that
+        // depend on the commit.
+        let mut gate = match trust {
+            Some(_) => Cow::Owned(gate.clone().under_trust(trust)),
+            None => Cow::Borrowed(gate),
+        };
         let tree = self.store.tree_of(commit)?;
         let (commit_hex, tree_hex) = (commit.to_string(), tree.to_string());
         if !self.trees.knows(tree) {
-            let lines = self.notes.records(self.store, tree)?;
-            self.trees.insert(tree, &tree_hex, lines);
+            let lines = self.notes.shared(self.store, tree)?;
+            self.trees.insert(tree, &tree_hex, &lines);
         }
-        let mut own = self.notes.records(self.store, commit)?;
+        let shared = self.notes.shared(self.store, commit)?;
+        let mut own: Cow<[Line]> = Cow::Borrowed(&shared);
         // Checks with declared inputs are judged on the commit's scoped trees too.
-        if let Gate::Required(reqs) = &mut gate {
+        let depends = |r: &Requirement| r.when.is_some() || r.scope.is_some();
+        let per_commit = matches!(&*gate, Gate::Required(reqs) if reqs.iter().any(depends));
+        // The gate is copied only then.
+        let reqs = match per_commit.then(|| gate.to_mut()) {
+            Some(Gate::Required(reqs)) => Some(reqs),
+            _ => None,
+        };
+        if let Some(reqs) = reqs {
             // A check whose `when` the evidence proves does not hold is not asked for.
             if reqs.iter().any(|r| r.when.is_some()) {
                 let mut lines = self.notes.records(self.store, tree)?;
@@ -240,8 +256,9 @@ impl<'s> Verifier<'s> {
             }
             let scoped = crate::evidence::scope::scope_requirements(self.store, tree, reqs)?;
             if !scoped.is_empty() {
+                let own = own.to_mut();
                 for id in scoped {
-                    own.extend(self.notes.records(self.store, id)?);
+                    own.extend(self.notes.shared(self.store, id)?.iter().cloned());
                 }
                 own.sort_by(|a, b| a.0.cmp(&b.0));
                 own.dedup_by(|a, b| a.0 == b.0);

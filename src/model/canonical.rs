@@ -78,20 +78,22 @@ fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
 
 fn write_string(s: &str, out: &mut String) {
     out.push('"');
-    // Copy the runs that need no escape whole; escape the rest.
+    // Copy the runs that need no escape whole; escape the rest. Every escaped character is
+    // ASCII, and no byte of a multi-byte UTF-8 character is below 0x80: scanning bytes finds the
+    // same characters without decoding the others.
     let mut run = 0;
-    for (i, c) in s.char_indices() {
-        let escaped = match c {
-            '"' => "\\\"",
-            '\\' => "\\\\",
-            '\u{8}' => "\\b",
-            '\u{c}' => "\\f",
-            '\n' => "\\n",
-            '\r' => "\\r",
-            '\t' => "\\t",
-            c if (c as u32) < 0x20 => {
+    for (i, b) in s.bytes().enumerate() {
+        let escaped = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            b if b < 0x20 => {
                 out.push_str(&s[run..i]);
-                out.push_str(&format!("\\u{:04x}", c as u32));
+                out.push_str(&format!("\\u{b:04x}"));
                 run = i + 1;
                 continue;
             }
@@ -99,7 +101,7 @@ fn write_string(s: &str, out: &mut String) {
         };
         out.push_str(&s[run..i]);
         out.push_str(escaped);
-        run = i + c.len_utf8();
+        run = i + 1;
     }
     out.push_str(&s[run..]);
     out.push('"');

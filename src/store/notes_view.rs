@@ -109,16 +109,23 @@ impl NotesView {
     }
 
     pub fn records(&mut self, store: &Store, object: gix::ObjectId) -> Result<Vec<ParsedLine>> {
-        let mut notes = vec![self.own_records(store, object)?];
+        Ok(self.shared(store, object)?.to_vec())
+    }
+
+    /// [`Self::records`], shared rather than copied: with no tracking copies beside it, the
+    /// lines as parsed once per note blob (verifying a thousand commits copies none of them).
+    pub fn shared(&mut self, store: &Store, object: gix::ObjectId) -> Result<Rc<[ParsedLine]>> {
+        let own = self.own_records(store, object)?;
+        if self.more.is_empty() {
+            return Ok(own);
+        }
+        let mut lines: Vec<ParsedLine> = own.to_vec();
         for more in &mut self.more {
-            notes.push(more.own_records(store, object)?);
+            lines.extend(more.own_records(store, object)?.iter().cloned());
         }
-        let mut lines: Vec<ParsedLine> = notes.iter().flat_map(|n| n.iter().cloned()).collect();
-        if notes.len() > 1 {
-            lines.sort_by(|a, b| a.0.cmp(&b.0));
-            lines.dedup_by(|a, b| a.0 == b.0);
-        }
-        Ok(lines)
+        lines.sort_by(|a, b| a.0.cmp(&b.0));
+        lines.dedup_by(|a, b| a.0 == b.0);
+        Ok(lines.into())
     }
 
     /// The note on `object` in this notes commit: sorted unique lines, parsed once per blob.

@@ -41,7 +41,13 @@ pub struct Store {
     /// Notes trees this command has looked notes up in, by tree id, with what their lookups
     /// have parsed of them (see [`Store::note_lines`]).
     pub(super) note_trees: super::notes::NoteTrees,
+    /// The tree of each commit [`Store::tree_of`] has read (a commit never changes): judging
+    /// a commit asks for its tree several times (its policy, its notes, its guarded paths).
+    commit_trees: std::cell::RefCell<std::collections::HashMap<gix::ObjectId, gix::ObjectId>>,
 }
+
+/// The most commits [`Store::tree_of`] remembers the tree of: 40 bytes each.
+const COMMIT_TREES: usize = 1 << 16;
 
 /// The most memory the decoded-object cache of one open repository takes: enough for the trees
 /// and commits of a range of thousands of commits in a typical repository. It grows with use,
@@ -132,6 +138,7 @@ impl Store {
             main_workdir: std::sync::OnceLock::new(),
             loose: Default::default(),
             note_trees: Default::default(),
+            commit_trees: Default::default(),
         })
     }
 
@@ -365,12 +372,21 @@ impl Store {
 
     /// The tree of a commit.
     pub fn tree_of(&self, commit: gix::ObjectId) -> Result<gix::ObjectId> {
+        if let Some(tree) = self.commit_trees.borrow().get(&commit) {
+            return Ok(*tree);
+        }
         let c = self.commit(commit).map_err(|e| {
             Error::not_found(format!("commit {commit} not found: {e:#}")).caused_by(e)
         })?;
-        c.tree_id()
+        let tree = c
+            .tree_id()
             .map(|t| t.detach())
-            .context(|| format!("could not read the tree of {commit}"))
+            .context(|| format!("could not read the tree of {commit}"))?;
+        let mut known = self.commit_trees.borrow_mut();
+        if known.len() < COMMIT_TREES {
+            known.insert(commit, tree);
+        }
+        Ok(tree)
     }
 
     /// The tree of `commit`, read as a commit first: a damaged commit is an internal error
