@@ -100,6 +100,8 @@ pub struct Verifier<'s> {
     /// The gate of each policy blob (`None`: no policy) with the extra checks asked for, built
     /// once: a range of a thousand commits shares a few policies.
     gates: std::collections::HashMap<(Option<gix::ObjectId>, Vec<String>), Gate>,
+    /// Whether verdicts list the executions on each commit's tree (off: nobody reads them).
+    executions: bool,
 }
 
 impl<'s> Verifier<'s> {
@@ -120,7 +122,14 @@ impl<'s> Verifier<'s> {
             trees: TreeJudgements::default(),
             tree_executions: Default::default(),
             gates: Default::default(),
+            executions: false,
         }
+    }
+
+    /// Whether each verdict lists every check execution noted for its commit's tree
+    /// ([`CommitVerdict::executions`]); off by default: only `verify --json` prints them.
+    pub fn list_executions(&mut self, yes: bool) {
+        self.executions = yes;
     }
 
     /// Judge by `notes` from now on.
@@ -267,14 +276,11 @@ impl<'s> Verifier<'s> {
         let (checks, verified) =
             self.trees
                 .judge(tree, &own, (&commit_hex, &tree_hex), &gate, trust);
-        let on_tree = match self.tree_executions.entry(tree) {
-            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
-            std::collections::hash_map::Entry::Vacant(new) => {
-                let lines = self.notes.records(self.store, tree)?;
-                new.insert(crate::evidence::history::executions_in(&lines, &tree_hex))
-            }
+        let executions = if self.executions {
+            self.executions_of(tree, &tree_hex, &own)?
+        } else {
+            Vec::new()
         };
-        let executions = crate::evidence::history::executions_beside(&own, on_tree, &tree_hex);
         Ok(CommitVerdict {
             commit: commit_hex,
             tree: tree_hex,
@@ -285,5 +291,25 @@ impl<'s> Verifier<'s> {
             vsa: Vec::new(),
             executions,
         })
+    }
+
+    /// Every check execution noted for `tree` (with `tree_hex` its id), together with those
+    /// among the commit's own lines `own`; the tree's found once per command.
+    fn executions_of(
+        &mut self,
+        tree: gix::ObjectId,
+        tree_hex: &str,
+        own: &[Line],
+    ) -> Result<Vec<crate::evidence::history::Execution>> {
+        let on_tree = match self.tree_executions.entry(tree) {
+            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+            std::collections::hash_map::Entry::Vacant(new) => {
+                let lines = self.notes.records(self.store, tree)?;
+                new.insert(crate::evidence::history::executions_in(&lines, tree_hex))
+            }
+        };
+        Ok(crate::evidence::history::executions_beside(
+            own, on_tree, tree_hex,
+        ))
     }
 }

@@ -47,6 +47,10 @@ pub struct VerifyOptions {
     /// `--require-provenance`: every commit judged must resolve to the run that landed it
     /// (the landed map of the ledgers), with its actor.
     pub require_provenance: bool,
+    /// List every check execution noted for each commit's tree (`executions` in `--json`); a
+    /// person's summary does not show them, and a tree shared by many commits makes the list
+    /// long.
+    pub executions: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -105,6 +109,7 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
     })?;
     fetch_what_a_partial_clone_lacks(store, &commits, opts.policy_from.as_deref())?;
     let mut verifier = Verifier::new(store)?;
+    verifier.list_executions(opts.executions);
     let fixed_gate = match &opts.policy_from {
         Some(rev) => {
             let at = store.resolve_commit(rev)?;

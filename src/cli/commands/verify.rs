@@ -37,6 +37,7 @@ pub fn cmd_verify(ctx: &Ctx, args: &VerifyArgs) -> Result<Output> {
             policy_from: args.policy_from.clone(),
             first_parent: args.first_parent,
             require_provenance: args.require_provenance,
+            executions: ctx.json,
         },
     )?;
     // The process exits after printing: freeing a range's notes, policies and judged trees
