@@ -33,6 +33,7 @@ pub mod replay;
 pub mod repo;
 pub mod scoped;
 pub mod scratch;
+pub mod trees;
 pub mod tx;
 pub mod update_ref;
 pub mod worktree;
