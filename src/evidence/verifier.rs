@@ -4,6 +4,7 @@
 //! changes guarded paths). Shared by `verify` and the hooks. It only reads.
 
 use std::borrow::Cow;
+use std::rc::Rc;
 
 use serde::Serialize;
 
@@ -99,7 +100,7 @@ pub struct Verifier<'s> {
         std::collections::HashMap<gix::ObjectId, Vec<crate::evidence::history::Execution>>,
     /// The gate of each policy blob (`None`: no policy) with the extra checks asked for, built
     /// once: a range of a thousand commits shares a few policies.
-    gates: std::collections::HashMap<(Option<gix::ObjectId>, Vec<String>), Gate>,
+    gates: std::collections::HashMap<(Option<gix::ObjectId>, Vec<String>), Rc<Gate>>,
     /// Whether verdicts list the executions on each commit's tree (off: nobody reads them).
     executions: bool,
 }
@@ -165,21 +166,21 @@ impl<'s> Verifier<'s> {
     /// The gate of the policy committed at `commit` with the checks in `extra` required too
     /// ([`Gate::from_policy`]). An invalid policy is an error naming the commit, the file and
     /// the field.
-    pub fn gate_at(&mut self, commit: gix::ObjectId, extra: &[String]) -> Result<Gate> {
+    pub fn gate_at(&mut self, commit: gix::ObjectId, extra: &[String]) -> Result<Rc<Gate>> {
         let blob = self
             .policies
             .blob(self.store, commit)
             .map_err(PolicyAtError::naming_commit)?;
         let key = (blob, extra.to_vec());
         if let Some(gate) = self.gates.get(&key) {
-            return Ok(gate.clone());
+            return Ok(Rc::clone(gate));
         }
         let policy = self
             .policies
             .at_ref(self.store, commit)
             .map_err(PolicyAtError::naming_commit)?;
-        let gate = Gate::from_policy(policy, extra);
-        self.gates.insert(key, gate.clone());
+        let gate = Rc::new(Gate::from_policy(policy, extra));
+        self.gates.insert(key, Rc::clone(&gate));
         Ok(gate)
     }
 

@@ -97,6 +97,11 @@ impl NotesView {
         })
     }
 
+    /// Whether the view has no notes commit at all (nothing is noted on anything).
+    pub fn is_empty(&self) -> bool {
+        self.state.is_none() && self.more.iter().all(NotesView::is_empty)
+    }
+
     /// The non-empty lines of the note on `object` (in every notes commit of the view), each
     /// once, sorted, with the evidence record each parses to.
     /// The lines noted on `object`, as written (for notes refs whose records are not evidence).
