@@ -151,22 +151,7 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
             }
         };
         let mut verdict = verifier.check_trusted(commit, &gate, trust.as_ref())?;
-        let lines = if summaries.is_empty() {
-            Vec::new()
-        } else {
-            summaries.lines(store, commit)?
-        };
-        let hex = commit.to_string();
-        for line in lines {
-            let signers = trust.as_ref().map(|t| &*t.signers);
-            let mut judged = crate::trust::vsa::judge(&line, &hex, signers);
-            if !judged.is_invalid() {
-                if let Some(why) = summary_overclaims(&mut verifier, &line, commit)? {
-                    judged = crate::trust::vsa::VsaVerdict::invalid(why);
-                }
-            }
-            verdict.vsa.push(judged);
-        }
+        verdict.vsa = judge_summaries(&mut verifier, &mut summaries, commit, trust.as_ref())?;
         if verdict.vsa.iter().any(|v| v.is_invalid()) {
             verdict.verified = false;
         }
@@ -207,6 +192,33 @@ fn verify_now<'s>(store: &'s Store, opts: &VerifyOptions) -> Result<(VerifyOutco
         limits,
     };
     Ok((outcome, verifier))
+}
+
+/// The verification summaries noted on `commit` (`refs/notes/tabellio/vsa`), each judged: its
+/// signature under `trust`, and what it claims against the evidence. None looked up when there
+/// are no summaries at all.
+fn judge_summaries(
+    verifier: &mut Verifier<'_>,
+    summaries: &mut NotesView,
+    commit: gix::ObjectId,
+    trust: Option<&crate::store::policy::TrustAt>,
+) -> Result<Vec<crate::trust::vsa::VsaVerdict>> {
+    if summaries.is_empty() {
+        return Ok(Vec::new());
+    }
+    let hex = commit.to_string();
+    let signers = trust.map(|t| &*t.signers);
+    let mut out = Vec::new();
+    for line in summaries.lines(verifier.store(), commit)? {
+        let mut judged = crate::trust::vsa::judge(&line, &hex, signers);
+        if !judged.is_invalid() {
+            if let Some(why) = summary_overclaims(verifier, &line, commit)? {
+                judged = crate::trust::vsa::VsaVerdict::invalid(why);
+            }
+        }
+        out.push(judged);
+    }
+    Ok(out)
 }
 
 /// `--require-provenance`: each verdict names the run that landed its commit, and a commit no
