@@ -7,12 +7,14 @@
 //! notes commit that is not (yet) the ref's value: the pre-receive hook reads the evidence a push
 //! is about to store.
 //!
-//! A view also reads and parses each note blob once: one tree noted by many records (empty
-//! commits, reverts, many runs reaching the same tree) is looked up for every commit that has it,
-//! and its note holds every one of those records. The parsed lines are kept by blob id, so
-//! verifying a range reads and parses each note once.
+//! A view also keeps the parsed lines of each note blob asked for more than once: one tree noted
+//! by many records (empty commits, reverts, many runs reaching the same tree) is looked up for
+//! every commit that has it, and its note holds every one of those records. A note asked for
+//! once (a commit's own, in a range of a thousand) is not kept: what it parsed to is freed when
+//! its caller is done with it, so the next commit's note reuses the memory rather than growing
+//! the heap.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use gix::note::plumbing::State;
@@ -30,8 +32,11 @@ pub struct NotesView {
     what: String,
     /// Further notes commits read together with this one (the remote-tracking copies).
     more: Vec<NotesView>,
-    /// The lines of each note blob read so far, each with the evidence record it parses to.
+    /// The lines of each note blob read more than once, each with the evidence record it
+    /// parses to.
     parsed: HashMap<gix::ObjectId, Rc<[ParsedLine]>>,
+    /// The note blobs read once, and not kept.
+    read_once: HashSet<gix::ObjectId>,
 }
 
 /// One note line as stored, with the evidence record it parses to (`None`: it does not parse).
@@ -76,6 +81,7 @@ impl NotesView {
                 what: what.to_string(),
                 more: Vec::new(),
                 parsed: HashMap::new(),
+                read_once: HashSet::new(),
             });
         };
         store.ensure_commit_ref(what, tip, &super::notes::notes_repair(what))?;
@@ -94,6 +100,7 @@ impl NotesView {
             what: what.to_string(),
             more: Vec::new(),
             parsed: HashMap::new(),
+            read_once: HashSet::new(),
         })
     }
 
@@ -133,7 +140,8 @@ impl NotesView {
         Ok(lines.into())
     }
 
-    /// The note on `object` in this notes commit: sorted unique lines, parsed once per blob.
+    /// The note on `object` in this notes commit: sorted unique lines, kept from the second ask
+    /// for the same blob on.
     fn own_records(&mut self, store: &Store, object: gix::ObjectId) -> Result<Rc<[ParsedLine]>> {
         let Some(state) = self.state.as_mut() else {
             return Ok(Rc::from([]));
@@ -159,7 +167,54 @@ impl NotesView {
             .into_iter()
             .map(|l| (l.to_string(), EvidenceRecord::from_line(l).ok()))
             .collect();
-        self.parsed.insert(blob, parsed.clone());
+        if !self.read_once.insert(blob) {
+            self.parsed.insert(blob, parsed.clone());
+        }
         Ok(parsed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use crate::store::test_git as git;
+    use crate::store::test_repo as repo;
+    use crate::store::Store;
+
+    use super::NotesView;
+
+    /// A note asked for once is not kept (its lines are freed with the caller's copy); from the
+    /// second ask on, every ask shares one parse. Both read what git noted.
+    #[test]
+    fn a_note_is_kept_from_its_second_ask() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let path = repo(home, "r");
+        git(
+            home,
+            &path,
+            &["notes", "--ref=t", "add", "-m", "b\n\na", "HEAD"],
+        );
+        let store = Store::open(&path).expect("open");
+        let head = store.resolve_commit("HEAD").expect("HEAD");
+        let mut view = NotesView::at_ref(&store, "refs/notes/t").expect("view");
+        let lines = |v: &Rc<[super::ParsedLine]>| -> Vec<String> {
+            v.iter().map(|(line, _)| line.clone()).collect()
+        };
+        let first = view.shared(&store, head).expect("first");
+        assert_eq!(lines(&first), ["a", "b"]);
+        assert_eq!(
+            Rc::strong_count(&first),
+            1,
+            "the first ask's lines are not kept"
+        );
+        let second = view.shared(&store, head).expect("second");
+        let third = view.shared(&store, head).expect("third");
+        assert!(
+            Rc::ptr_eq(&second, &third),
+            "from the second ask on, one parse"
+        );
+        assert_eq!(lines(&third), ["a", "b"]);
     }
 }
