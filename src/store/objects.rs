@@ -21,8 +21,9 @@
 //! each one loose blob. [`Store::read_blob`] and [`Store::object`] (and the reads of
 //! `Objects`, which the notes and tree walks use) read a loose object with `read` through one
 //! inflate stream per command, reset between objects, and decode it as gix's loose store does
-//! (the header's size must be the body's). Objects read this way are kept for the rest of the
-//! command, up to 4 MiB, as gix's object cache kept them. An object that is not loose here
+//! (the header's size must be the body's). Commits and trees read this way are kept for the rest
+//! of the command, up to 4 MiB, as gix's object cache kept them; blobs are not, loose or packed
+//! (their readers parse them once and keep what they need). An object that is not loose here
 //! (packed, or in an alternate) is read by gix, through the pack indexes gix maps (the tool
 //! maps none of its own: one map of each index per command); later loose objects are still
 //! read here, so a run's loose history entries keep the one inflate stream after `git gc`
@@ -77,6 +78,29 @@ impl LooseStreams {
     fn mostly_packed(&self) -> bool {
         let misses = self.misses.load(Ordering::Relaxed);
         misses >= MISSES_BEFORE_PACKS_FIRST && misses > 8 * self.hits.load(Ordering::Relaxed)
+    }
+}
+
+/// Whether a loose object read is kept in [`LooseStreams`]'s cache for a second read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    Yes,
+    No,
+}
+
+/// The delta bases of the blobs one command reads past gix's object cache
+/// ([`Store::read_blob`]), as gix's own delta-base cache keeps them for other objects: as big
+/// as that one (`core.deltaBaseCacheLimit`), `None` when it is turned off.
+#[derive(Default)]
+pub(crate) struct BlobDeltas(
+    std::cell::RefCell<Option<gix::odb::pack::cache::lru::MemoryCappedHashmap>>,
+);
+
+impl BlobDeltas {
+    pub(crate) fn new(bytes: usize) -> BlobDeltas {
+        BlobDeltas(std::cell::RefCell::new((bytes > 0).then(|| {
+            gix::odb::pack::cache::lru::MemoryCappedHashmap::new(bytes)
+        })))
     }
 }
 
@@ -183,23 +207,55 @@ impl Store {
     }
 
     /// The blob `id`: read from its loose file through the one inflate stream when this
-    /// repository's objects directory has it, else by gix.
+    /// repository's objects directory has it, else from its pack by gix. A blob is read past
+    /// the object caches: its reader parses it once and keeps what it needs (a note, a policy,
+    /// an allowed-signers file), so a copy kept for a second read is memory nobody reads. Its
+    /// delta bases are kept ([`BlobDeltas`]): notes written one after another are packed as
+    /// deltas of each other.
     pub(crate) fn read_blob(&self, id: gix::ObjectId) -> Result<Vec<u8>> {
-        let mut object = self
-            .object(id)
-            .context(|| format!("could not read the blob {id}"))?;
-        if object.kind != Kind::Blob {
-            return Err(not_a_blob(id, object.kind));
+        let mut data = Vec::new();
+        let kind = match self.read_loose(id, &mut data, Keep::No)? {
+            Some(kind) => kind,
+            None => match self.read_uncached(id, &mut data)? {
+                Some(kind) => kind,
+                None => {
+                    // Not in this repository's stores: as [`Store::object`] reads it (an
+                    // object only in memory), or its not-found error.
+                    let mut object = self
+                        .object(id)
+                        .context(|| format!("could not read the blob {id}"))?;
+                    data = std::mem::take(&mut object.data);
+                    object.kind
+                }
+            },
+        };
+        if kind != Kind::Blob {
+            return Err(not_a_blob(id, kind));
         }
         self.known_object(id);
-        Ok(std::mem::take(&mut object.data))
+        Ok(data)
+    }
+
+    /// The object `id` from gix's store (its packs, loose files and alternates) past the
+    /// object cache, its delta bases through [`BlobDeltas`]; `None` when the store has none.
+    fn read_uncached(&self, id: gix::ObjectId, out: &mut Vec<u8>) -> Result<Option<Kind>> {
+        use gix::odb::pack::Find as _;
+        let cache: &gix::odb::Handle = &self.repo.objects;
+        let handle = &**cache;
+        let mut deltas = self.blob_deltas.0.borrow_mut();
+        let found = match deltas.as_mut() {
+            Some(deltas) => handle.try_find_cached(&id, out, deltas),
+            None => handle.try_find_cached(&id, out, &mut gix::odb::pack::cache::Never),
+        };
+        let found = found.context(|| format!("could not read the object {id}"))?;
+        Ok(found.map(|(data, _)| data.kind))
     }
 
     /// The object `id`, `None` when the repository does not have it: read as
     /// [`Store::read_blob`] reads a blob, through the one inflate stream when it is loose.
     pub(crate) fn try_object(&self, id: gix::ObjectId) -> Result<Option<gix::Object<'_>>> {
         let mut data = Vec::new();
-        match self.read_loose(id, &mut data)? {
+        match self.read_loose(id, &mut data, Keep::Yes)? {
             Some(kind) => Ok(Some(
                 gix::ObjectDetached { id, kind, data }.attach(&self.repo),
             )),
@@ -239,7 +295,7 @@ impl Store {
     /// Read the loose object `id` of this repository's own objects directory into `out`
     /// through the one inflate stream, and return its kind; `None` when it is packed or not
     /// there (in an alternate), for gix to read.
-    fn read_loose(&self, id: gix::ObjectId, out: &mut Vec<u8>) -> Result<Option<Kind>> {
+    fn read_loose(&self, id: gix::ObjectId, out: &mut Vec<u8>, keep: Keep) -> Result<Option<Kind>> {
         {
             let cache = self.loose.cache.lock().unwrap_or_else(|e| e.into_inner());
             if let Some((kind, data)) = cache.objects.get(&id) {
@@ -273,7 +329,7 @@ impl Store {
         };
         let kind = self.inflate_loose(id, &compressed, out)?;
         let mut cache = self.loose.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.bytes + out.len() <= LOOSE_CACHE_BYTES {
+        if keep == Keep::Yes && cache.bytes + out.len() <= LOOSE_CACHE_BYTES {
             cache.bytes += out.len();
             cache.objects.insert(id, (kind, out.clone()));
         }
@@ -416,7 +472,7 @@ impl gix::objs::Find for Objects<'_> {
     ) -> gix::error::Result<Option<gix::objs::Data<'a>>> {
         match self
             .0
-            .read_loose(id.to_owned(), buffer)
+            .read_loose(id.to_owned(), buffer, Keep::Yes)
             .map_err(gix_error)?
         {
             Some(kind) => Ok(Some(gix::objs::Data {
@@ -562,19 +618,23 @@ mod tests {
             assert_eq!(&store.read_blob(*id).expect("read"), blob);
         }
 
-        // A loose object written after the repack is still read through the one stream (kept
-        // in the command's cache) after packed ones were read, which gix read from the pack.
+        // A loose object written after the repack is still read through the one stream after
+        // packed ones were read, which gix read from the pack. Blobs are not kept for a
+        // second read.
         let written = Store::open(&path).expect("open");
         let late = written
             .write_blob(b"written after the repack\n")
             .expect("write");
         assert!(loose_file(&path, late).is_file());
+        let hits = store.loose.hits.load(std::sync::atomic::Ordering::Relaxed);
         assert_eq!(
             &store.read_blob(late).expect("read"),
             b"written after the repack\n"
         );
+        let after = store.loose.hits.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(after, hits + 1, "read as a loose object");
         let cache = store.loose.cache.lock().expect("cache");
-        assert!(cache.objects.contains_key(&late), "read as a loose object");
+        assert!(!cache.objects.contains_key(&late), "a blob is not kept");
         assert!(
             !cache.objects.contains_key(&ids[0]),
             "read by gix from its pack"
