@@ -21,6 +21,7 @@ pub mod identity;
 pub mod ledger;
 pub mod merge;
 pub mod notes;
+pub mod notes_index;
 pub mod notes_view;
 pub mod objects;
 pub mod paths;

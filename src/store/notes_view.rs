@@ -17,17 +17,16 @@
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
-use gix::note::plumbing::State;
-
 use crate::model::EvidenceRecord;
 
 use crate::error::{Context, Error, Result};
 
+use super::notes_index::NotesIndex;
 use super::Store;
 
 /// The notes of one notes commit (or the union of several); empty when there is none.
 pub struct NotesView {
-    state: Option<State>,
+    state: Option<NotesIndex>,
     /// What the view shows, for error messages.
     what: String,
     /// Further notes commits read together with this one (the remote-tracking copies).
@@ -93,7 +92,7 @@ impl NotesView {
         let tree = tree
             .tree_id()
             .context(|| format!("could not read the tree of {what} at {tip}"))?;
-        let state = State::new(tree.detach(), &store.objects())
+        let state = NotesIndex::new(store, tree.detach())
             .context(|| format!("could not read {what} at {tip}"))?;
         Ok(NotesView {
             state: Some(state),
@@ -147,7 +146,7 @@ impl NotesView {
             return Ok(Rc::from([]));
         };
         let Some(blob) = state
-            .get(&object, &store.objects())
+            .get(store, object)
             .context(|| format!("could not look up the note on {object} in {}", self.what))?
         else {
             return Ok(Rc::from([]));

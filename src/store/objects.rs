@@ -88,19 +88,20 @@ enum Keep {
     No,
 }
 
-/// The delta bases of the blobs one command reads past gix's object cache
-/// ([`Store::read_blob`]), as gix's own delta-base cache keeps them for other objects: as big
-/// as that one (`core.deltaBaseCacheLimit`), `None` when it is turned off.
+/// The delta bases of the objects one command reads past gix's object cache (blobs,
+/// [`Store::read_blob`], and the fanout trees a notes view reads once), as gix's own delta-base
+/// cache keeps them for other objects: as big as that one (`core.deltaBaseCacheLimit`), `None`
+/// when it is turned off.
 #[derive(Default)]
-pub(crate) struct BlobDeltas(
+pub(crate) struct ReadOnceDeltas(
     std::cell::RefCell<Option<gix::odb::pack::cache::lru::MemoryCappedHashmap>>,
 );
 
-impl BlobDeltas {
-    pub(crate) fn new(bytes: usize) -> BlobDeltas {
-        BlobDeltas(std::cell::RefCell::new((bytes > 0).then(|| {
-            gix::odb::pack::cache::lru::MemoryCappedHashmap::new(bytes)
-        })))
+impl ReadOnceDeltas {
+    pub(crate) fn new(bytes: usize) -> ReadOnceDeltas {
+        ReadOnceDeltas(std::cell::RefCell::new(
+            (bytes > 0).then(|| gix::odb::pack::cache::lru::MemoryCappedHashmap::new(bytes)),
+        ))
     }
 }
 
@@ -210,7 +211,7 @@ impl Store {
     /// repository's objects directory has it, else from its pack by gix. A blob is read past
     /// the object caches: its reader parses it once and keeps what it needs (a note, a policy,
     /// an allowed-signers file), so a copy kept for a second read is memory nobody reads. Its
-    /// delta bases are kept ([`BlobDeltas`]): notes written one after another are packed as
+    /// delta bases are kept ([`ReadOnceDeltas`]): notes written one after another are packed as
     /// deltas of each other.
     pub(crate) fn read_blob(&self, id: gix::ObjectId) -> Result<Vec<u8>> {
         let mut data = Vec::new();
@@ -237,12 +238,12 @@ impl Store {
     }
 
     /// The object `id` from gix's store (its packs, loose files and alternates) past the
-    /// object cache, its delta bases through [`BlobDeltas`]; `None` when the store has none.
+    /// object cache, its delta bases through [`ReadOnceDeltas`]; `None` when the store has none.
     fn read_uncached(&self, id: gix::ObjectId, out: &mut Vec<u8>) -> Result<Option<Kind>> {
         use gix::odb::pack::Find as _;
         let cache: &gix::odb::Handle = &self.repo.objects;
         let handle = &**cache;
-        let mut deltas = self.blob_deltas.0.borrow_mut();
+        let mut deltas = self.read_once_deltas.0.borrow_mut();
         let found = match deltas.as_mut() {
             Some(deltas) => handle.try_find_cached(&id, out, deltas),
             None => handle.try_find_cached(&id, out, &mut gix::odb::pack::cache::Never),
@@ -416,7 +417,13 @@ impl Store {
 
     /// This store's reads and writes, for gix's object traits.
     pub(crate) fn objects(&self) -> Objects<'_> {
-        Objects(self)
+        Objects(self, Keep::Yes)
+    }
+
+    /// [`Store::objects`], its reads past the object caches: for a reader that keeps what it
+    /// parsed of each object itself (a notes tree's fanout, loaded once into a view).
+    pub(crate) fn objects_read_once(&self) -> Objects<'_> {
+        Objects(self, Keep::No)
     }
 }
 
@@ -462,7 +469,7 @@ fn read_only() -> std::fs::Permissions {
 
 /// A [`Store`]'s object reads (loose ones through its inflate stream, the rest by gix) and
 /// writes ([`Store::write_object`]).
-pub(crate) struct Objects<'a>(&'a Store);
+pub(crate) struct Objects<'a>(&'a Store, Keep);
 
 impl gix::objs::Find for Objects<'_> {
     fn try_find<'a>(
@@ -470,17 +477,18 @@ impl gix::objs::Find for Objects<'_> {
         id: &gix::hash::oid,
         buffer: &'a mut Vec<u8>,
     ) -> gix::error::Result<Option<gix::objs::Data<'a>>> {
-        match self
-            .0
-            .read_loose(id.to_owned(), buffer, Keep::Yes)
-            .map_err(gix_error)?
-        {
+        let id = id.to_owned();
+        let mut kind = self.0.read_loose(id, buffer, self.1).map_err(gix_error)?;
+        if kind.is_none() && self.1 == Keep::No {
+            kind = self.0.read_uncached(id, buffer).map_err(gix_error)?;
+        }
+        match kind {
             Some(kind) => Ok(Some(gix::objs::Data {
                 kind,
                 object_hash: id.kind(),
                 data: buffer,
             })),
-            None => self.0.repo.objects.try_find(id, buffer),
+            None => self.0.repo.objects.try_find(&id, buffer),
         }
     }
 }

@@ -43,8 +43,8 @@ pub struct Store {
     pub(super) note_trees: super::notes::NoteTrees,
     /// The tree of each commit [`Store::tree_of`] has read.
     pub(super) commit_trees: super::trees::CommitTrees,
-    /// The delta bases of the blobs [`Store::read_blob`] reads.
-    pub(super) blob_deltas: super::objects::BlobDeltas,
+    /// The delta bases of the objects read past the object cache ([`Store::read_blob`]).
+    pub(super) read_once_deltas: super::objects::ReadOnceDeltas,
 }
 
 /// The most memory the decoded-object cache of one open repository takes: enough for the trees
@@ -137,7 +137,7 @@ impl Store {
             loose: Default::default(),
             note_trees: Default::default(),
             commit_trees: Default::default(),
-            blob_deltas: super::objects::BlobDeltas::new(pack_cache),
+            read_once_deltas: super::objects::ReadOnceDeltas::new(pack_cache),
         })
     }
 
