@@ -9,6 +9,7 @@ use gix::note::plumbing::State;
 
 use crate::error::{Context, Error, Result};
 
+use super::notes_index::NotesIndex;
 use super::Store;
 
 pub const CHECKPOINTS: &str = "refs/notes/tabellio/checkpoints";
@@ -127,26 +128,38 @@ impl Store {
             .0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let state = match trees.entry(tree) {
+        let index = match trees.entry(tree) {
             std::collections::hash_map::Entry::Occupied(parsed) => parsed.into_mut(),
             std::collections::hash_map::Entry::Vacant(slot) => slot.insert(
-                State::new(tree, &self.objects())
-                    .context(|| format!("could not read {notes_ref}"))?,
+                NotesIndex::new(self, tree).context(|| format!("could not read {notes_ref}"))?,
             ),
         };
-        self.lines_in(state, notes_ref, object)
+        let blob = index
+            .get(self, object)
+            .context(|| format!("could not look up the note on {object} in {notes_ref}"))?;
+        self.note_blob_lines(blob, object)
     }
 
+    /// The note lines on `object` in the notes tree being edited (`state`).
     fn lines_in(
         &self,
         state: &mut State,
         notes_ref: &str,
         object: gix::ObjectId,
     ) -> Result<Vec<String>> {
-        let Some(blob) = state
+        let blob = state
             .get(&object, &self.objects())
-            .context(|| format!("could not look up the note on {object} in {notes_ref}"))?
-        else {
+            .context(|| format!("could not look up the note on {object} in {notes_ref}"))?;
+        self.note_blob_lines(blob, object)
+    }
+
+    /// The non-empty lines of the note blob `blob` on `object` (none without a blob).
+    fn note_blob_lines(
+        &self,
+        blob: Option<gix::ObjectId>,
+        object: gix::ObjectId,
+    ) -> Result<Vec<String>> {
+        let Some(blob) = blob else {
             return Ok(Vec::new());
         };
         let blob = self
@@ -309,7 +322,7 @@ pub(crate) fn note_text(data: &[u8]) -> std::borrow::Cow<'_, str> {
 
 /// The notes trees a [`Store`] has parsed, by tree id (see [`Store::note_lines`]).
 #[derive(Default)]
-pub struct NoteTrees(std::sync::Mutex<std::collections::HashMap<gix::ObjectId, State>>);
+pub struct NoteTrees(std::sync::Mutex<std::collections::HashMap<gix::ObjectId, NotesIndex>>);
 
 impl std::fmt::Debug for NoteTrees {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -8,6 +8,9 @@
 //! fanout trees below it, not yet read. Entries that are neither (a file with another name) are
 //! not notes and are left out, as git leaves them out.
 //!
+//! Every lookup of a note reads through it (a notes view, [`Store::note_lines`]); editing a
+//! notes tree goes through gix-note, which writes the fanout as git does.
+//!
 //! Verifying a range of 10,000 commits looks a note up for every commit and every tree, so the
 //! whole notes tree is read; keeping 40 bytes a note rather than a node per hexadecimal digit
 //! keeps that memory a small part of the command's.
