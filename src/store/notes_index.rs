@@ -6,7 +6,9 @@
 //! git choose. A lookup descends the fanout the id names; each fanout tree is read once, when a
 //! lookup first needs it, and what is kept of it is the notes it holds (two ids each) and the
 //! fanout trees below it, not yet read. Entries that are neither (a file with another name) are
-//! not notes and are left out, as git leaves them out.
+//! not notes and are left out, as git leaves them out. A tree as git and gix-note write it holds
+//! each object's note once, at one depth; one that holds two for the same object (written by
+//! hand) gives the note nearest the root, where git would join the two.
 //!
 //! Every lookup of a note reads through it (a notes view, [`Store::note_lines`]); editing a
 //! notes tree goes through gix-note, which writes the fanout as git does.
@@ -95,14 +97,17 @@ impl Fanout {
             let entry = entry.context(|| format!("could not read the notes tree {tree}"))?;
             let name: &[u8] = entry.filename;
             if entry.mode.is_blob() && name.len() == rest {
-                if let Some(bytes) = decode_hex(name) {
-                    notes.extend_from_slice(prefix);
-                    notes.extend(bytes);
+                let start = notes.len();
+                notes.extend_from_slice(prefix);
+                if push_hex(&mut notes, name) {
                     notes.extend_from_slice(entry.oid.as_bytes());
+                } else {
+                    notes.truncate(start);
                 }
             } else if entry.mode.is_tree() && name.len() == 2 && rest > 2 {
-                if let Some(&[byte]) = decode_hex(name).as_deref() {
-                    below.push((byte, Below::Unread(entry.oid.to_owned())));
+                let mut byte = Vec::with_capacity(1);
+                if push_hex(&mut byte, name) {
+                    below.push((byte[0], Below::Unread(entry.oid.to_owned())));
                 }
             }
         }
@@ -145,9 +150,9 @@ impl Fanout {
     }
 }
 
-/// The bytes the hexadecimal `text` spells (either case), `None` when it is not hexadecimal or
-/// of odd length.
-fn decode_hex(text: &[u8]) -> Option<Vec<u8>> {
+/// Append the bytes the hexadecimal `text` spells (either case) to `out`; false, with `out`
+/// left as it was, when `text` is not hexadecimal or of odd length.
+fn push_hex(out: &mut Vec<u8>, text: &[u8]) -> bool {
     fn nibble(c: u8) -> Option<u8> {
         match c {
             b'0'..=b'9' => Some(c - b'0'),
@@ -156,12 +161,22 @@ fn decode_hex(text: &[u8]) -> Option<Vec<u8>> {
             _ => None,
         }
     }
-    if !text.len().is_multiple_of(2) {
-        return None;
+    let start = out.len();
+    let (pairs, odd) = text.as_chunks::<2>();
+    for &[high, low] in pairs {
+        match (nibble(high), nibble(low)) {
+            (Some(h), Some(l)) => out.push(h << 4 | l),
+            _ => {
+                out.truncate(start);
+                return false;
+            }
+        }
     }
-    text.chunks(2)
-        .map(|pair| Some(nibble(pair[0])? << 4 | nibble(pair[1])?))
-        .collect()
+    if !odd.is_empty() {
+        out.truncate(start);
+        return false;
+    }
+    true
 }
 
 #[cfg(test)]
