@@ -115,6 +115,9 @@ pub fn drain(
             let ledger = store.find_ledger(&id)?;
             match crate::run::reopen::reopen(env, &ledger, "land") {
                 Ok(_) => on_event(format!("round {round}: reopened {id}, refused earlier")),
+                // A lock or a ref that moved stops the drain, as in a repair: it is not the
+                // run's failure, and the run is reopened once the lock is gone.
+                Err(e) if e.kind == crate::error::ErrorKind::Conflict => return Err(e),
                 Err(e) => entry(&mut runs, &id).reason = Some(e.message),
             }
         }

@@ -324,3 +324,38 @@ fn a_drain_killed_anywhere_converges_when_run_again() {
     }
     eprintln!("reruns needed per trial: {reruns_needed:?}");
 }
+
+/// A culprit a plain `land` refused, with a stale lock a killed process left on its branch:
+/// the drain stops on the lock (exit 4, naming it) rather than calling it the run's failure,
+/// and once the lock is removed, as the message says, it repairs and lands the run.
+#[test]
+fn a_stale_lock_on_a_refused_run_stops_the_drain_until_removed() {
+    // A reftable repository locks its whole table list, not one ref.
+    if ref_format() == "reftable" {
+        return;
+    }
+    let runs = [RUNS[0], RUNS[9]];
+    let (t, _) = queue_of(&runs, "fix");
+    let r = t.tab(&["--json", "land", "--target", "main", "--batch", "1"]);
+    let culprit = run_json(&t, "r09");
+    assert_eq!(
+        culprit["state"], "validation_failed",
+        "{}\n{culprit}",
+        r.desc
+    );
+    let lock = t.repo.join(".git/refs/heads/tabellio/r09.lock");
+    write_file(&lock, "");
+    let refs = t.snapshot();
+    let r = drain(&t);
+    assert_eq!(r.code, 4, "{}", r.desc);
+    let error = &r.json()["error"];
+    assert!(
+        error["message"].as_str().unwrap().contains("r09.lock"),
+        "{error}"
+    );
+    assert!(error["hint"].as_str().unwrap().contains("rm "), "{error}");
+    assert_eq!(t.snapshot(), refs, "{}", r.desc);
+    let r = crate::crash::with_stale_locks_removed(&t, &DRAIN[1..]);
+    assert_eq!(r.code, 0, "{}", r.desc);
+    landed_with_fresh_evidence(&t, "r09");
+}
