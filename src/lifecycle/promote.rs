@@ -151,11 +151,12 @@ pub fn promote(env: &Env, opts: &PromoteOptions<'_>) -> Result<PromoteOutcome> {
             let prepared = tx::prepare(store, &edits).map_err(|e| e.into_error())?;
             let (old_tree, new_tree) = (store.tree_of(plan.base)?, store.tree_of(plan.validated)?);
             let read = plan.target_index.as_deref().map(|i| &**i);
-            checkout::move_worktree_read(path, (old_tree, new_tree), read)?;
+            let journal = checkout::move_worktree_read(path, (old_tree, new_tree), read)?;
             if let Err(e) = prepared.commit(store) {
                 let _ = checkout::move_worktree(path, new_tree, old_tree);
                 return Err(e.into_error());
             }
+            drop(journal);
         }
     }
     let summary = (plan.base, plan.validated);

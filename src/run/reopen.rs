@@ -89,23 +89,24 @@ pub fn carry(
     })
 }
 
-/// Move the worktree at `path` from `old_head`'s tree to what `carried` leaves there.
+/// Move the worktree at `path` from `old_head`'s tree to what `carried` leaves there; the
+/// move's journal, to keep until the transaction it belongs to has committed or been dropped.
 pub fn move_files(
     store: &Store,
     path: &Path,
     old_head: gix::ObjectId,
     carried: &Carried,
-) -> Result<()> {
+) -> Result<checkout::Journal> {
     let old = store.tree_of(old_head)?;
     let new_head = store.tree_of(carried.head)?;
-    checkout::move_worktree(path, old, new_head)?;
+    let journal = checkout::move_worktree(path, old, new_head)?;
     if carried.files != new_head {
         if let Err(e) = checkout::write_files(path, new_head, carried.files) {
             let _ = checkout::move_worktree(path, new_head, old);
             return Err(e);
         }
     }
-    Ok(())
+    Ok(journal)
 }
 
 /// Put the worktree at `path` back where [`move_files`] took it from.
@@ -210,11 +211,12 @@ pub fn reopen(env: &Env, ledger: &Ledger, by: &str) -> Result<Reopened> {
     ];
     let prepared = tx::prepare(store, &edits).map_err(|e| e.into_error())?;
     checkout::refuse_index_lock(store, &path)?;
-    move_files(store, &path, head, &carried)?;
+    let journal = move_files(store, &path, head, &carried)?;
     if let Err(e) = prepared.commit(store) {
         unmove_files(store, &path, head, &carried);
         return Err(e.into_error());
     }
+    drop(journal);
     Ok(Reopened {
         ledger: Ledger {
             tip: commit,

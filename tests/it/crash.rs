@@ -396,3 +396,74 @@ fn a_rewind_killed_anywhere_loses_nothing_and_finishes_when_run_again() {
     no_lock_files_left(&t);
     t.fsck();
 }
+
+/// A landing killed while it moved the checked-out `main` toward its run's files (the kill
+/// timed by a slow smudge filter on `b/`), then another run promoted first, onto another tree:
+/// the killed move's files are put back, not taken for someone's changes, and the promotion
+/// goes through; the killed landing's run lands after it. Someone's own edit of those files,
+/// or their own file where the killed move added one, is refused and never overwritten.
+#[test]
+fn a_move_killed_toward_one_tree_is_put_back_by_a_move_to_another() {
+    let t = TestEnv::new();
+    t.write("a/x", "1\n");
+    t.write("b/x", "1\n");
+    t.commit_policy(&policy(&[("ok", &["true"])]));
+    t.started_run("ra", "a/1");
+    t.tab(&["finish", "ra"]).ok();
+    let wt = t.started_run("rb", "b/2");
+    t.commit_file_in(&wt, "b/x", "rb\n");
+    t.tab(&["finish", "rb"]).ok();
+    t.git(&["config", "filter.slow.smudge", "sleep 1; cat"])
+        .ok();
+    t.git(&["config", "filter.slow.clean", "cat"]).ok();
+    write_file(&t.repo.join(".git/info/attributes"), "b/** filter=slow\n");
+    // Killed once `b/2` is written and `b/x` is being written (files go in path order).
+    let mut child = t.spawn_tab(&["land", "rb", "--target", "main"]);
+    let started = std::time::Instant::now();
+    let read = |p: &str| std::fs::read_to_string(t.repo.join(p)).unwrap_or_default();
+    while !(read("b/2") == "rb\n" && read("b/x") != "1\n") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the move never began"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let base = t.git_out(&["rev-parse", "main"]);
+    let (left_x, left_2) = (read("b/x"), read("b/2"));
+    let refs = t.snapshot();
+    for (path, theirs) in [("b/x", "mine\n"), ("b/2", "mine too\n")] {
+        let was = read(path);
+        t.write(path, theirs);
+        let r = crate::crash::with_stale_locks_removed(&t, &["promote", "ra"]);
+        assert_eq!(r.code, 3, "{}", r.desc);
+        assert!(
+            r.json()["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(path),
+            "{}",
+            r.desc
+        );
+        assert_eq!(read(path), theirs);
+        assert_eq!(t.snapshot(), refs);
+        t.write(path, &was);
+    }
+    assert_eq!((read("b/x"), read("b/2")), (left_x, left_2));
+    let r = crate::crash::with_stale_locks_removed(&t, &["promote", "ra"]);
+    assert_eq!(r.code, 0, "{}", r.desc);
+    assert_ne!(t.git_out(&["rev-parse", "main"]), base);
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+    assert_eq!(read("b/x"), "1\n");
+    let r = crate::crash::with_stale_locks_removed(&t, &["land", "rb", "--target", "main"]);
+    assert_eq!(r.code, 0, "{}", r.desc);
+    assert_eq!(t.git_out(&["status", "--porcelain"]), "");
+    assert_eq!(
+        (read("b/x"), read("b/2"), read("a/1")),
+        ("rb\n".into(), "rb\n".into(), "ra\n".into())
+    );
+    t.tab(&["verify", "main"]).ok();
+    crate::crash::no_lock_files_left(&t);
+    t.fsck();
+}

@@ -766,3 +766,36 @@ fn scoped_landing_killed_anywhere_converges_when_landed_again() {
         t.fsck();
     }
 }
+
+/// Two lanes landing onto the checked-out `main`, one of them slow to move its files (a slow
+/// smudge filter on `b/`): they take turns with the worktree, and neither takes the other's
+/// move under way for uncommitted changes or a held `index.lock`.
+#[test]
+fn lanes_move_a_checked_out_target_one_at_a_time() {
+    let t = scoped_runs_to_land(1);
+    // Slow, but within the second a reftable transaction waits for the stack's lock: the move
+    // holds it (as every move holds its transaction's locks), and the other lane writes notes
+    // and ledgers meanwhile.
+    t.git(&["config", "filter.slow.smudge", "sleep 0.3; cat"])
+        .ok();
+    t.git(&["config", "filter.slow.clean", "cat"]).ok();
+    write_file(&t.repo.join(".git/info/attributes"), "b/** filter=slow\n");
+    let base = t.git_out(&["rev-parse", "main"]);
+    let r = t.tab(&["land", "--target", "main"]);
+    // The culprit is refused (exit 1); every other run lands.
+    assert_eq!(r.code, 1, "{}", r.desc);
+    let states = ledgers_agree_with_main(&t, &base, 0);
+    for (id, state) in &states {
+        let want = if id == "a2" {
+            "validation_failed"
+        } else {
+            "promoted"
+        };
+        assert_eq!(state, want, "{id}: {states:?}\n{}", r.desc);
+    }
+    assert_eq!(
+        t.git_out(&["status", "--porcelain", "--untracked-files=no"]),
+        ""
+    );
+    t.fsck();
+}

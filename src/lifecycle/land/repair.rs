@@ -113,12 +113,16 @@ pub fn finish_interrupted(
     let moves = worktree_moves(store, &rec.branch, head, landed)?;
     let prepared = tx::prepare(store, &edits).map_err(|e| e.into_error())?;
     let mut done: Vec<&(std::path::PathBuf, gix::ObjectId, gix::ObjectId)> = Vec::new();
+    let mut journals = Vec::new();
     for m in &moves {
-        if let Err(e) = checkout::move_worktree(&m.0, m.1, m.2) {
-            for d in done.iter().rev() {
-                let _ = checkout::move_worktree(&d.0, d.2, d.1);
+        match checkout::move_worktree(&m.0, m.1, m.2) {
+            Ok(journal) => journals.push(journal),
+            Err(e) => {
+                for d in done.iter().rev() {
+                    let _ = checkout::move_worktree(&d.0, d.2, d.1);
+                }
+                return Err(e);
             }
-            return Err(e);
         }
         done.push(m);
     }
@@ -128,6 +132,7 @@ pub fn finish_interrupted(
         }
         return Err(e.into_error());
     }
+    drop(journals);
     Ok(Some(RunLanding {
         run_id: rec.run_id.clone(),
         result: Landing::AlreadyLanded,

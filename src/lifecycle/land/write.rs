@@ -27,6 +27,9 @@ pub enum Written {
     Moved { name: String },
 }
 
+/// Held by the landing write under way in this process.
+static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A worktree whose files move with a branch: (path, old tree, new tree).
 type FileMove = (PathBuf, gix::ObjectId, gix::ObjectId);
 
@@ -44,10 +47,18 @@ pub fn land_settled(
             mode: PromotionMode::Ref,
         });
     };
+    // One landing write at a time in this process: the lanes of a `land` share the target and
+    // the worktree it is checked out in, whose files move while the transaction's locks are
+    // held. Across processes the target's lock decides.
+    let _turn = WRITING.lock().unwrap_or_else(|e| e.into_inner());
     let target_worktree = store.worktrees_of_branch(target)?.into_iter().next();
     if let Some(path) = &target_worktree {
         if let Err(e) = check_target_worktree(store, path, target, tip, top) {
-            if store.ref_target(target)? != Some(tip) {
+            // A worktree another process is moving looks changed: while it holds the target's
+            // lock, or once the target moved, that is a race lost, and the stack is rebuilt.
+            if store.ref_target_now(target)? != Some(tip)
+                || crate::store::tx::held_lock(store, &[target]).is_some()
+            {
                 return Ok(Written::Moved {
                     name: target.to_string(),
                 });
@@ -106,10 +117,14 @@ pub fn land_settled(
         Err(e) => return lost(e),
     };
     let mut done: Vec<&FileMove> = Vec::new();
+    let mut journals = Vec::new();
     for m in &moves {
-        if let Err(e) = checkout::move_worktree(&m.0, m.1, m.2) {
-            undo(&done);
-            return Err(e);
+        match checkout::move_worktree(&m.0, m.1, m.2) {
+            Ok(journal) => journals.push(journal),
+            Err(e) => {
+                undo(&done);
+                return Err(e);
+            }
         }
         done.push(m);
     }
@@ -117,6 +132,7 @@ pub fn land_settled(
         undo(&done);
         return lost(e);
     }
+    drop(journals);
     Ok(Written::Landed { mode })
 }
 

@@ -274,12 +274,15 @@ pub fn check_target_worktree(
     // Only a path the move adds can have an untracked file in its way, as `git read-tree -u
     // -m` judges it: every directory is read for untracked files only when something is on
     // disk at one of those paths (someone's file, or what a killed move left there).
-    let moved = crate::store::diff::tree_changes(
-        &store.objects(),
-        store.tree_of(base)?,
-        store.tree_of(validated)?,
-    )?;
-    let untracked = if checkout::additions_are_free(path, &moved) {
+    let trees = (store.tree_of(base)?, store.tree_of(validated)?);
+    let moved = crate::store::diff::tree_changes(&store.objects(), trees.0, trees.1)?;
+    // A move a killed process left from the base toward another tree is put back before this
+    // one: an untracked file where it added a path would be removed, so all are looked at.
+    let killed = match checkout::killed_move_from(path, trees) {
+        Some((o, n)) => crate::store::diff::tree_changes(&store.objects(), o, n)?,
+        None => Vec::new(),
+    };
+    let untracked = if killed.is_empty() && checkout::additions_are_free(path, &moved) {
         UntrackedScan::Skipped
     } else {
         UntrackedScan::Listed
@@ -321,7 +324,12 @@ pub fn check_target_worktree(
             path.display()
         )));
     }
-    let in_the_way = checkout::untracked_in_the_way(&moved, &ws.untracked);
+    let mut in_the_way = checkout::untracked_in_the_way(&moved, &ws.untracked);
+    let foreign_untracked: Vec<String> = (ws.untracked.iter())
+        .filter(|p| foreign.contains(p))
+        .cloned()
+        .collect();
+    in_the_way.extend(checkout::untracked_in_the_way(&killed, &foreign_untracked));
     if !in_the_way.is_empty() {
         return Err(Error::refused(format!(
             "untracked files in {} would be overwritten: {}",

@@ -17,12 +17,16 @@ use crate::store::Store;
 
 mod cached_trees;
 use cached_trees::move_cached_trees;
+mod journal;
+pub use journal::{killed_move, Journal};
 
 /// Which of `paths` (the worktree's changes against its index) are not what an interrupted
 /// move from `old` to `new` leaves behind: foreign, someone's work. A leftover is a path the
 /// move touches that holds the old content, the new content, nothing, or the start of the new
 /// content (gix writes a file in place, so a kill mid-write leaves it truncated): finishing
-/// the move loses nobody's work. Every other change is foreign.
+/// the move loses nobody's work. So is a leftover of the move a killed process left from the
+/// same files toward another tree ([`killed_move`]): the next move puts those files back
+/// first. Every other change is foreign.
 pub fn foreign_to_move(
     store: &Store,
     path: &Path,
@@ -30,16 +34,38 @@ pub fn foreign_to_move(
     new: gix::ObjectId,
     paths: &[String],
 ) -> Result<Vec<String>> {
-    let mut foreign = Vec::new();
     if paths.is_empty() {
-        return Ok(foreign);
+        return Ok(Vec::new());
     }
-    let wrepo = crate::store::repo::open_path(path)?;
-    let repo = &wrepo;
+    let repo = crate::store::repo::open_path(path)?;
+    let trees = (store.tree_of(old)?, store.tree_of(new)?);
+    let foreign = foreign_to_trees(&repo, path, trees, paths)?;
+    match killed_move_from(path, trees) {
+        Some(killed) if !foreign.is_empty() => foreign_to_trees(&repo, path, killed, &foreign),
+        _ => Ok(foreign),
+    }
+}
+
+/// The move a killed process left in the worktree at `path` from the same files as a move
+/// `(old, new)` (trees), toward another tree: the one the next move puts back first.
+pub fn killed_move_from(
+    path: &Path,
+    (old, new): (gix::ObjectId, gix::ObjectId),
+) -> Option<(gix::ObjectId, gix::ObjectId)> {
+    killed_move(path).filter(|&(o, n)| o == old && n != new)
+}
+
+/// [`foreign_to_move`] for a move between two trees.
+fn foreign_to_trees(
+    repo: &gix::Repository,
+    path: &Path,
+    (old_tree, new_tree): (gix::ObjectId, gix::ObjectId),
+    paths: &[String],
+) -> Result<Vec<String>> {
+    let mut foreign = Vec::new();
     let (mut pipeline, pipeline_index) = repo
         .filter_pipeline(None)
         .context(|| "could not set up the to-git filters".into())?;
-    let (old_tree, new_tree) = (store.tree_of(old)?, store.tree_of(new)?);
     let index_entry =
         |e: Option<TreeEntry>| e.map(|(mode, id)| (id, gix::index::entry::Mode::from(mode)));
     let moved: std::collections::HashMap<BString, _> = tree_changes(repo, old_tree, new_tree)?
@@ -259,7 +285,7 @@ pub fn restore_worktree(
     let moved = remove_deleted(&workdir, &changes)
         .and_then(|()| write_changed(&repo, &workdir, &changes, path, files_tree));
     if let Err(e) = moved {
-        return Err(move_back(path, files_tree, from_tree, e));
+        return Err(move_back(path, files_tree, from_tree, e).unwrap_or_else(|e| e));
     }
     let differ: std::collections::HashSet<BString> = tree_changes(&repo, index_tree, files_tree)?
         .into_iter()
@@ -351,7 +377,11 @@ pub fn refuse_unmovable(
 /// Move the worktree at `path` (index and files) from `old_tree` to `new_tree`. On failure
 /// every file touched is put back (the index is written last, so it still describes the old
 /// tree) and the error is returned.
-pub fn move_worktree(path: &Path, old_tree: gix::ObjectId, new_tree: gix::ObjectId) -> Result<()> {
+pub fn move_worktree(
+    path: &Path,
+    old_tree: gix::ObjectId,
+    new_tree: gix::ObjectId,
+) -> Result<Journal> {
     move_worktree_read(path, (old_tree, new_tree), None)
 }
 
@@ -363,24 +393,39 @@ pub fn move_worktree_read(
     path: &Path,
     (old_tree, new_tree): (gix::ObjectId, gix::ObjectId),
     read: Option<&gix::index::File>,
-) -> Result<()> {
+) -> Result<Journal> {
+    let mut read = read;
+    // A move a killed process left from the same files toward another tree: its files are put
+    // back first (its journal stays until that is done), then this move is made.
+    if let Some((o, n)) = killed_move_from(path, (old_tree, new_tree)) {
+        try_move(path, n, o, Index::Write { read })?;
+        read = None;
+    }
+    let journal = journal::begin(path, old_tree, new_tree)?;
     match try_move(path, old_tree, new_tree, Index::Write { read }) {
-        Ok(()) => Ok(()),
-        Err(e) => Err(move_back(path, new_tree, old_tree, e)),
+        Ok(()) => Ok(journal),
+        Err(e) => match move_back(path, new_tree, old_tree, e) {
+            Ok(failed) => Err(failed),
+            // Half-way, and the journal stays: the next move knows where these files were going.
+            Err(failed) => {
+                std::mem::forget(journal);
+                Err(failed)
+            }
+        },
     }
 }
 
-/// After `failed`, put back the files a move from `old_tree` to `new_tree` touched; the error
-/// to return, which says so when putting them back failed too.
+/// After `failed`, put back the files a move from `old_tree` to `new_tree` touched: the error
+/// to return, as `Err` (saying so) when putting them back failed too.
 fn move_back(
     path: &Path,
     new_tree: gix::ObjectId,
     old_tree: gix::ObjectId,
     failed: Error,
-) -> Error {
+) -> std::result::Result<Error, Error> {
     match try_move(path, new_tree, old_tree, Index::Leave) {
-        Ok(()) => failed,
-        Err(undo) => Error::internal(format!(
+        Ok(()) => Ok(failed),
+        Err(undo) => Err(Error::internal(format!(
             "{}; moving {} back to {old_tree} failed too: {}",
             failed.message,
             path.display(),
@@ -389,7 +434,7 @@ fn move_back(
         .hint(format!(
             "inspect {} with `git status` and restore it with `git checkout -f`",
             path.display()
-        )),
+        ))),
     }
 }
 
@@ -775,7 +820,7 @@ mod tests {
         );
 
         let tree = |spec: &str| rev(home, &path, &format!("{spec}^{{tree}}"));
-        super::move_worktree(&path, tree("old"), tree("new")).expect("moved");
+        let _ = super::move_worktree(&path, tree("old"), tree("new")).expect("moved");
         assert_eq!(check_cached_trees(home, &path, "new"), 4);
         // git trusts them: writing the index's tree writes exactly the new tree.
         let out = crate::store::test_git_command(home, &path, &["write-tree"])
@@ -786,7 +831,7 @@ mod tests {
             tree("new").to_string()
         );
 
-        super::move_worktree(&path, tree("new"), tree("newer")).expect("moved");
+        let _ = super::move_worktree(&path, tree("new"), tree("newer")).expect("moved");
         let index = crate::store::repo::open_path(&path)
             .expect("open")
             .open_index()
@@ -829,14 +874,16 @@ mod tests {
         let mut same = read();
         let b = same.entry_index_by_path("b".into()).expect("b");
         same.entries_mut()[b].flags |= gix::index::entry::Flags::ASSUME_VALID;
-        super::move_worktree_read(&path, (tree("old"), tree("new")), Some(&same)).expect("moved");
+        let _ = super::move_worktree_read(&path, (tree("old"), tree("new")), Some(&same))
+            .expect("moved");
         assert_eq!(ls(), "H a\nh b\n");
 
         // Written meanwhile: read again, and the entry added meanwhile is kept.
         let stale = read();
         write("c", "c");
         git(home, &path, &["add", "c"]);
-        super::move_worktree_read(&path, (tree("new"), tree("old")), Some(&stale)).expect("moved");
+        let _ = super::move_worktree_read(&path, (tree("new"), tree("old")), Some(&stale))
+            .expect("moved");
         assert_eq!(ls(), "H a\nh b\nH c\n");
     }
 }
