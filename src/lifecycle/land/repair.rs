@@ -112,27 +112,12 @@ pub fn finish_interrupted(
     // files to the landed commit's, while the transaction's locks are held.
     let moves = worktree_moves(store, &rec.branch, head, landed)?;
     let prepared = tx::prepare(store, &edits).map_err(|e| e.into_error())?;
-    let mut done: Vec<&(std::path::PathBuf, gix::ObjectId, gix::ObjectId)> = Vec::new();
-    let mut journals = Vec::new();
-    for m in &moves {
-        match checkout::move_worktree(&m.0, m.1, m.2) {
-            Ok(journal) => journals.push(journal),
-            Err(e) => {
-                for d in done.iter().rev() {
-                    let _ = checkout::move_worktree(&d.0, d.2, d.1);
-                }
-                return Err(e);
-            }
-        }
-        done.push(m);
-    }
+    let moved = checkout::move_all(&moves)?;
     if let Err(e) = prepared.commit(store) {
-        for d in done.iter().rev() {
-            let _ = checkout::move_worktree(&d.0, d.2, d.1);
-        }
+        moved.undo();
         return Err(e.into_error());
     }
-    drop(journals);
+    drop(moved);
     Ok(Some(RunLanding {
         run_id: rec.run_id.clone(),
         result: Landing::AlreadyLanded,
@@ -220,7 +205,7 @@ fn worktree_moves(
     branch: &str,
     head: gix::ObjectId,
     landed: gix::ObjectId,
-) -> Result<Vec<(std::path::PathBuf, gix::ObjectId, gix::ObjectId)>> {
+) -> Result<Vec<checkout::FileMove>> {
     if head == landed {
         return Ok(Vec::new());
     }

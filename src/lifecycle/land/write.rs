@@ -1,8 +1,6 @@
 //! Writing a settled stack: one compare-and-swap transaction for everything that lands, then
 //! the ledgers of the runs refused (conflicts, culprits), each compare-and-swap on its own.
 
-use std::path::PathBuf;
-
 use crate::error::Result;
 use crate::model::land::{LandAttempt, Restack};
 use crate::model::run::{Promotion, PromotionMode};
@@ -29,9 +27,6 @@ pub enum Written {
 
 /// Held by the landing write under way in this process.
 static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// A worktree whose files move with a branch: (path, old tree, new tree).
-type FileMove = (PathBuf, gix::ObjectId, gix::ObjectId);
 
 /// Land `settled.accepted` on `target` (at `tip`) in one transaction: the target to the top of
 /// the stack, each run branch to its restacked head, each ledger to `promoted`. A target or run
@@ -81,7 +76,7 @@ pub fn land_settled(
             .join(" ")
     );
     let mut edits = vec![Cas::update(target, Some(tip), top, &message)];
-    let mut moves: Vec<FileMove> = Vec::new();
+    let mut moves: Vec<checkout::FileMove> = Vec::new();
     if let Some(path) = target_worktree {
         moves.push((path, store.tree_of(tip)?, store.tree_of(top)?));
     }
@@ -116,23 +111,12 @@ pub fn land_settled(
         Ok(p) => p,
         Err(e) => return lost(e),
     };
-    let mut done: Vec<&FileMove> = Vec::new();
-    let mut journals = Vec::new();
-    for m in &moves {
-        match checkout::move_worktree(&m.0, m.1, m.2) {
-            Ok(journal) => journals.push(journal),
-            Err(e) => {
-                undo(&done);
-                return Err(e);
-            }
-        }
-        done.push(m);
-    }
+    let moved = checkout::move_all(&moves)?;
     if let Err(e) = prepared.commit(store) {
-        undo(&done);
+        moved.undo();
         return lost(e);
     }
-    drop(journals);
+    drop(moved);
     Ok(Written::Landed { mode })
 }
 
@@ -144,16 +128,9 @@ fn lost(e: TxError) -> Result<Written> {
     }
 }
 
-/// Put moved files back (best effort: the transaction did not land).
-fn undo(done: &[&FileMove]) {
-    for m in done.iter().rev() {
-        let _ = checkout::move_worktree(&m.0, m.2, m.1);
-    }
-}
-
 /// The run's own worktrees (clean, at its old head) move with its branch, so they do not show
 /// the restack as uncommitted changes.
-fn run_worktree_moves(store: &Store, s: &Stacked) -> Result<Vec<FileMove>> {
+fn run_worktree_moves(store: &Store, s: &Stacked) -> Result<Vec<checkout::FileMove>> {
     let c = &s.candidate;
     let mut out = Vec::new();
     for path in store.worktrees_of_branch(&c.ledger.record.branch)? {
