@@ -108,6 +108,20 @@ impl TestEnv {
         wt
     }
 
+    /// A repository whose `main` (checked out nowhere) requires `check` (`true`), and the runs
+    /// `ids` started from it, each committing `<id>.txt`, finished: ready to land.
+    pub fn runs_to_land(check: &str, ids: &[&str]) -> Self {
+        let t = TestEnv::ref_only();
+        t.git(&["switch", "-q", "main"]).ok();
+        t.commit_policy(&policy(&[(check, &["true"])]));
+        t.git(&["switch", "-q", "elsewhere"]).ok();
+        for id in ids {
+            t.started_run(id, &format!("{id}.txt"));
+            t.tab(&["finish", id]).ok();
+        }
+        t
+    }
+
     /// Start `id` from `main` (task `t`) and commit `file` saying `<id>`; its worktree.
     pub fn started_run(&self, id: &str, file: &str) -> PathBuf {
         self.tab(&["start", id, "--task", "t", "--base", "main"])

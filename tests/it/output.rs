@@ -305,14 +305,7 @@ fn a_terminal_gets_live_output_under_a_status_line_and_colour() {
 
 #[test]
 fn land_and_loop_show_their_checks_and_the_agent_running() {
-    let t = TestEnv::ref_only();
-    t.git(&["switch", "-q", "main"]).ok();
-    t.commit_policy(&policy(&[("unit", &["true"])]));
-    t.git(&["switch", "-q", "elsewhere"]).ok();
-    for id in ["a", "b"] {
-        t.started_run(id, &format!("{id}.txt"));
-        t.tab(&["finish", id]).ok();
-    }
+    let t = TestEnv::runs_to_land("unit", &["a", "b"]);
     t.tab(&["land", "a"]).ok();
     // `b`, replayed onto `a`, is a new tree: its check runs in the scratch worktree.
     let r = t.tab(&["land", "b"]);

@@ -378,3 +378,33 @@ fn beside_leftovers_of_a_killed_move_only_foreign_paths_are_named() {
     assert!(!message.contains("keep.txt"), "{}", r.desc);
     assert_eq!(before, t.snapshot());
 }
+
+/// A landing killed after its transaction, before it noted the verification summary of the new
+/// tip (its notes ref's lock left behind): `land` again lands nothing, names the lock in its
+/// summary warning, and once the lock is removed writes the summary the killed one left out.
+#[test]
+fn a_landing_killed_before_its_summary_has_it_written_by_landing_again() {
+    let t = TestEnv::runs_to_land("ok", &["r1", "r2"]);
+    t.tab(&["land", "r1", "r2"]).ok();
+    let tip = t.git_out(&["rev-parse", "main"]);
+    let summary = ["notes", "--ref", "tabellio/vsa", "show", tip.as_str()];
+    t.git(&summary).ok();
+    // What the kill left: no summary on the tip, and the lock the summary's write took.
+    t.git(&["notes", "--ref", "tabellio/vsa", "remove", &tip])
+        .ok();
+    let lock = t.repo.join(".git/refs/notes/tabellio/vsa.lock");
+    write_file(&lock, "");
+    let refs = t.snapshot();
+    let (code, j) = t.tab_json(&["land", "r1", "r2"]);
+    assert_eq!(code, 0, "{j}");
+    let warning = j["summary_warning"].as_str().unwrap_or_default();
+    assert!(warning.contains(lock.to_str().unwrap()), "{j}");
+    assert_eq!(t.snapshot(), refs);
+    std::fs::remove_file(&lock).unwrap();
+    let (code, j) = t.tab_json(&["land", "r1", "r2"]);
+    assert_eq!(code, 0, "{j}");
+    assert!(j.get("summary_warning").is_none(), "{j}");
+    t.git(&summary).ok();
+    assert_eq!(t.git_out(&["rev-parse", "main"]), tip);
+    t.fsck();
+}

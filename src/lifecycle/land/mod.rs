@@ -310,10 +310,14 @@ fn note_summary_of(store: &Store, opts: &LandOptions, outcome: &mut LandOutcome)
     let (Some(old), Some(new)) = (&outcome.old, &outcome.new) else {
         return Ok(());
     };
-    if old == new {
-        return Ok(());
-    }
-    let (old, new) = (store.parse_oid(old)?, store.parse_oid(new)?);
+    let (old, new) = if old == new {
+        match left_unsummarised(store, outcome)? {
+            Some(landing) => landing,
+            None => return Ok(()),
+        }
+    } else {
+        (store.parse_oid(old)?, store.parse_oid(new)?)
+    };
     let key = opts.sign_key.as_deref();
     let target = &outcome.target;
     let written = match &opts.remote {
@@ -322,6 +326,34 @@ fn note_summary_of(store: &Store, opts: &LandOptions, outcome: &mut LandOutcome)
     };
     outcome.summary_warning = written.err().map(|e| e.message);
     Ok(())
+}
+
+/// A landing killed after its transaction and before its summary: the target's tip is what a
+/// run named here (already landed) landed it at, and the tip has no summary. Its `(old, new)`,
+/// for landing again to write the summary the killed one left out.
+fn left_unsummarised(
+    store: &Store,
+    outcome: &LandOutcome,
+) -> Result<Option<(gix::ObjectId, gix::ObjectId)>> {
+    let Some(tip) = outcome.new.as_deref() else {
+        return Ok(None);
+    };
+    for r in &outcome.runs {
+        if r.result != Landing::AlreadyLanded {
+            continue;
+        }
+        let Some(p) = store.find_ledger(&r.run_id)?.record.promotion else {
+            continue;
+        };
+        if p.target == outcome.target && p.new == tip && p.old != p.new {
+            let (old, new) = (store.parse_oid(&p.old)?, store.parse_oid(&p.new)?);
+            if store.note_lines(crate::store::notes::VSA, new)?.is_empty() {
+                return Ok(Some((old, new)));
+            }
+            return Ok(None);
+        }
+    }
+    Ok(None)
 }
 
 /// Validate and land here: the checks run in this process, signed by its key.

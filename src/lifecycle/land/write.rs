@@ -128,8 +128,8 @@ fn lost(e: TxError) -> Result<Written> {
     }
 }
 
-/// The run's own worktrees (clean, at its old head) move with its branch, so they do not show
-/// the restack as uncommitted changes.
+/// The run's own worktrees (clean, at its old head, or holding only what a killed move of
+/// theirs left) move with its branch, so they do not show the restack as uncommitted changes.
 fn run_worktree_moves(store: &Store, s: &Stacked) -> Result<Vec<checkout::FileMove>> {
     let c = &s.candidate;
     let mut out = Vec::new();
@@ -140,7 +140,18 @@ fn run_worktree_moves(store: &Store, s: &Stacked) -> Result<Vec<checkout::FileMo
         // A lock a killed landing left while it moved this worktree is named, not stepped over.
         checkout::refuse_index_lock(store, &path)?;
         let ws = store.inspect(&path)?;
-        if ws.is_clean() && ws.head == Some(c.head) {
+        if ws.head != Some(c.head) {
+            continue;
+        }
+        // What a landing killed while it moved this worktree left (toward this restack or
+        // another) is not someone's work: the move puts it back first.
+        let left_by_a_kill = || -> Result<bool> {
+            let mut touched = ws.changed.clone();
+            touched.extend(ws.untracked.iter().cloned());
+            Ok(checkout::killed_move(&path).is_some()
+                && checkout::foreign_to_move(store, &path, c.head, s.head, &touched)?.is_empty())
+        };
+        if ws.is_clean() || left_by_a_kill()? {
             out.push((path, store.tree_of(c.head)?, store.tree_of(s.head)?));
         }
     }
