@@ -73,7 +73,7 @@ pub fn promote(env: &Env, opts: &PromoteOptions<'_>) -> Result<PromoteOutcome> {
             summary_warning: None,
         });
     }
-    let plan = plan(store, ledger)?;
+    let mut plan = plan(store, ledger)?;
     let mode = if plan.target_worktree.is_some() {
         PromotionMode::Worktree
     } else {
@@ -150,7 +150,8 @@ pub fn promote(env: &Env, opts: &PromoteOptions<'_>) -> Result<PromoteOutcome> {
             // in between, and a failure rolls both the files and the transaction back.
             let prepared = tx::prepare(store, &edits).map_err(|e| e.into_error())?;
             let (old_tree, new_tree) = (store.tree_of(plan.base)?, store.tree_of(plan.validated)?);
-            let read = plan.target_index.as_deref().map(|i| &**i);
+            // The index as checked, taken rather than copied (20,000 entries are a 2 MB copy).
+            let read = plan.target_index.take().map(|i| i.into_owned_or_cloned());
             let journal = checkout::move_worktree_read(path, (old_tree, new_tree), read)?;
             if let Err(e) = prepared.commit(store) {
                 let _ = checkout::move_worktree(path, new_tree, old_tree);

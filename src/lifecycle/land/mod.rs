@@ -328,9 +328,10 @@ fn note_summary_of(store: &Store, opts: &LandOptions, outcome: &mut LandOutcome)
     Ok(())
 }
 
-/// A landing killed after its transaction and before its summary: the target's tip is what a
-/// run named here (already landed) landed it at, and the tip has no summary. Its `(old, new)`,
-/// for landing again to write the summary the killed one left out.
+/// A landing killed after its transaction and before its summary: the target's tip has no
+/// summary, and a run's ledger records the landing (or promotion) that moved the target there
+/// (a run named here first, else any run's). Its `(old, new)`, for landing again to write the
+/// summary the killed one left out.
 fn left_unsummarised(
     store: &Store,
     outcome: &LandOutcome,
@@ -338,19 +339,26 @@ fn left_unsummarised(
     let Some(tip) = outcome.new.as_deref() else {
         return Ok(None);
     };
-    for r in &outcome.runs {
-        if r.result != Landing::AlreadyLanded {
+    if !store
+        .note_lines(crate::store::notes::VSA, store.parse_oid(tip)?)?
+        .is_empty()
+    {
+        return Ok(None);
+    }
+    let named = (outcome.runs.iter())
+        .filter(|r| r.result == Landing::AlreadyLanded)
+        .map(|r| r.run_id.clone());
+    let others = store.list_ledgers()?.into_iter().map(|(id, _)| id);
+    for id in named.chain(others) {
+        // An unreadable ledger (a newer schema) records nothing this can use.
+        let Ok(Some(ledger)) = store.try_find_ledger(&id) else {
             continue;
-        }
-        let Some(p) = store.find_ledger(&r.run_id)?.record.promotion else {
+        };
+        let Some(p) = ledger.record.promotion else {
             continue;
         };
         if p.target == outcome.target && p.new == tip && p.old != p.new {
-            let (old, new) = (store.parse_oid(&p.old)?, store.parse_oid(&p.new)?);
-            if store.note_lines(crate::store::notes::VSA, new)?.is_empty() {
-                return Ok(Some((old, new)));
-            }
-            return Ok(None);
+            return Ok(Some((store.parse_oid(&p.old)?, store.parse_oid(&p.new)?)));
         }
     }
     Ok(None)

@@ -186,16 +186,16 @@ pub fn move_all(moves: &[FileMove]) -> Result<Moved<'_>> {
 pub fn move_worktree_read(
     path: &Path,
     (old_tree, new_tree): (gix::ObjectId, gix::ObjectId),
-    read: Option<&gix::index::File>,
+    mut read: Option<gix::index::File>,
 ) -> Result<Journal> {
-    let mut read = read;
     // A move a killed process left from the same files toward another tree: its files are put
     // back first (its journal stays until that is done), then this move is made.
     if let Some((o, n)) = killed_move_from(path, (old_tree, new_tree)) {
+        let read = read.take().map(Box::new);
         try_move(path, n, o, Index::Write { read })?;
-        read = None;
     }
     let journal = journal::begin(path, old_tree, new_tree)?;
+    let read = read.map(Box::new);
     match try_move(path, old_tree, new_tree, Index::Write { read }) {
         Ok(()) => Ok(journal),
         Err(e) => match move_back(path, new_tree, old_tree, e) {
@@ -247,13 +247,12 @@ pub fn write_files(path: &Path, old_tree: gix::ObjectId, new_tree: gix::ObjectId
 }
 
 /// What a move does with the worktree's index.
-#[derive(Clone, Copy)]
-enum Index<'a> {
+enum Index {
     /// Left as it is (the files alone move).
     Leave,
     /// Edited for the moved paths, from `read` (the index as read before) when the file is
     /// still that one.
-    Write { read: Option<&'a gix::index::File> },
+    Write { read: Option<Box<gix::index::File>> },
 }
 
 /// Move the files of the worktree at `path` from `old_tree` to `new_tree`, and its index as
@@ -262,7 +261,7 @@ fn try_move(
     path: &Path,
     old_tree: gix::ObjectId,
     new_tree: gix::ObjectId,
-    index: Index<'_>,
+    index: Index,
 ) -> Result<()> {
     let repo = crate::store::repo::open_path(path)?;
     let workdir = crate::store::repo::workdir_of(&repo, path)?;
@@ -439,7 +438,7 @@ fn update_index(
     (old_tree, new_tree): (gix::ObjectId, gix::ObjectId),
     changes: &[PathChange],
     written: &Written,
-    (lock, read): (gix::lock::File, Option<&gix::index::File>),
+    (lock, read): (gix::lock::File, Option<Box<gix::index::File>>),
 ) -> Result<()> {
     // The index as it is (it describes the old tree: promote refused tracked changes, and it is
     // written last), edited for the paths that moved: their entries dropped, the new ones added
@@ -447,7 +446,7 @@ fn update_index(
     // flags (assume-unchanged stays set). The cached trees are brought to the new tree where
     // they can be ([`move_cached_trees`]), else dropped: git rebuilds them.
     let mut index = if let Some(read) = read.filter(|r| is_the_file(&repo.index_path(), r)) {
-        read.clone()
+        *read
     } else if repo.index_path().exists() {
         crate::store::worktree::read_index(repo)?
     } else {
@@ -668,7 +667,7 @@ mod tests {
         let mut same = read();
         let b = same.entry_index_by_path("b".into()).expect("b");
         same.entries_mut()[b].flags |= gix::index::entry::Flags::ASSUME_VALID;
-        let _ = super::move_worktree_read(&path, (tree("old"), tree("new")), Some(&same))
+        let _ = super::move_worktree_read(&path, (tree("old"), tree("new")), Some(same))
             .expect("moved");
         assert_eq!(ls(), "H a\nh b\n");
 
@@ -676,7 +675,7 @@ mod tests {
         let stale = read();
         write("c", "c");
         git(home, &path, &["add", "c"]);
-        let _ = super::move_worktree_read(&path, (tree("new"), tree("old")), Some(&stale))
+        let _ = super::move_worktree_read(&path, (tree("new"), tree("old")), Some(stale))
             .expect("moved");
         assert_eq!(ls(), "H a\nh b\nH c\n");
     }
