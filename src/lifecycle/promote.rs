@@ -57,21 +57,7 @@ pub fn promote(env: &Env, opts: &PromoteOptions<'_>) -> Result<PromoteOutcome> {
     let ledger = resolve_run(env, run)?;
     let workspace = crate::run::run_workspace(store, &ledger)?;
     if ledger.record.state == RunState::Promoted {
-        let p = ledger.record.promotion.clone();
-        return Ok(PromoteOutcome {
-            target: p
-                .as_ref()
-                .map_or(ledger.record.base.reference.clone(), |p| p.target.clone()),
-            old: p.as_ref().map_or_else(String::new, |p| p.old.clone()),
-            new: p.as_ref().map_or_else(String::new, |p| p.new.clone()),
-            mode: p.as_ref().map_or(PromotionMode::Ref, |p| p.mode),
-            run: ledger.record,
-            workspace,
-            target_worktree: None,
-            dry_run,
-            already_promoted: true,
-            summary_warning: None,
-        });
+        return already_promoted(store, ledger, workspace, dry_run);
     }
     let mut plan = plan(store, ledger)?;
     let mode = if plan.target_worktree.is_some() {
@@ -166,5 +152,40 @@ pub fn promote(env: &Env, opts: &PromoteOptions<'_>) -> Result<PromoteOutcome> {
             .err()
             .map(|e| e.message),
         ..outcome(next)
+    })
+}
+
+/// The outcome of promoting run `ledger`, promoted before. A promotion killed between its move
+/// and its summary notes the summary now (not in a dry run).
+fn already_promoted(
+    store: &crate::store::Store,
+    ledger: crate::store::ledger::Ledger,
+    workspace: Option<PathBuf>,
+    dry_run: bool,
+) -> Result<PromoteOutcome> {
+    let p = ledger.record.promotion.clone();
+    let unsummarised = match &p {
+        Some(p) if !dry_run => crate::run::vsa::unsummarised(store, p)?,
+        _ => None,
+    };
+    let summary_warning = match (&p, unsummarised) {
+        (Some(p), Some(moved)) => crate::run::vsa::note_summary(store, &p.target, moved, None)
+            .err()
+            .map(|e| e.message),
+        _ => None,
+    };
+    Ok(PromoteOutcome {
+        target: p
+            .as_ref()
+            .map_or(ledger.record.base.reference.clone(), |p| p.target.clone()),
+        old: p.as_ref().map_or_else(String::new, |p| p.old.clone()),
+        new: p.as_ref().map_or_else(String::new, |p| p.new.clone()),
+        mode: p.as_ref().map_or(PromotionMode::Ref, |p| p.mode),
+        run: ledger.record,
+        workspace,
+        target_worktree: None,
+        dry_run,
+        already_promoted: true,
+        summary_warning,
     })
 }

@@ -88,6 +88,20 @@ pub fn levels(
     levels
 }
 
+/// The `(old, new)` of promotion `p` when its target still holds `new` and `new` has no
+/// summary: a promotion or landing killed between its move and its summary, whose summary is
+/// noted when it is asked for again.
+pub fn unsummarised(
+    store: &Store,
+    p: &crate::model::run::Promotion,
+) -> Result<Option<(gix::ObjectId, gix::ObjectId)>> {
+    let (old, new) = (store.parse_oid(&p.old)?, store.parse_oid(&p.new)?);
+    if old == new || store.ref_target(&p.target)? != Some(new) {
+        return Ok(None);
+    }
+    Ok(store.note_lines(VSA, new)?.is_empty().then_some((old, new)))
+}
+
 /// Note the summary of `tip` (signed with `key_file`, else git's signing key, when one is
 /// configured and usable). Nothing is noted when the evidence does not pass.
 pub fn note_summary(

@@ -410,3 +410,25 @@ fn a_landing_killed_before_its_summary_has_it_written_by_landing_again() {
     assert_eq!(t.git_out(&["rev-parse", "main"]), tip);
     t.fsck();
 }
+
+/// A promotion killed after its transaction, before it noted the summary of the commit it moved
+/// the target to: `promote` again reports the run promoted and notes the summary.
+#[test]
+fn a_promotion_killed_before_its_summary_has_it_written_by_promoting_again() {
+    let t = TestEnv::runs_to_land("ok", &["r1"]);
+    t.tab(&["promote", "r1"]).ok();
+    let tip = t.git_out(&["rev-parse", "main"]);
+    let summary = ["notes", "--ref", "tabellio/vsa", "show", tip.as_str()];
+    t.git(&summary).ok();
+    t.git(&["notes", "--ref", "tabellio/vsa", "remove", &tip])
+        .ok();
+    let (code, j) = t.tab_json(&["promote", "r1", "--dry-run"]);
+    assert_eq!(code, 0, "{j}");
+    assert!(t.git(&summary).code != 0, "a dry run wrote the summary");
+    let (code, j) = t.tab_json(&["promote", "r1"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["already_promoted"], true, "{j}");
+    t.git(&summary).ok();
+    assert_eq!(t.git_out(&["rev-parse", "main"]), tip);
+    t.fsck();
+}

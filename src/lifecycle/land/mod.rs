@@ -357,8 +357,8 @@ fn left_unsummarised(
         let Some(p) = ledger.record.promotion else {
             continue;
         };
-        if p.target == outcome.target && p.new == tip && p.old != p.new {
-            return Ok(Some((store.parse_oid(&p.old)?, store.parse_oid(&p.new)?)));
+        if p.target == outcome.target && p.new == tip {
+            return crate::run::vsa::unsummarised(store, &p);
         }
     }
     Ok(None)
