@@ -564,15 +564,7 @@ mod tests {
     fn a_worktree_shares_the_stores_object_database() {
         let dir = tempfile::tempdir().expect("temp dir");
         let home = dir.path();
-        let ours = repo(home, "ours");
-        let theirs = repo(home, "theirs");
-        git(home, &ours, &["worktree", "add", "-q", "-b", "w", "../wt"]);
-        git(
-            home,
-            &theirs,
-            &["worktree", "add", "-q", "-b", "w", "../foreign"],
-        );
-        let store = Store::open(&ours).expect("open");
+        let store = Store::open(&ours_and_theirs(home)).expect("open");
         let db = |r: &gix::Repository| -> *const gix::odb::Store { r.objects.store_ref() };
         let wt = store.worktree_repo(&home.join("wt")).expect("wt");
         assert_eq!(db(&wt), db(&store.repo));
@@ -580,10 +572,9 @@ mod tests {
         assert_ne!(db(&foreign), db(&store.repo));
     }
 
-    #[test]
-    fn worktree_heads_are_read_from_our_admin_files_only() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let home = dir.path();
+    /// Under `home`: our repository, with worktrees `wt` (branch `w`) and `detached`, and
+    /// another repository with its worktree `foreign`. Ours.
+    fn ours_and_theirs(home: &Path) -> std::path::PathBuf {
         let ours = repo(home, "ours");
         let theirs = repo(home, "theirs");
         git(home, &ours, &["worktree", "add", "-q", "-b", "w", "../wt"]);
@@ -597,6 +588,14 @@ mod tests {
             &theirs,
             &["worktree", "add", "-q", "-b", "w", "../foreign"],
         );
+        ours
+    }
+
+    #[test]
+    fn worktree_heads_are_read_from_our_admin_files_only() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path();
+        let ours = ours_and_theirs(home);
         let store = Store::open(&ours).expect("open");
 
         assert_eq!(
