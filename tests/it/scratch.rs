@@ -79,3 +79,33 @@ fn a_registration_left_without_its_checkout_by_a_killed_validate_is_swept() {
     assert_no_scratch_left(&t);
     t.fsck();
 }
+
+/// A landing killed while it removed its validations' worktrees leaves one behind: the next
+/// `land`, with nothing to validate or land, removes it.
+#[test]
+fn a_land_with_nothing_to_validate_sweeps_what_a_killed_landing_left() {
+    let t = TestEnv::runs_to_land("ok", &["r1"]);
+    t.tab(&["land", "r1"]).ok();
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    let scratch = t
+        .repo
+        .join(".git/tabellio/tmp")
+        .join(format!("validate-{pid}-0"));
+    t.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        scratch.to_str().unwrap(),
+        "main",
+    ])
+    .ok();
+    assert_eq!(scratch_registrations(&t).len(), 1);
+    let (code, j) = t.tab_json(&["land", "r1"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["runs"][0]["result"], "already_landed", "{j}");
+    assert_no_scratch_left(&t);
+    t.fsck();
+}

@@ -289,6 +289,9 @@ pub fn land(env: &Env, opts: &LandOptions) -> Result<LandOutcome> {
         }
     }
     note_summary_of(store, opts, &mut outcome)?;
+    // What a landing killed while it removed its validations' worktrees left is removed by the
+    // next one, also one with nothing to validate (each validation sweeps before it starts).
+    crate::store::scratch::sweep_stale(store);
     if opts.remote.is_none() {
         let on_refuse = crate::store::policy::land_at(store, &target)?.on_refuse;
         if opts.reopen || on_refuse == Some(crate::model::policy::OnRefuse::Reopen) {
