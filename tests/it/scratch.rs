@@ -63,16 +63,7 @@ fn a_registration_left_without_its_checkout_by_a_killed_validate_is_swept() {
     let t = TestEnv::new();
     // What a validate killed after its check deleted the checkout leaves: a registration whose
     // checkout is gone, named for a process that no longer exists.
-    let mut child = std::process::Command::new("true").spawn().unwrap();
-    let pid = child.id();
-    child.wait().unwrap();
-    let scratch = t
-        .repo
-        .join(".git/tabellio/tmp")
-        .join(format!("validate-{pid}-0"));
-    let spot = scratch.to_str().unwrap();
-    t.git(&["worktree", "add", "-q", "--detach", spot, "HEAD"])
-        .ok();
+    let scratch = orphan_scratch(&t, "HEAD");
     std::fs::remove_dir_all(&scratch).unwrap();
     assert_eq!(scratch_registrations(&t).len(), 1);
     t.tab(&["validate", "--", "true"]).ok();
@@ -86,6 +77,18 @@ fn a_registration_left_without_its_checkout_by_a_killed_validate_is_swept() {
 fn a_land_with_nothing_to_validate_sweeps_what_a_killed_landing_left() {
     let t = TestEnv::runs_to_land("ok", &["r1"]);
     t.tab(&["land", "r1"]).ok();
+    orphan_scratch(&t, "main");
+    assert_eq!(scratch_registrations(&t).len(), 1);
+    let (code, j) = t.tab_json(&["land", "r1"]);
+    assert_eq!(code, 0, "{j}");
+    assert_eq!(j["runs"][0]["result"], "already_landed", "{j}");
+    assert_no_scratch_left(&t);
+    t.fsck();
+}
+
+/// A validation worktree at `rev` as a killed process leaves it: named for a process that no
+/// longer exists. Its path.
+fn orphan_scratch(t: &TestEnv, rev: &str) -> std::path::PathBuf {
     let mut child = std::process::Command::new("true").spawn().unwrap();
     let pid = child.id();
     child.wait().unwrap();
@@ -93,19 +96,8 @@ fn a_land_with_nothing_to_validate_sweeps_what_a_killed_landing_left() {
         .repo
         .join(".git/tabellio/tmp")
         .join(format!("validate-{pid}-0"));
-    t.git(&[
-        "worktree",
-        "add",
-        "-q",
-        "--detach",
-        scratch.to_str().unwrap(),
-        "main",
-    ])
-    .ok();
-    assert_eq!(scratch_registrations(&t).len(), 1);
-    let (code, j) = t.tab_json(&["land", "r1"]);
-    assert_eq!(code, 0, "{j}");
-    assert_eq!(j["runs"][0]["result"], "already_landed", "{j}");
-    assert_no_scratch_left(&t);
-    t.fsck();
+    let spot = scratch.to_str().unwrap();
+    t.git(&["worktree", "add", "-q", "--detach", spot, rev])
+        .ok();
+    scratch
 }
