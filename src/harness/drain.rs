@@ -327,11 +327,9 @@ fn ledgers_on(
     target: &str,
 ) -> Result<Vec<(String, crate::store::ledger::Ledger)>> {
     let mut out = Vec::new();
-    for (id, _) in store.list_ledgers()? {
-        if let Ok(Some(ledger)) = store.try_find_ledger(&id) {
-            if ledger.record.base.reference == target {
-                out.push((id, ledger));
-            }
+    for ledger in store.readable_ledgers()? {
+        if ledger.record.base.reference == target {
+            out.push((ledger.record.run_id.clone(), ledger));
         }
     }
     Ok(out)

@@ -51,10 +51,7 @@ pub fn land_stats(env: &Env, target: &str) -> Result<LandStats> {
     let target = branch_ref(target);
     let mut waits: Vec<u64> = Vec::new();
     let mut heads: BTreeSet<String> = BTreeSet::new();
-    for (id, _) in store.list_ledgers()? {
-        let Ok(Some(ledger)) = store.try_find_ledger(&id) else {
-            continue;
-        };
+    for ledger in store.readable_ledgers()? {
         let rec = &ledger.record;
         if let Some(v) = &rec.validated {
             heads.insert(v.tree.clone());

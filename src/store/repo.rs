@@ -45,6 +45,9 @@ pub struct Store {
     pub(super) commit_trees: super::trees::CommitTrees,
     /// The delta bases of the objects read past the object cache ([`Store::read_blob`]).
     pub(super) read_once_deltas: super::objects::ReadOnceDeltas,
+    /// The records of the ledger commits this command has read (see
+    /// [`Store::read_ledger_record`]).
+    pub(super) ledger_records: super::ledger::Records,
 }
 
 /// The most memory the decoded-object cache of one open repository takes: enough for the trees
@@ -138,6 +141,7 @@ impl Store {
             note_trees: Default::default(),
             commit_trees: Default::default(),
             read_once_deltas: super::objects::ReadOnceDeltas::new(pack_cache),
+            ledger_records: Default::default(),
         })
     }
 

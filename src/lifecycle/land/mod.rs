@@ -348,15 +348,11 @@ fn left_unsummarised(
     {
         return Ok(None);
     }
+    // An unreadable ledger (a newer schema) records nothing this can use.
     let named = (outcome.runs.iter())
         .filter(|r| r.result == Landing::AlreadyLanded)
-        .map(|r| r.run_id.clone());
-    let others = store.list_ledgers()?.into_iter().map(|(id, _)| id);
-    for id in named.chain(others) {
-        // An unreadable ledger (a newer schema) records nothing this can use.
-        let Ok(Some(ledger)) = store.try_find_ledger(&id) else {
-            continue;
-        };
+        .filter_map(|r| store.try_find_ledger(&r.run_id).ok().flatten());
+    for ledger in named.chain(store.readable_ledgers()?) {
         let Some(p) = ledger.record.promotion else {
             continue;
         };

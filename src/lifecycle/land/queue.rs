@@ -210,10 +210,7 @@ fn resolve_one(store: &Store, target: &str, ledger: Ledger, queue: &mut Queue) -
 /// many, so `land` can say where they are instead of "nothing to land".
 pub fn waiting_elsewhere(store: &Store, target: &str) -> Result<Vec<(String, usize)>> {
     let mut out: Vec<(String, usize)> = Vec::new();
-    for (id, _) in store.list_ledgers()? {
-        let Ok(Some(ledger)) = store.try_find_ledger(&id) else {
-            continue;
-        };
+    for ledger in store.readable_ledgers()? {
         let rec = &ledger.record;
         if rec.state != RunState::Completed || rec.base.reference == target {
             continue;
@@ -315,11 +312,8 @@ fn completed_of<'s>(
         )));
     }
     let mut out = Vec::new();
-    for (id, _) in store.list_ledgers()? {
-        // One unreadable ledger (a newer schema) must not stop the queue.
-        let Ok(Some(ledger)) = store.try_find_ledger(&id) else {
-            continue;
-        };
+    // One unreadable ledger (a newer schema) must not stop the queue.
+    for ledger in store.readable_ledgers()? {
         if ledger.record.state == RunState::Completed && ledger.record.base.reference == target {
             out.push(ledger);
         }

@@ -120,9 +120,10 @@ fn overview(env: &Env) -> Result<Overview> {
     let store = &env.store;
     let mut by_state = std::collections::BTreeMap::new();
     let mut runs = Vec::new();
-    for (id, _) in store.list_ledgers()? {
-        match store.try_find_ledger(&id) {
-            Ok(Some(ledger)) => {
+    for (id, tip) in store.list_ledgers()? {
+        match store.read_ledger_record(&id, tip) {
+            Ok(record) => {
+                let ledger = crate::store::ledger::Ledger { tip, record };
                 let rec = &ledger.record;
                 *by_state.entry(rec.state.to_string()).or_insert(0) += 1;
                 if rec.state.is_terminal() {
@@ -141,7 +142,6 @@ fn overview(env: &Env) -> Result<Overview> {
                     },
                 ));
             }
-            Ok(None) => {}
             Err(e) => {
                 *by_state.entry("unreadable".into()).or_insert(0) += 1;
                 runs.push((

@@ -31,6 +31,13 @@ pub struct Ledger {
     pub record: RunRecord,
 }
 
+/// The record of each ledger commit a command has read, by commit (a commit never changes): a
+/// bare `land` looks at every run for its queue, then for the runs waiting on other targets.
+pub type Records = std::cell::RefCell<std::collections::HashMap<gix::ObjectId, RunRecord>>;
+
+/// The most ledger records one command remembers.
+const RECORDS: usize = 1 << 14;
+
 /// One transition in a ledger's history.
 #[derive(Debug, Clone)]
 pub struct Transition {
@@ -55,6 +62,11 @@ impl Store {
     /// A ledger ref that points at something other than a ledger commit (a blob, a tree, a commit
     /// without `run.json`) is refused (exit 3) naming the ref and how to repair it.
     pub fn read_ledger_record(&self, run_id: &str, tip: gix::ObjectId) -> Result<RunRecord> {
+        if let Some(record) = self.ledger_records.borrow().get(&tip) {
+            if record.run_id == run_id {
+                return Ok(record.clone());
+            }
+        }
         let name = ref_name(run_id);
         self.ensure_commit_ref(&name, tip, &ledger_repair(&name))?;
         let Some(record) = self.try_read_run_json(tip)? else {
@@ -72,6 +84,10 @@ impl Store {
                 "the ledger was edited by hand; {}",
                 ledger_repair(&name)
             )));
+        }
+        let mut known = self.ledger_records.borrow_mut();
+        if known.len() < RECORDS {
+            known.insert(tip, record.clone());
         }
         Ok(record)
     }
@@ -157,6 +173,16 @@ impl Store {
             .into_iter()
             .map(|(name, id)| (name[PREFIX.len()..].to_string(), id))
             .collect())
+    }
+
+    /// Every run's ledger at the tip [`Store::list_ledgers`] lists, leaving out a ledger that
+    /// cannot be read (a newer schema, a damaged ref): for a look across all runs that one
+    /// unreadable ledger must not stop, and that reports it elsewhere if at all.
+    pub fn readable_ledgers(&self) -> Result<impl Iterator<Item = Ledger> + '_> {
+        Ok(self.list_ledgers()?.into_iter().filter_map(|(id, tip)| {
+            let record = self.read_ledger_record(&id, tip).ok()?;
+            Some(Ledger { tip, record })
+        }))
     }
 
     /// The ledger's transitions, oldest first (first-parent chain).
