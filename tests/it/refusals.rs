@@ -167,6 +167,34 @@ fn a_ledger_naming_another_run_is_refused() {
     assert_eq!(list["unreadable"][0]["run_id"], "a");
 }
 
+/// `refs/tabellio/runs/b` pointing at run `a`'s ledger commit (a ref copied by hand): a
+/// command that reads both, `a` first, still refuses `b`'s as the ledger of another run.
+#[test]
+fn a_ledger_ref_copied_under_another_name_is_refused_after_the_real_one() {
+    let t = TestEnv::new();
+    t.completed_run("a", "a.txt");
+    let tip = t.git_out(&["rev-parse", "refs/tabellio/runs/a"]);
+    t.git(&["update-ref", "refs/tabellio/runs/b", &tip]).ok();
+    let (code, list) = t.tab_json(&["list"]);
+    assert_eq!(code, 0, "{list}");
+    assert_eq!(list["runs"][0]["run_id"], "a", "{list}");
+    assert_eq!(list["runs"].as_array().map(Vec::len), Some(1), "{list}");
+    assert_eq!(list["unreadable"][0]["run_id"], "b", "{list}");
+    let (_, status) = t.tab_json(&["status"]);
+    assert_eq!(status["by_state"]["unreadable"], 1, "{status}");
+    // A bare `land` reads every ledger for its queue and again for the runs waiting elsewhere:
+    // `b` is never taken for `a`.
+    let (code, landed) = t.tab_json(&["land"]);
+    assert_eq!(code, 0, "{landed}");
+    let ids: Vec<&str> = landed["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["a"], "{landed}");
+}
+
 #[test]
 fn dirty_untracked_and_switched_worktrees_are_refused() {
     let t = TestEnv::new();
