@@ -1103,7 +1103,9 @@ fn in_turn(
 /// (which also makes sure the id is not archived), `land` of one run, `verify`, `gc
 /// --dry-run`, `sync` (nothing to do, and 1,000 new runs); and `log` of an archived run
 /// against a live one. Both repositories are packed by `git gc` first, as a long-lived one is:
-/// the rows compare what the archive costs, not how many packs `git fast-import` left.
+/// the rows compare what the archive costs, not how many packs `git fast-import` left. Then
+/// `git tabellio gc` (nothing due) writes their multi-pack index, as every `gc` keeps it; one
+/// row first takes `status <run>` without it, as a plain `git gc` leaves the packs.
 fn retention(n: usize) {
     let alone = Bench::new();
     populate_archive(&alone, 1_000, 0);
@@ -1112,6 +1114,24 @@ fn retention(n: usize) {
     for b in [&with, &alone] {
         validated_range(b, "bench-long", "long ", 10_000);
         b.git(&["gc", "-q"]);
+    }
+    let (ours, theirs) = in_turn(
+        n,
+        |_| with.run_any(BIN, &with.repo, &["status", "l7"], ""),
+        |_| alone.run_any(BIN, &alone.repo, &["status", "l7"], ""),
+    );
+    report(
+        "status <run>, +100k archived, no multi-pack index",
+        ours,
+        theirs,
+        "the same, 1k live only",
+    );
+    for b in [&with, &alone] {
+        b.tab(&b.repo, &["gc", "--archive-after", "1000w"]);
+        assert!(
+            b.repo.join(".git/objects/pack/multi-pack-index").is_file(),
+            "gc writes the multi-pack index"
+        );
     }
     let live_refs = with
         .git(&["for-each-ref", "--format=x", "refs/tabellio/"])

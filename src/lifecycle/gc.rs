@@ -95,6 +95,9 @@ pub struct GcOutcome {
     pub kept: Vec<KeptRun>,
     pub finished: Finished,
     pub notes: NotesOutcome,
+    /// The multi-pack index over the repository's packs, kept current by every `gc` (`null`
+    /// with `--dry-run`, without packs, or where git's own maintenance keeps it).
+    pub multi_pack_index: Option<crate::store::multi_pack_index::Refreshed>,
 }
 
 /// A run chosen for the archive, with everything its transaction needs.
@@ -145,6 +148,7 @@ pub fn gc(env: &Env, opts: &GcOptions) -> Result<GcOutcome> {
             pruned: BTreeMap::new(),
             skipped: None,
         },
+        multi_pack_index: None,
     };
     let live: Vec<(String, gix::ObjectId)> = store.list_ledgers()?;
     let (leftovers, chosen) = choose(env, &live, cutoff_secs, &now_text, &mut outcome)?;
@@ -179,6 +183,7 @@ pub fn gc(env: &Env, opts: &GcOptions) -> Result<GcOutcome> {
     outcome.finished.branches = leftovers.branches.iter().map(|e| e.name.clone()).collect();
     outcome.archived = ready.iter().map(reported).collect();
     outcome.notes.pruned = prune_notes(store, retention.notes, false, &mut outcome.notes)?;
+    outcome.multi_pack_index = crate::store::multi_pack_index::refresh(store);
     Ok(outcome)
 }
 

@@ -20,6 +20,7 @@ pub mod git_cli;
 pub mod identity;
 pub mod ledger;
 pub mod merge;
+pub mod multi_pack_index;
 pub mod notes;
 pub mod notes_index;
 pub mod notes_view;

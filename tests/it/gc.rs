@@ -453,3 +453,106 @@ fn gc_killed_anywhere_loses_nothing_and_gc_again_finishes() {
         t.fsck();
     }
 }
+
+/// `gc` keeps a multi-pack index over the repository's packs, which git reads and checks as
+/// its own; written once per set of packs, again after `git gc` replaced them, never with
+/// `--dry-run`, where `core.multiPackIndex` is off, or where a held lock or git's own bitmap
+/// says it is someone else's.
+#[test]
+fn gc_keeps_a_multi_pack_index_git_reads() {
+    let t = TestEnv::new();
+    two_ended_runs_and_one_active(&t);
+    let midx = t.repo.join(".git/objects/pack/multi-pack-index");
+    let lock = t.repo.join(".git/objects/pack/multi-pack-index.lock");
+    // Without a pack there is nothing to index.
+    let (code, out) = t.tab_json(&["gc", "--archive-after", "1000w"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["multi_pack_index"], serde_json::Value::Null, "{out}");
+    t.git(&["gc", "-q"]).ok();
+    // Three more packs beside git's one, as fetches leave them.
+    for i in 0..3 {
+        t.commit_file_in(&t.repo, &format!("f{i}.txt"), &format!("{i}\n"));
+        t.git(&["repack", "-q"]).ok();
+    }
+    let packs = std::fs::read_dir(t.repo.join(".git/objects/pack"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "pack")
+        })
+        .count();
+    assert!(packs >= 2, "{packs} packs");
+
+    let (code, out) = t.tab_json(&["gc", "--dry-run", "--archive-after", "0"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["multi_pack_index"], serde_json::Value::Null, "{out}");
+    assert!(!midx.exists(), "--dry-run wrote the multi-pack index");
+
+    let (code, out) = t.tab_json(&["gc", "--archive-after", "0"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out["multi_pack_index"],
+        serde_json::json!({"packs": packs, "written": true}),
+        "{out}"
+    );
+    t.git(&["multi-pack-index", "verify"]).ok();
+    t.fsck();
+    // Every command reads through it: the archived runs and the live one.
+    t.tab(&["log", "r1"]).ok();
+    t.tab(&["status", "r3"]).ok();
+    let written = std::fs::read(&midx).unwrap();
+    let (_, out) = t.tab_json(&["gc"]);
+    assert_eq!(
+        out["multi_pack_index"],
+        serde_json::json!({"packs": packs, "written": false}),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read(&midx).unwrap(),
+        written,
+        "rewritten unchanged"
+    );
+
+    // `git gc` replaces the packs it covers and removes it; the next `gc` writes it again.
+    t.git(&["gc", "-q"]).ok();
+    assert!(
+        !midx.exists(),
+        "git gc kept a multi-pack index of removed packs"
+    );
+    std::fs::write(&lock, "").unwrap();
+    let (code, out) = t.tab_json(&["gc"]);
+    assert_eq!(code, 0, "a held lock fails the gc: {out}");
+    let warning = out["multi_pack_index"]["warning"].as_str().unwrap();
+    assert!(
+        warning.contains("multi-pack-index.lock") && warning.contains("remove"),
+        "{warning}"
+    );
+    assert!(
+        !midx.exists() && lock.exists(),
+        "the lock was not respected"
+    );
+    std::fs::remove_file(&lock).unwrap();
+    let (_, out) = t.tab_json(&["gc"]);
+    assert_eq!(out["multi_pack_index"]["written"], true, "{out}");
+    t.git(&["multi-pack-index", "verify"]).ok();
+
+    // Off where the repository says so.
+    std::fs::remove_file(&midx).unwrap();
+    t.git(&["config", "core.multiPackIndex", "false"]).ok();
+    let (_, out) = t.tab_json(&["gc"]);
+    assert_eq!(out["multi_pack_index"], serde_json::Value::Null, "{out}");
+    assert!(!midx.exists());
+    t.git(&["config", "--unset", "core.multiPackIndex"]).ok();
+
+    // Git's own maintenance writes it with a bitmap tied to it: left as git wrote it.
+    t.git(&["repack", "-q", "-a", "-d", "-b", "--write-midx"])
+        .ok();
+    let by_git = std::fs::read(&midx).unwrap();
+    let (_, out) = t.tab_json(&["gc"]);
+    assert_eq!(out["multi_pack_index"], serde_json::Value::Null, "{out}");
+    assert_eq!(std::fs::read(&midx).unwrap(), by_git);
+    t.fsck();
+}

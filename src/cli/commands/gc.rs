@@ -68,5 +68,15 @@ pub fn cmd_gc(ctx: &Ctx, args: &GcArgs) -> Result<Output> {
     if let Some(why) = &o.notes.skipped {
         lines.push(format!("notes not pruned: {why}"));
     }
+    if let Some(m) = &o.multi_pack_index {
+        match &m.warning {
+            Some(why) => lines.push(format!("warning: {why}")),
+            None if m.written => lines.push(format!(
+                "wrote the multi-pack index over {} pack(s)",
+                m.packs
+            )),
+            None => {}
+        }
+    }
     Ok(Output::new(to_json(&o), lines.join("\n")))
 }
