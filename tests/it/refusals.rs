@@ -175,6 +175,16 @@ fn a_ledger_ref_copied_under_another_name_is_refused_after_the_real_one() {
     t.completed_run("a", "a.txt");
     let tip = t.git_out(&["rev-parse", "refs/tabellio/runs/a"]);
     t.git(&["update-ref", "refs/tabellio/runs/b", &tip]).ok();
+    // Every look across the runs in one command (`a` first), the second copying what the first read.
+    let store = tabellio::store::Store::open(&t.repo).expect("open");
+    for _ in 0..2 {
+        let read: Vec<String> = store
+            .readable_ledgers()
+            .unwrap()
+            .map(|l| l.record.run_id)
+            .collect();
+        assert_eq!(read, ["a"]);
+    }
     let (code, list) = t.tab_json(&["list"]);
     assert_eq!(code, 0, "{list}");
     assert_eq!(list["runs"][0]["run_id"], "a", "{list}");

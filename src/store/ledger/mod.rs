@@ -31,8 +31,9 @@ pub struct Ledger {
     pub record: RunRecord,
 }
 
-/// The record of each ledger commit a command has read, by commit (a commit never changes): a
-/// bare `land` looks at every run for its queue, then for the runs waiting on other targets.
+/// The record of each ledger commit [`Store::readable_ledgers`] has read, by commit (a commit
+/// never changes): a bare `land` looks at every run for its queue, then for the runs waiting on
+/// other targets.
 pub type Records = std::cell::RefCell<std::collections::HashMap<gix::ObjectId, RunRecord>>;
 
 /// The most ledger records one command remembers.
@@ -62,11 +63,6 @@ impl Store {
     /// A ledger ref that points at something other than a ledger commit (a blob, a tree, a commit
     /// without `run.json`) is refused (exit 3) naming the ref and how to repair it.
     pub fn read_ledger_record(&self, run_id: &str, tip: gix::ObjectId) -> Result<RunRecord> {
-        if let Some(record) = self.ledger_records.borrow().get(&tip) {
-            if record.run_id == run_id {
-                return Ok(record.clone());
-            }
-        }
         let name = ref_name(run_id);
         self.ensure_commit_ref(&name, tip, &ledger_repair(&name))?;
         let Some(record) = self.try_read_run_json(tip)? else {
@@ -84,10 +80,6 @@ impl Store {
                 "the ledger was edited by hand; {}",
                 ledger_repair(&name)
             )));
-        }
-        let mut known = self.ledger_records.borrow_mut();
-        if known.len() < RECORDS {
-            known.insert(tip, record.clone());
         }
         Ok(record)
     }
@@ -177,10 +169,21 @@ impl Store {
 
     /// Every run's ledger at the tip [`Store::list_ledgers`] lists, leaving out a ledger that
     /// cannot be read (a newer schema, a damaged ref): for a look across all runs that one
-    /// unreadable ledger must not stop, and that reports it elsewhere if at all.
+    /// unreadable ledger must not stop, and that reports it elsewhere if at all. Each record is
+    /// read once a command: a second look across the runs copies what the first one read.
     pub fn readable_ledgers(&self) -> Result<impl Iterator<Item = Ledger> + '_> {
         Ok(self.list_ledgers()?.into_iter().filter_map(|(id, tip)| {
+            if let Some(record) = self.ledger_records.borrow().get(&tip) {
+                if record.run_id == id {
+                    let record = record.clone();
+                    return Some(Ledger { tip, record });
+                }
+            }
             let record = self.read_ledger_record(&id, tip).ok()?;
+            let mut known = self.ledger_records.borrow_mut();
+            if known.len() < RECORDS {
+                known.insert(tip, record.clone());
+            }
             Some(Ledger { tip, record })
         }))
     }
