@@ -196,13 +196,8 @@ fn a_ledger_ref_copied_under_another_name_is_refused_after_the_real_one() {
     // `b` is never taken for `a`.
     let (code, landed) = t.tab_json(&["land"]);
     assert_eq!(code, 0, "{landed}");
-    let ids: Vec<&str> = landed["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["run_id"].as_str().unwrap())
-        .collect();
-    assert_eq!(ids, ["a"], "{landed}");
+    assert_eq!(landed["runs"].as_array().map(Vec::len), Some(1), "{landed}");
+    assert_eq!(landed["runs"][0]["run_id"], "a", "{landed}");
 }
 
 #[test]
