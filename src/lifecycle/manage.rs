@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::evidence::read::{lines_on, records_for, Notes};
+use crate::model::run_file::RunHead;
 use crate::model::{evidence, EvidenceRecord, RunRecord, RunState, SchemaError};
 use crate::store::ledger::{self};
 use crate::store::repo::CommitOrTree;
@@ -209,15 +210,8 @@ fn on_another_branch(
 
 #[derive(Debug, Serialize)]
 pub struct ListEntry {
-    pub run_id: String,
-    pub state: RunState,
-    pub branch: String,
-    pub base: String,
-    pub summary: String,
-    pub updated_at: String,
-    /// The commit a run landed as (`land`), when it did.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub landed: Option<String>,
+    #[serde(flatten)]
+    pub run: RunHead,
     /// The archive ref holding the run, when `gc` archived it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub archived: Option<String>,
@@ -261,8 +255,9 @@ pub fn list(env: &Env, state: Option<&str>) -> Result<ListOutcome> {
         env.store.list_ledgers()?
     };
     for (id, tip) in live {
-        // One unreadable ledger must not hide every other run.
-        let rec = match env.store.read_ledger_record(&id, tip) {
+        // One unreadable ledger must not hide every other run. `run.json` alone: the task
+        // text and the history, which a listing does not show, are checked where they are read.
+        let rec = match env.store.read_ledger_head(&id, tip) {
             Ok(rec) => rec,
             Err(e) => {
                 out.unreadable
@@ -274,19 +269,13 @@ pub fn list(env: &Env, state: Option<&str>) -> Result<ListOutcome> {
             continue;
         }
         out.runs.push(ListEntry {
-            run_id: id,
-            state: rec.state,
-            branch: rec.branch,
-            base: rec.base.reference,
-            summary: rec.task.summary,
-            updated_at: rec.updated_at,
-            landed: rec.landed,
+            run: rec,
             archived: None,
         });
     }
     if state.is_some() {
         let live: std::collections::HashSet<String> =
-            out.runs.iter().map(|r| r.run_id.clone()).collect();
+            out.runs.iter().map(|r| r.run.run_id.clone()).collect();
         for found in env.store.archived_runs()? {
             let e = found.entry;
             // A run synced back to life is listed as the live run it is.
@@ -294,17 +283,19 @@ pub fn list(env: &Env, state: Option<&str>) -> Result<ListOutcome> {
                 continue;
             }
             out.runs.push(ListEntry {
-                run_id: e.run_id,
-                state: e.state,
-                branch: e.branch,
-                base: e.base,
-                summary: e.summary,
-                updated_at: e.updated_at,
-                landed: e.landed,
+                run: RunHead {
+                    run_id: e.run_id,
+                    state: e.state,
+                    branch: e.branch,
+                    base: e.base,
+                    summary: e.summary,
+                    updated_at: e.updated_at,
+                    landed: e.landed,
+                },
                 archived: Some(found.archive_ref),
             });
         }
-        out.runs.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+        out.runs.sort_by(|a, b| a.run.run_id.cmp(&b.run.run_id));
     }
     Ok(out)
 }

@@ -16,11 +16,12 @@
 //! or gained one is refused, and `task.sha256` pins the task blob. v1 commits stay readable:
 //! old ledgers are read as they are, and the next transition writes v2 on top.
 
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::canonical::sha256_hex;
 use super::run::{RunRecord, SCHEMA};
-use super::SchemaError;
+use super::{RunState, SchemaError};
 
 /// The schema of `run.json` in a ledger commit written by this version.
 pub const STORED_SCHEMA: &str = "tabellio.run/v2";
@@ -143,15 +144,28 @@ pub fn split(record: &RunRecord) -> Result<StoredRun, serde_json::Error> {
 /// Refused: a `run.json` that still holds a part that moved out, counts that do not match the
 /// entries found, a task text whose SHA-256 is not `task.sha256`, or any field v1 does not know.
 pub fn assemble(stored: StoredRun, what: &str) -> Result<RunRecord, SchemaError> {
+    let StoredRun {
+        run_json,
+        task_text,
+        history,
+    } = stored;
+    put_back(run_json, Some((task_text, history)), what)
+}
+
+/// [`assemble`] of `run_json` with `parts` (the task text and the history); without them, the
+/// record of `run_json` alone, its task text empty and its history lists empty, whose counts and
+/// task digest are not checked (nothing to check them against).
+fn put_back(
+    mut run_json: Value,
+    parts: Option<(String, History)>,
+    what: &str,
+) -> Result<RunRecord, SchemaError> {
     let invalid = |message: String| SchemaError::Invalid {
         what: what.into(),
         message,
     };
-    let StoredRun {
-        mut run_json,
-        task_text,
-        mut history,
-    } = stored;
+    let checked = parts.is_some();
+    let (task_text, mut history) = parts.unwrap_or_default();
     let obj = run_json
         .as_object_mut()
         .ok_or_else(|| invalid("not a JSON object".into()))?;
@@ -173,7 +187,7 @@ pub fn assemble(stored: StoredRun, what: &str) -> Result<RunRecord, SchemaError>
     }) {
         return Err(invalid(format!("unknown field `history.{key}`")));
     }
-    for kind in HistoryKind::ALL {
+    for kind in HistoryKind::ALL.into_iter().filter(|_| checked) {
         let want = counts.get(kind.dir_name()).and_then(Value::as_u64);
         let found = history.of(kind).len() as u64;
         if want != Some(found) {
@@ -196,7 +210,7 @@ pub fn assemble(stored: StoredRun, what: &str) -> Result<RunRecord, SchemaError>
     }
     let pinned = task.get("sha256").and_then(Value::as_str).unwrap_or("");
     let actual = sha256_hex(task_text.as_bytes());
-    if pinned != actual {
+    if checked && pinned != actual {
         return Err(invalid(format!(
             "{TASK_FILE} has SHA-256 {actual}, but `task.sha256` pins {pinned:?}"
         )));
@@ -232,11 +246,47 @@ pub fn assemble(stored: StoredRun, what: &str) -> Result<RunRecord, SchemaError>
     super::parse_value_stored_as(run_json, SCHEMA, STORED_SCHEMA, what)
 }
 
+/// What a listing shows of a run, read from `run.json` alone, v1 or v2: no task text and no
+/// history, so a run of a thousand checkpoints is listed as fast as a new one. `run.json` is
+/// checked as the whole read checks it (its schema, every field known); the task text and the
+/// history are read and checked by every command that reads the whole record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunHead {
+    pub run_id: String,
+    pub state: RunState,
+    pub branch: String,
+    /// `base.ref`.
+    pub base: String,
+    /// `task.summary`.
+    pub summary: String,
+    pub updated_at: String,
+    /// The commit a run landed as (`land`), when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub landed: Option<String>,
+}
+
+/// The [`RunHead`] of a ledger commit's `run.json` (`what` names it in errors), refused as
+/// [`assemble`] refuses it apart from what only the task text and the history can show.
+pub fn head(run_json: Value, what: &str) -> Result<RunHead, SchemaError> {
+    let record: RunRecord = match run_json.get("schema").and_then(Value::as_str) {
+        Some(STORED_SCHEMA) => put_back(run_json, None, what)?,
+        _ => super::parse_value(run_json, SCHEMA, what)?,
+    };
+    Ok(RunHead {
+        run_id: record.run_id,
+        state: record.state,
+        branch: record.branch,
+        base: record.base.reference,
+        summary: record.task.summary,
+        updated_at: record.updated_at,
+        landed: record.landed,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::run::tests::sample;
-    use crate::model::RunState;
 
     fn record_with_history() -> RunRecord {
         let mut r = sample(RunState::Active);
@@ -289,6 +339,42 @@ mod tests {
         unknown.run_json["extra"] = Value::Bool(true);
         let e = assemble(unknown, "t").expect_err("unknown field");
         assert!(e.to_string().contains("extra"), "{e}");
+    }
+
+    #[test]
+    fn the_head_is_read_from_run_json_alone_of_either_schema() {
+        let mut r = record_with_history();
+        r.landed = Some("7".repeat(40));
+        let want = RunHead {
+            run_id: r.run_id.clone(),
+            state: r.state,
+            branch: r.branch.clone(),
+            base: r.base.reference.clone(),
+            summary: r.task.summary.clone(),
+            updated_at: r.updated_at.clone(),
+            landed: r.landed.clone(),
+        };
+        let v2 = split(&r).expect("split").run_json;
+        assert_eq!(head(v2.clone(), "t").expect("v2"), want);
+        let v1 = serde_json::to_value(&r).expect("v1");
+        assert_eq!(head(v1.clone(), "t").expect("v1"), want);
+
+        let mut newer = v1.clone();
+        newer["schema"] = "tabellio.run/v3".into();
+        let e = head(newer, "t").expect_err("a newer schema");
+        assert!(matches!(e, SchemaError::Unsupported { .. }), "{e}");
+        let mut bad = v1;
+        bad["state"] = "flying".into();
+        head(bad, "t").expect_err("an unknown state");
+        // What the whole read refuses in run.json alone, the head refuses too.
+        let mut unknown = v2.clone();
+        unknown["added_later"] = Value::Bool(true);
+        let e = head(unknown, "t").expect_err("a field of a newer tool");
+        assert!(e.to_string().contains("added_later"), "{e}");
+        let mut inline = v2;
+        inline["task"]["text"] = "moved back".into();
+        let e = head(inline, "t").expect_err("the task text in run.json");
+        assert!(e.to_string().contains("task.text"), "{e}");
     }
 
     #[test]

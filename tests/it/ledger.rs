@@ -157,7 +157,8 @@ fn a_ledger_written_the_old_way_is_read_and_extended() {
     t.fsck();
 }
 
-/// A v2 ledger whose history lost an entry (edited with stock git) is refused, not misread.
+/// A v2 ledger whose history lost an entry (edited with stock git) is refused, not misread, by
+/// every command that reads the whole record; `list`, which reads `run.json` alone, lists it.
 #[test]
 fn a_ledger_tree_missing_a_history_entry_is_refused() {
     let t = TestEnv::new();
@@ -195,4 +196,13 @@ fn a_ledger_tree_missing_a_history_entry_is_refused() {
     assert_eq!(status["next_action"]["action"], "repair", "{status}");
     let reported = status["unreadable_refs"][0]["message"].as_str().unwrap();
     assert!(reported.contains("history.checkpoints"), "{reported}");
+    let (code, list) = t.tab_json(&["list"]);
+    assert_eq!(code, 0, "{list}");
+    assert_eq!(list["unreadable"], serde_json::json!([]), "{list}");
+    assert_eq!(list["runs"][0]["run_id"], "r1", "{list}");
+    assert_eq!(list["runs"][0]["state"], "active", "{list}");
+    assert_eq!(
+        list["runs"][0]["branch"], "refs/heads/tabellio/r1",
+        "{list}"
+    );
 }

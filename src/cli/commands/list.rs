@@ -23,10 +23,11 @@ pub fn cmd_list(ctx: &Ctx, args: &ListArgs) -> Result<Output> {
         .map(|r| {
             format!(
                 "{:<24} {:<18} {}{}{}",
-                r.run_id,
-                r.state.as_str(),
-                printable(&r.summary),
-                r.landed
+                r.run.run_id,
+                r.run.state.as_str(),
+                printable(&r.run.summary),
+                r.run
+                    .landed
                     .as_deref()
                     .map_or(String::new(), |c| format!(" (landed as {})", short(c))),
                 r.archived

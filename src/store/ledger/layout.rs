@@ -7,7 +7,7 @@ use gix::objs::tree::{Entry, EntryKind};
 use serde_json::Value;
 
 use crate::error::{Context, Error, Result};
-use crate::model::run_file::{self, History, HistoryKind, StoredRun};
+use crate::model::run_file::{self, History, HistoryKind, RunHead, StoredRun};
 use crate::model::{self, run, RunRecord};
 use crate::store::diff::entries_of;
 
@@ -58,14 +58,9 @@ impl Store {
     pub(super) fn read_ledger_tree(&self, commit: gix::ObjectId) -> Result<Option<RunRecord>> {
         let what = format!("run.json of {commit}");
         let tree = self.commit_tree(commit)?;
-        let Some(bytes) = self.tree_blob(&tree, "run.json", commit)? else {
+        let Some(value) = self.run_json_value(&tree, commit, &what)? else {
             return Ok(None);
         };
-        let value: Value =
-            serde_json::from_slice(&bytes).map_err(|e| model::SchemaError::Invalid {
-                what: what.clone(),
-                message: format!("not valid JSON: {e}"),
-            })?;
         if value.get("schema").and_then(Value::as_str) != Some(run_file::STORED_SCHEMA) {
             // v1 (the whole record), or a schema the parse names as unsupported.
             return Ok(Some(model::parse_value(value, run::SCHEMA, &what)?));
@@ -91,6 +86,35 @@ impl Store {
             history,
         };
         Ok(Some(run_file::assemble(stored, &what)?))
+    }
+
+    /// What a listing shows of the ledger commit `commit` ([`run_file::RunHead`]), from its
+    /// `run.json` alone; `None` when its tree has no `run.json`.
+    pub(super) fn read_ledger_head_tree(&self, commit: gix::ObjectId) -> Result<Option<RunHead>> {
+        let what = format!("run.json of {commit}");
+        let tree = self.commit_tree(commit)?;
+        let Some(value) = self.run_json_value(&tree, commit, &what)? else {
+            return Ok(None);
+        };
+        Ok(Some(run_file::head(value, &what)?))
+    }
+
+    /// `run.json` of the ledger commit `commit` (whose tree is `tree`) as JSON, not yet as a
+    /// record; `None` when the tree has none.
+    fn run_json_value(
+        &self,
+        tree: &gix::Tree<'_>,
+        commit: gix::ObjectId,
+        what: &str,
+    ) -> Result<Option<Value>> {
+        let Some(bytes) = self.tree_blob(tree, "run.json", commit)? else {
+            return Ok(None);
+        };
+        let value = serde_json::from_slice(&bytes).map_err(|e| model::SchemaError::Invalid {
+            what: what.to_string(),
+            message: format!("not valid JSON: {e}"),
+        })?;
+        Ok(Some(value))
     }
 
     /// Every entry under `history/`, in order; a name out of sequence or an unknown directory

@@ -13,6 +13,7 @@ mod layout;
 use gix::bstr::ByteSlice;
 
 use crate::error::{Context, Error, Result};
+use crate::model::run_file::RunHead;
 use crate::model::{self, RunRecord, RunState};
 
 use super::Store;
@@ -39,6 +40,42 @@ pub type Records = std::cell::RefCell<std::collections::HashMap<gix::ObjectId, R
 /// The most ledger records one command remembers.
 const RECORDS: usize = 1 << 14;
 
+/// `tip`, once it is known to be a commit the ledger ref of `run_id` may point at.
+fn checked_tip(store: &Store, run_id: &str, tip: gix::ObjectId) -> Result<gix::ObjectId> {
+    let name = ref_name(run_id);
+    store.ensure_commit_ref(&name, tip, &ledger_repair(&name))?;
+    Ok(tip)
+}
+
+/// What the ledger tip `tip` of `run_id` holds (`read`: `None` when it has no `run.json`),
+/// refused when it is not a ledger commit or names another run: a ledger copied or edited by
+/// hand would otherwise be read, and written back, under the wrong name.
+fn checked_run<T>(
+    run_id: &str,
+    tip: gix::ObjectId,
+    read: Option<T>,
+    run_id_of: impl Fn(&T) -> &String,
+) -> Result<T> {
+    let name = ref_name(run_id);
+    let Some(read) = read else {
+        return Err(Error::refused(format!(
+            "the ledger {name} points at commit {tip}, which holds no run.json: not a ledger commit"
+        ))
+        .hint(ledger_repair(&name)));
+    };
+    if run_id_of(&read) != run_id {
+        return Err(Error::refused(format!(
+            "the ledger {name} holds run {:?}, not {run_id:?} (run.json of {tip})",
+            run_id_of(&read)
+        ))
+        .hint(format!(
+            "the ledger was edited by hand; {}",
+            ledger_repair(&name)
+        )));
+    }
+    Ok(read)
+}
+
 /// One transition in a ledger's history.
 #[derive(Debug, Clone)]
 pub struct Transition {
@@ -63,25 +100,16 @@ impl Store {
     /// A ledger ref that points at something other than a ledger commit (a blob, a tree, a commit
     /// without `run.json`) is refused (exit 3) naming the ref and how to repair it.
     pub fn read_ledger_record(&self, run_id: &str, tip: gix::ObjectId) -> Result<RunRecord> {
-        let name = ref_name(run_id);
-        self.ensure_commit_ref(&name, tip, &ledger_repair(&name))?;
-        let Some(record) = self.try_read_run_json(tip)? else {
-            return Err(Error::refused(format!(
-                "the ledger {name} points at commit {tip}, which holds no run.json: not a ledger commit"
-            ))
-            .hint(ledger_repair(&name)));
-        };
-        if record.run_id != run_id {
-            return Err(Error::refused(format!(
-                "the ledger {name} holds run {:?}, not {run_id:?} (run.json of {tip})",
-                record.run_id
-            ))
-            .hint(format!(
-                "the ledger was edited by hand; {}",
-                ledger_repair(&name)
-            )));
-        }
-        Ok(record)
+        let record = self.try_read_run_json(checked_tip(self, run_id, tip)?)?;
+        checked_run(run_id, tip, record, |r| &r.run_id)
+    }
+
+    /// What `list` shows of run `run_id` at its ledger tip `tip`, from `run.json` alone
+    /// ([`model::run_file::RunHead`]), refused as [`Store::read_ledger_record`] refuses a tip
+    /// that is not this run's ledger commit. The task text and the history are not read.
+    pub fn read_ledger_head(&self, run_id: &str, tip: gix::ObjectId) -> Result<RunHead> {
+        let head = self.read_ledger_head_tree(checked_tip(self, run_id, tip)?)?;
+        checked_run(run_id, tip, head, |h| &h.run_id)
     }
 
     /// The run's ledger; a missing run is exit 5.
