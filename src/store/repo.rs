@@ -45,8 +45,8 @@ pub struct Store {
     pub(super) commit_trees: super::trees::CommitTrees,
     /// The delta bases of the objects read past the object cache ([`Store::read_blob`]).
     pub(super) read_once_deltas: super::objects::ReadOnceDeltas,
-    /// The records of the ledger commits this command has read (see
-    /// [`Store::read_ledger_record`]).
+    /// The records of the ledger commits this command has read across all runs (see
+    /// [`Store::readable_ledgers`]).
     pub(super) ledger_records: super::ledger::Records,
 }
 

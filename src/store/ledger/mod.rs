@@ -40,24 +40,19 @@ pub type Records = std::cell::RefCell<std::collections::HashMap<gix::ObjectId, R
 /// The most ledger records one command remembers.
 const RECORDS: usize = 1 << 14;
 
-/// `tip`, once it is known to be a commit the ledger ref of `run_id` may point at.
-fn checked_tip(store: &Store, run_id: &str, tip: gix::ObjectId) -> Result<gix::ObjectId> {
-    let name = ref_name(run_id);
-    store.ensure_commit_ref(&name, tip, &ledger_repair(&name))?;
-    Ok(tip)
-}
-
-/// What the ledger tip `tip` of `run_id` holds (`read`: `None` when it has no `run.json`),
-/// refused when it is not a ledger commit or names another run: a ledger copied or edited by
-/// hand would otherwise be read, and written back, under the wrong name.
-fn checked_run<T>(
+/// What `read` finds at the ledger tip `tip` of `run_id` (`None`: the commit has no
+/// `run.json`), refused when `tip` is not a ledger commit or names another run: a ledger copied
+/// or edited by hand would otherwise be read, and written back, under the wrong name.
+fn read_checked<T>(
+    store: &Store,
     run_id: &str,
     tip: gix::ObjectId,
-    read: Option<T>,
+    read: impl FnOnce(&Store, gix::ObjectId) -> Result<Option<T>>,
     run_id_of: impl Fn(&T) -> &String,
 ) -> Result<T> {
     let name = ref_name(run_id);
-    let Some(read) = read else {
+    store.ensure_commit_ref(&name, tip, &ledger_repair(&name))?;
+    let Some(read) = read(store, tip)? else {
         return Err(Error::refused(format!(
             "the ledger {name} points at commit {tip}, which holds no run.json: not a ledger commit"
         ))
@@ -100,16 +95,16 @@ impl Store {
     /// A ledger ref that points at something other than a ledger commit (a blob, a tree, a commit
     /// without `run.json`) is refused (exit 3) naming the ref and how to repair it.
     pub fn read_ledger_record(&self, run_id: &str, tip: gix::ObjectId) -> Result<RunRecord> {
-        let record = self.try_read_run_json(checked_tip(self, run_id, tip)?)?;
-        checked_run(run_id, tip, record, |r| &r.run_id)
+        read_checked(self, run_id, tip, Store::try_read_run_json, |r| &r.run_id)
     }
 
     /// What `list` shows of run `run_id` at its ledger tip `tip`, from `run.json` alone
     /// ([`model::run_file::RunHead`]), refused as [`Store::read_ledger_record`] refuses a tip
     /// that is not this run's ledger commit. The task text and the history are not read.
     pub fn read_ledger_head(&self, run_id: &str, tip: gix::ObjectId) -> Result<RunHead> {
-        let head = self.read_ledger_head_tree(checked_tip(self, run_id, tip)?)?;
-        checked_run(run_id, tip, head, |h| &h.run_id)
+        read_checked(self, run_id, tip, Store::read_ledger_head_tree, |h| {
+            &h.run_id
+        })
     }
 
     /// The run's ledger; a missing run is exit 5.
